@@ -1,0 +1,211 @@
+"""Generate the GRPOJob CustomResourceDefinition from the pydantic models.
+
+Pydantic writes JSON Schema (draft 2020-12); the API server wants a *structural* OpenAPI v3
+schema: no `$ref`, no `anyOf` with a null branch, boolean `exclusiveMinimum`, no `title` or
+`propertyNames`. This module does that translation, and nothing else, so the models stay the one
+definition of the API. `python -m grpo_operator.api.crdgen` rewrites `crds/`; a unit test fails
+when the committed file drifts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .v1alpha1 import GROUP, KIND, PLURAL, SHORT_NAMES, SINGULAR, VERSION, GRPOJobSpec, GRPOJobStatus
+
+CRD_FILENAME = f"{GROUP}_{PLURAL}.yaml"
+# Keys that JSON Schema allows and a structural schema does not.
+_DROP = {"title", "propertyNames", "$defs", "discriminator"}
+
+PRINTER_COLUMNS: list[dict[str, Any]] = [
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {"name": "Step", "type": "string", "jsonPath": ".status.progress.steps", "description": "step/total"},
+    {"name": "Reward", "type": "number", "jsonPath": ".status.metrics.reward"},
+    {
+        "name": "Val",
+        "type": "number",
+        "jsonPath": ".status.metrics.valScore",
+        "description": "validation score",
+    },
+    {"name": "Attempt", "type": "integer", "jsonPath": ".status.attempt"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    {"name": "Accelerator", "type": "string", "jsonPath": ".spec.resources.accelerator", "priority": 1},
+    {"name": "RayJob", "type": "string", "jsonPath": ".status.rayJobName", "priority": 1},
+]
+
+# Rules that span several spec sections. Per-section rules live on the models themselves.
+SPEC_RULES: list[dict[str, str]] = [
+    {
+        "rule": "self.engine.name != 'trl' || (self.resources.devicesPerNode == 1 && self.resources.nodes == 1)",
+        "message": "engine.name=trl trains on one device: set resources.devicesPerNode=1 and resources.nodes=1",
+    },
+    {
+        "rule": "self.engine.name != 'trl' || has(self.engine.lora)",
+        "message": "engine.name=trl trains LoRA adapters: set engine.lora",
+    },
+]
+
+
+def _structural(node: Any, defs: dict[str, Any]) -> Any:
+    """Translate one JSON Schema node (recursively) into its structural OpenAPI form."""
+    if isinstance(node, list):
+        return [_structural(item, defs) for item in node]
+    if not isinstance(node, dict):
+        return node
+    node = dict(node)
+    if "$ref" in node:
+        target = copy.deepcopy(defs[node.pop("$ref").rsplit("/", 1)[-1]])
+        # The property's own description beats the class docstring.
+        target.update({k: v for k, v in node.items() if k in ("description", "default")})
+        target.setdefault("x-kubernetes-validations", [])
+        target["x-kubernetes-validations"] = target["x-kubernetes-validations"] + node.get(
+            "x-kubernetes-validations", []
+        )
+        if not target["x-kubernetes-validations"]:
+            del target["x-kubernetes-validations"]
+        return _structural(target, defs)
+    if "anyOf" in node:
+        branches = [b for b in node.pop("anyOf") if b.get("type") != "null"]
+        if len(branches) != 1:
+            raise ValueError(f"only Optional[X] unions are supported, got {branches}")
+        merged = {**branches[0], **node}
+        merged["nullable"] = True
+        return _structural(merged, defs)
+    if "const" in node:
+        node["enum"] = [node.pop("const")]
+    if "exclusiveMinimum" in node and not isinstance(node["exclusiveMinimum"], bool):
+        node["minimum"] = node.pop("exclusiveMinimum")
+        node["exclusiveMinimum"] = True
+    if "exclusiveMaximum" in node and not isinstance(node["exclusiveMaximum"], bool):
+        node["maximum"] = node.pop("exclusiveMaximum")
+        node["exclusiveMaximum"] = True
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _DROP:
+            continue
+        if key == "default":
+            if value is None or value == [] or value == {}:
+                continue
+            if isinstance(value, dict):
+                # Object defaults are `{}`: the API server then applies each nested field's own
+                # default, so every default is written down exactly once, in the models.
+                value = {}
+        if key == "additionalProperties" and value is False:
+            # extra="forbid" in the models; the API server prunes unknown fields instead.
+            continue
+        if key == "properties":
+            value = {name: _structural(prop, defs) for name, prop in value.items()}
+        elif key in ("items", "additionalProperties"):
+            value = _structural(value, defs)
+        out[key] = value
+    if "properties" in out:
+        out.setdefault("type", "object")
+    return out
+
+
+def _object_defaults(schema: dict[str, Any], model: type[Any]) -> None:
+    """Give sub-sections that have a default factory `default: {}` so their fields default."""
+    for name, field in model.model_fields.items():
+        alias = field.alias or name
+        prop = schema["properties"].get(alias)
+        if prop is None or prop.get("type") != "object":
+            continue
+        if field.default_factory is not None and "properties" in prop:
+            prop["default"] = {}
+
+
+def schema_for(model: type[Any]) -> dict[str, Any]:
+    """Structural schema of one pydantic model."""
+    raw = model.model_json_schema(by_alias=True, mode="validation")
+    defs = raw.get("$defs", {})
+    schema = _structural(raw, defs)
+    _object_defaults(schema, model)
+    return schema
+
+
+def build_crd() -> dict[str, Any]:
+    """The complete CustomResourceDefinition object."""
+    spec_schema = schema_for(GRPOJobSpec)
+    spec_schema["x-kubernetes-validations"] = spec_schema.get("x-kubernetes-validations", []) + SPEC_RULES
+    status_schema = schema_for(GRPOJobStatus)
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"{PLURAL}.{GROUP}",
+            "annotations": {"grpo.dev/generated-by": "python -m grpo_operator.api.crdgen"},
+            "labels": {"app.kubernetes.io/name": "grpo-operator", "app.kubernetes.io/component": "crd"},
+        },
+        "spec": {
+            "group": GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": KIND,
+                "listKind": f"{KIND}List",
+                "plural": PLURAL,
+                "singular": SINGULAR,
+                "shortNames": list(SHORT_NAMES),
+                "categories": ["all", "grpo"],
+            },
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": PRINTER_COLUMNS,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "description": "A GRPO post-training job for a vision-language model, run on KubeRay.",
+                            "required": ["spec"],
+                            "properties": {
+                                "apiVersion": {"type": "string"},
+                                "kind": {"type": "string"},
+                                "metadata": {"type": "object"},
+                                "spec": spec_schema,
+                                "status": status_schema,
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def render() -> str:
+    """The CRD as the YAML committed to `crds/`."""
+    header = "# Generated from the pydantic models in operator/grpo_operator/api. Do not edit.\n"
+    header += "# Regenerate: python -m grpo_operator.api.crdgen\n"
+    return header + yaml.safe_dump(build_crd(), sort_keys=False, width=120)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, nargs="*", default=[Path("crds")], help="folders to write into")
+    parser.add_argument("--check", action="store_true", help="exit 1 if a committed file differs")
+    args = parser.parse_args(argv)
+    text = render()
+    status = 0
+    for folder in args.out:
+        target = folder / CRD_FILENAME
+        if args.check:
+            if not target.exists() or target.read_text() != text:
+                print(f"{target} is out of date: run python -m grpo_operator.api.crdgen", file=sys.stderr)
+                status = 1
+            continue
+        folder.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        print(f"wrote {target}")
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,128 @@
+"""`GRPOJob.status`: the contract between the operator, the trainer and the people watching.
+
+Each field has exactly one writer. The operator owns the lifecycle (`phase`, `conditions`,
+`attempt`, the child names, times and `outputs`); the trainer's reporter owns what only the
+training process knows (`progress`, `metrics`, `history`, `checkpoint`). Both send JSON merge
+patches that touch only their own keys, so neither can overwrite the other.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from .base import ApiModel, ShortString
+
+Phase = Literal["Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed"]
+ConditionType = Literal["Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed"]
+OPERATOR_STATUS_FIELDS = frozenset(
+    {
+        "phase",
+        "conditions",
+        "attempt",
+        "rayJobName",
+        "rayClusterName",
+        "dashboardURL",
+        "startTime",
+        "completionTime",
+        "outputs",
+        "observedGeneration",
+        "failedAttempts",
+    }
+)
+TRAINER_STATUS_FIELDS = frozenset({"progress", "metrics", "history", "checkpoint"})
+HISTORY_LIMIT = 120
+Timestamp = Annotated[str, Field(max_length=64)]
+
+
+class Condition(ApiModel):
+    """A Kubernetes-convention condition, so `kubectl wait --for=condition=Succeeded` works."""
+
+    type: ConditionType
+    status: Literal["True", "False", "Unknown"]
+    reason: Annotated[str, Field(max_length=128)]
+    message: Annotated[str, Field(max_length=4096)] = ""
+    last_transition_time: Timestamp
+    observed_generation: int | None = None
+
+
+class FailedAttempt(ApiModel):
+    """Why an earlier attempt ended, for `kubectl describe`."""
+
+    attempt: int
+    reason: Annotated[str, Field(max_length=128)]
+    message: Annotated[str, Field(max_length=1024)] = ""
+    retryable: bool
+
+
+class Outputs(ApiModel):
+    """Where the exported results are."""
+
+    model: Annotated[str, Field(max_length=512)] | None = None
+    lora_adapter: Annotated[str, Field(max_length=512)] | None = None
+
+
+class Progress(ApiModel):
+    """Training progress, written by the trainer."""
+
+    step: int = 0
+    total_steps: int | None = None
+    steps: Annotated[str, Field(max_length=32)] | None = None
+    """"step/total", for the STEP printer column."""
+    epoch: int | None = None
+    percent: float | None = None
+    eta_seconds: int | None = None
+    updated_at: Timestamp | None = None
+
+
+class Metrics(ApiModel):
+    """The latest step's headline metrics, written by the trainer."""
+
+    reward: float | None = None
+    val_score: float | None = None
+    response_length: float | None = None
+    entropy: float | None = None
+    kl: float | None = None
+    step_seconds: float | None = None
+    tokens_per_second_per_device: float | None = None
+
+
+class HistoryPoint(ApiModel):
+    """One point of the downsampled history kept for plots."""
+
+    step: int
+    reward: float | None = None
+    val_score: float | None = None
+    response_length: float | None = None
+
+
+class CheckpointStatus(ApiModel):
+    """The newest checkpoint, written by the trainer."""
+
+    latest_step: int | None = None
+    path: Annotated[str, Field(max_length=512)] | None = None
+    saved_at: Timestamp | None = None
+    resumed_from_step: int | None = None
+
+
+class GRPOJobStatus(ApiModel):
+    """Observed state of a GRPOJob."""
+
+    # operator
+    phase: Phase | None = None
+    conditions: Annotated[list[Condition], Field(max_length=16)] = Field(default_factory=list)
+    attempt: int | None = None
+    failed_attempts: Annotated[list[FailedAttempt], Field(max_length=101)] = Field(default_factory=list)
+    ray_job_name: ShortString | None = None
+    ray_cluster_name: ShortString | None = None
+    dashboard_url: ShortString | None = Field(default=None, alias="dashboardURL")
+    start_time: Timestamp | None = None
+    completion_time: Timestamp | None = None
+    observed_generation: int | None = None
+    outputs: Outputs | None = None
+    # trainer
+    progress: Progress | None = None
+    metrics: Metrics | None = None
+    history: Annotated[list[HistoryPoint], Field(max_length=HISTORY_LIMIT)] = Field(default_factory=list)
+    checkpoint: CheckpointStatus | None = None
