@@ -1,0 +1,62 @@
+"""Names, labels and owner references shared by every child object."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..api.v1alpha1 import API_VERSION, KIND, GRPOJob
+
+JOB_LABEL = "grpo.dev/job"
+COMPONENT_LABEL = "grpo.dev/component"
+ATTEMPT_LABEL = "grpo.dev/attempt"
+MANAGED_BY = "grpo-operator"
+# KubeRay's RayCluster name is `<rayjob>-<5 chars>` and its head Service adds `-head-svc`;
+# a Service name must stay within 63 characters, which leaves 40 for the job's own name.
+MAX_JOB_NAME = 40
+
+
+def rayjob_name(job_name: str, attempt: int) -> str:
+    return f"{job_name}-{attempt}"
+
+
+def spec_configmap_name(job_name: str) -> str:
+    return f"{job_name}-spec"
+
+
+def checkpoint_claim_name(job_name: str) -> str:
+    return f"{job_name}-checkpoints"
+
+
+def trainer_account_name(job_name: str) -> str:
+    return f"{job_name}-trainer"
+
+
+def labels(job: GRPOJob, component: str) -> dict[str, str]:
+    """Our label taxonomy: selectable by job and component, recognisable by the usual app labels."""
+    return {
+        JOB_LABEL: job.name,
+        COMPONENT_LABEL: component,
+        "app.kubernetes.io/name": "grpo-job",
+        "app.kubernetes.io/instance": job.name,
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+    }
+
+
+def owner_reference(job: GRPOJob) -> dict[str, Any]:
+    """Makes the garbage collector delete the child with its GRPOJob."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "name": job.name,
+        "uid": job.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def object_meta(job: GRPOJob, name: str, component: str, *, owned: bool = True) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": job.namespace, "labels": labels(job, component)}
+    if owned:
+        meta["ownerReferences"] = [owner_reference(job)]
+    return meta

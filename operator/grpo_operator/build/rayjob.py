@@ -1,0 +1,273 @@
+"""The KubeRay RayJob (and its RayCluster) for one attempt of a GRPOJob."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..api.sources import parse_source
+from ..api.v1alpha1 import GRPOJob
+from ..api.v1alpha1.resolved import CHECKPOINT_MOUNT, REWARD_MOUNT_DIR, SPEC_FILE, SPEC_MOUNT_DIR
+from ..config import AcceleratorProfile, Settings
+from .configmap import SPEC_KEY
+from .meta import (
+    ATTEMPT_LABEL,
+    labels,
+    object_meta,
+    rayjob_name,
+    spec_configmap_name,
+    trainer_account_name,
+)
+from .paths import job_paths, metrics_file
+from .pvc import checkpoint_access_mode, checkpoint_claim
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+WORKER_GROUP = "workers"
+
+
+def _cpu_per_node(job: GRPOJob, settings: Settings) -> str:
+    res = job.spec.resources
+    return res.cpu_per_node or str(res.devices_per_node * settings.cpu_per_device + settings.cpu_headroom)
+
+
+def _memory_per_node(job: GRPOJob, profile: AcceleratorProfile) -> str:
+    res = job.spec.resources
+    if res.memory_per_node:
+        return res.memory_per_node
+    amount, unit = profile.memory_per_device[:-2], profile.memory_per_device[-2:]
+    return f"{int(amount) * res.devices_per_node}{unit}"
+
+
+def _source_claims(job: GRPOJob) -> list[str]:
+    """pvc:// claims named by the model and dataset sources, each once, in a stable order."""
+    spec = job.spec
+    uris = [spec.model.source, *(spec.dataset.train or []), *(spec.dataset.validation or [])]
+    if spec.dataset.source:
+        uris.append(spec.dataset.source)
+    claims: list[str] = []
+    for uri in uris:
+        ref = parse_source(uri)
+        if ref.scheme == "pvc" and ref.authority not in claims:
+            claims.append(ref.authority)
+    return claims
+
+
+def _volumes(job: GRPOJob, settings: Settings) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Volumes and mounts shared by every pod: verl may run any piece on any node."""
+    shm = job.spec.resources.shared_memory or settings.default_shared_memory
+    volumes: list[dict[str, Any]] = [
+        {
+            "name": "spec",
+            "configMap": {
+                "name": spec_configmap_name(job.name),
+                "items": [{"key": SPEC_KEY, "path": SPEC_KEY}],
+            },
+        },
+        {"name": "checkpoints", "persistentVolumeClaim": {"claimName": checkpoint_claim(job)}},
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm}},
+    ]
+    mounts: list[dict[str, Any]] = [
+        {"name": "spec", "mountPath": SPEC_MOUNT_DIR, "readOnly": True},
+        {"name": "checkpoints", "mountPath": CHECKPOINT_MOUNT},
+        {"name": "dshm", "mountPath": "/dev/shm"},
+    ]
+    for index, claim in enumerate(_source_claims(job)):
+        name = f"source-{index}"
+        volumes.append({"name": name, "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
+        mounts.append(
+            {"name": name, "mountPath": parse_source(f"pvc://{claim}/").mount_path, "readOnly": True}
+        )
+    custom = job.spec.reward.custom
+    if custom:
+        volumes.append(
+            {
+                "name": "reward",
+                "configMap": {"name": custom.config_map, "items": [{"key": custom.key, "path": custom.key}]},
+            }
+        )
+        mounts.append({"name": "reward", "mountPath": REWARD_MOUNT_DIR, "readOnly": True})
+    return volumes, mounts
+
+
+def _env(
+    job: GRPOJob, profile: AcceleratorProfile, attempt: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Environment and envFrom for every trainer pod."""
+    spec = job.spec
+    paths = job_paths(job)
+    env: list[dict[str, Any]] = [
+        {"name": "GRPO_JOB_NAME", "value": job.name},
+        {"name": "GRPO_NAMESPACE", "value": job.namespace},
+        {"name": "GRPO_JOB_UID", "value": job.uid},
+        {"name": "GRPO_ATTEMPT", "value": str(attempt)},
+        {"name": "GRPO_SPEC_FILE", "value": SPEC_FILE},
+        {"name": "GRPO_METRICS_FILE", "value": metrics_file(job, attempt)},
+        {"name": "GRPO_ACCELERATOR", "value": spec.resources.accelerator},
+        # Hub downloads land on the shared volume, so a retried attempt does not fetch again.
+        {"name": "HF_HOME", "value": f"{paths.cache_dir}/huggingface"},
+        {"name": "MODELSCOPE_CACHE", "value": f"{paths.cache_dir}/modelscope"},
+    ]
+    env += [{"name": k, "value": v} for k, v in sorted(profile.env.items())]
+    if spec.logging.wandb:
+        wandb = spec.logging.wandb
+        env.append(
+            {
+                "name": "WANDB_API_KEY",
+                "valueFrom": {"secretKeyRef": {"name": wandb.secret_name, "key": wandb.secret_key}},
+            }
+        )
+    env += [{"name": var.name, "value": var.value} for var in spec.env]
+    secrets = [s for s in (spec.model.credentials_secret, spec.dataset.credentials_secret) if s]
+    env_from = [{"secretRef": {"name": s}} for s in dict.fromkeys(secrets)]
+    return env, env_from
+
+
+def _node_selector(job: GRPOJob, profile: AcceleratorProfile) -> dict[str, str]:
+    selector = dict(profile.node_selector)
+    if job.spec.resources.product and profile.product_label:
+        selector[profile.product_label] = job.spec.resources.product
+    selector.update(job.spec.resources.node_selector)
+    return selector
+
+
+def _tolerations(job: GRPOJob, profile: AcceleratorProfile) -> list[dict[str, Any]]:
+    return [*profile.tolerations, *(t.to_wire() for t in job.spec.resources.tolerations)]
+
+
+def _pod_template(
+    job: GRPOJob,
+    settings: Settings,
+    profile: AcceleratorProfile,
+    attempt: int,
+    *,
+    component: str,
+    resources: dict[str, Any],
+    affinity: dict[str, Any] | None,
+) -> dict[str, Any]:
+    volumes, mounts = _volumes(job, settings)
+    env, env_from = _env(job, profile, attempt)
+    container: dict[str, Any] = {
+        "name": f"ray-{component}",
+        "image": job.spec.image or profile.image,
+        "imagePullPolicy": "IfNotPresent",
+        "env": env,
+        "resources": resources,
+        "volumeMounts": mounts,
+    }
+    if env_from:
+        container["envFrom"] = env_from
+    pod: dict[str, Any] = {
+        "serviceAccountName": trainer_account_name(job.name),
+        "containers": [container],
+        "volumes": volumes,
+        "nodeSelector": _node_selector(job, profile),
+        "tolerations": _tolerations(job, profile),
+    }
+    if affinity:
+        pod["affinity"] = affinity
+    if job.spec.resources.priority_class_name:
+        pod["priorityClassName"] = job.spec.resources.priority_class_name
+    pod_labels = {**labels(job, component), ATTEMPT_LABEL: str(attempt)}
+    return {"metadata": {"labels": pod_labels}, "spec": pod}
+
+
+def _co_locate_with_worker(job: GRPOJob, attempt: int) -> dict[str, Any] | None:
+    """A ReadWriteOnce volume attaches to one node, so the head must share the worker's node.
+
+    The affinity sits on the head, not the worker: the worker's device request already picks an
+    accelerator node, and the head (which asks for no device) follows it there.
+    """
+    if checkpoint_access_mode(job) != "ReadWriteOnce":
+        return None
+    return {
+        "podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {
+                        "matchLabels": {
+                            "grpo.dev/job": job.name,
+                            "grpo.dev/component": "worker",
+                            ATTEMPT_LABEL: str(attempt),
+                        }
+                    },
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    }
+
+
+def _ray_resources_param(profile: AcceleratorProfile, devices: int) -> dict[str, str]:
+    """`ray start --resources` for accelerators KubeRay does not map itself (NPU)."""
+    if not profile.declare_ray_resource:
+        return {}
+    quoted = json.dumps({profile.ray_resource: devices}).replace('"', '\\"')
+    return {"resources": f'"{quoted}"'}
+
+
+def build_rayjob(job: GRPOJob, settings: Settings, attempt: int) -> dict[str, Any]:
+    """The RayJob for `attempt` (1-based). Retries are ours, so KubeRay's own backoff is 0."""
+    profile = settings.profile(job.spec.resources.accelerator)
+    if profile is None:  # validation refuses this first; a builder never guesses
+        raise ValueError(f"no accelerator profile {job.spec.resources.accelerator!r}")
+    res = job.spec.resources
+    device_count = str(res.devices_per_node)
+    worker_resources = {
+        "requests": {
+            "cpu": _cpu_per_node(job, settings),
+            "memory": _memory_per_node(job, profile),
+            profile.device_resource: device_count,
+        },
+        "limits": {"memory": _memory_per_node(job, profile), profile.device_resource: device_count},
+    }
+    head_resources = {
+        "requests": {"cpu": settings.head_cpu, "memory": settings.head_memory},
+        "limits": {"memory": settings.head_memory},
+    }
+    meta = object_meta(job, rayjob_name(job.name, attempt), "rayjob")
+    meta["labels"][ATTEMPT_LABEL] = str(attempt)
+    if res.queue_name:
+        meta["labels"][QUEUE_LABEL] = res.queue_name
+    spec: dict[str, Any] = {
+        "entrypoint": f"{settings.entrypoint} {SPEC_FILE}",
+        "shutdownAfterJobFinishes": True,
+        "ttlSecondsAfterFinished": job.spec.run_policy.ttl_seconds_after_finished or 0,
+        "backoffLimit": 0,
+        "submissionMode": "K8sJobMode",
+        "rayClusterSpec": {
+            "rayVersion": settings.ray_version,
+            "enableInTreeAutoscaling": False,
+            "headGroupSpec": {
+                # No tasks on the head: the driver and every worker land where the devices are.
+                "rayStartParams": {"dashboard-host": "0.0.0.0", "num-cpus": "0", "num-gpus": "0"},
+                "template": _pod_template(
+                    job,
+                    settings,
+                    profile,
+                    attempt,
+                    component="head",
+                    resources=head_resources,
+                    affinity=_co_locate_with_worker(job, attempt),
+                ),
+            },
+            "workerGroupSpecs": [
+                {
+                    "groupName": WORKER_GROUP,
+                    "replicas": res.nodes,
+                    "minReplicas": res.nodes,
+                    "maxReplicas": res.nodes,
+                    "rayStartParams": _ray_resources_param(profile, res.devices_per_node),
+                    "template": _pod_template(
+                        job,
+                        settings,
+                        profile,
+                        attempt,
+                        component="worker",
+                        resources=worker_resources,
+                        affinity=None,
+                    ),
+                }
+            ],
+        },
+    }
+    return {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": meta, "spec": spec}

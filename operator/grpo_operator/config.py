@@ -1,0 +1,139 @@
+"""Operator settings: one object, loaded once at start-up and passed down.
+
+The defaults below are what a cluster gets without configuration. Cluster admins override
+them through the Helm chart, which renders a YAML file mounted at `GRPO_OPERATOR_CONFIG`;
+a few scalar settings can also come from `GRPO_*` environment variables for local runs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+
+class AcceleratorProfile(_Model):
+    """How one accelerator family is requested, scheduled and set up."""
+
+    device_resource: str
+    """Extended resource a pod requests per device (nvidia.com/gpu, huawei.com/Ascend910)."""
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    """Always added to the trainer pods' node selector."""
+    product_label: str | None = None
+    """Node label that carries the device product, used when spec.resources.product is set."""
+    tolerations: list[dict[str, Any]] = Field(default_factory=list)
+    ray_resource: str
+    """Ray resource name the engine schedules on (GPU, NPU)."""
+    declare_ray_resource: bool = False
+    """Pass the Ray resource to `ray start` explicitly (KubeRay derives GPU itself, not NPU)."""
+    collective: Literal["nccl", "hccl"]
+    env: dict[str, str] = Field(default_factory=dict)
+    """Environment for every trainer pod on this accelerator."""
+    image: str
+    """Default trainer image."""
+    memory_per_device: str = "96Gi"
+    """Memory request per device for a worker pod when the job does not say."""
+
+
+def _default_profiles() -> dict[str, AcceleratorProfile]:
+    return {
+        "nvidia": AcceleratorProfile(
+            device_resource="nvidia.com/gpu",
+            product_label="nvidia.com/gpu.product",
+            tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            ray_resource="GPU",
+            collective="nccl",
+            env={"NCCL_DEBUG": "WARN", "NCCL_TIMEOUT": "1800", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"},
+            image="ghcr.io/grpo-operator/trainer-cuda:0.1.0",
+        ),
+        "ascend": AcceleratorProfile(
+            device_resource="huawei.com/Ascend910",
+            node_selector={"accelerator": "huawei-Ascend910"},
+            product_label="node.kubernetes.io/npu.chip.name",
+            tolerations=[{"key": "huawei.com/Ascend910", "operator": "Exists", "effect": "NoSchedule"}],
+            ray_resource="NPU",
+            declare_ray_resource=True,
+            collective="hccl",
+            env={
+                "VERL_PLATFORM": "huawei",
+                "HCCL_CONNECT_TIMEOUT": "1800",
+                "HCCL_EXEC_TIMEOUT": "1800",
+                "USE_OPTIMIZED_MODEL": "0",
+                "VLLM_ASCEND_ENABLE_NZ": "0",
+            },
+            image="ghcr.io/grpo-operator/trainer-ascend:0.1.0",
+            memory_per_device="64Gi",
+        ),
+    }
+
+
+class Settings(_Model):
+    """Everything the operator can be told."""
+
+    namespaces: list[str] = Field(default_factory=list)
+    """Namespaces to watch; empty means the whole cluster."""
+    profiles: dict[str, AcceleratorProfile] = Field(default_factory=_default_profiles)
+    field_manager: str = "grpo-operator"
+    """Server-side apply field owner of every child object."""
+    ray_version: str = "2.46.0"
+    head_cpu: str = "4"
+    head_memory: str = "16Gi"
+    cpu_per_device: int = 6
+    """Worker CPU per device when the job does not say; verl places 3 CPUs per device bundle."""
+    cpu_headroom: int = 4
+    default_shared_memory: str = "32Gi"
+    default_checkpoint_size: str = "200Gi"
+    default_storage_class: str | None = None
+    resync_seconds: float = 60.0
+    """Safety-net reconcile interval; RayJob events drive the normal path."""
+    metrics_port: int = 8080
+    health_port: int = 8081
+    log_format: Literal["json", "plain"] = "json"
+    """Trainer entrypoint; the resolved spec file is appended."""
+    entrypoint: str = "grpo-train run --spec"
+
+    def profile(self, accelerator: str) -> AcceleratorProfile | None:
+        return self.profiles.get(accelerator)
+
+
+_ENV_SCALARS = {
+    "GRPO_NAMESPACES": "namespaces",
+    "GRPO_RESYNC_SECONDS": "resync_seconds",
+    "GRPO_METRICS_PORT": "metrics_port",
+    "GRPO_HEALTH_PORT": "health_port",
+    "GRPO_LOG_FORMAT": "log_format",
+}
+
+
+def load_settings(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Settings:
+    """Settings from the YAML file (if any) with `GRPO_*` environment overrides on top.
+
+    Profiles given in the file are merged over the defaults per accelerator and per key, so an
+    admin can change one image without restating the whole profile.
+    """
+    env = dict(os.environ if environ is None else environ)
+    path = path or env.get("GRPO_OPERATOR_CONFIG")
+    data: dict[str, Any] = {}
+    if path:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: expected a mapping of settings, got {type(data).__name__}")
+    defaults = {name: p.model_dump(by_alias=True) for name, p in _default_profiles().items()}
+    for name, overrides in (data.get("profiles") or {}).items():
+        defaults[name] = {**defaults.get(name, {}), **overrides}
+    data["profiles"] = defaults
+    for var, field in _ENV_SCALARS.items():
+        if var in env:
+            value: Any = env[var]
+            if field == "namespaces":
+                value = [ns.strip() for ns in value.split(",") if ns.strip()]
+            data[field] = value
+    return Settings.model_validate(data)

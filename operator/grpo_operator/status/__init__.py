@@ -1,0 +1,1 @@
+"""Pure status derivation: observed children in, the operator-owned status fields out."""

@@ -1,0 +1,324 @@
+"""From what is observed to what should be: the GRPOJob lifecycle as one pure function.
+
+`plan()` takes the job (with the status the operator last wrote), the RayJob of its current
+attempt (or None), the validation problems and the time, and returns the operator's status
+fields plus the one action to take (create a RayJob, delete one, or nothing). The handlers only
+carry the plan out, so every transition — retries, suspend, deadlines — is unit-tested here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from ..api import exitcodes
+from ..api.v1alpha1 import GRPOJob
+from ..api.v1alpha1.status import Phase
+from ..build.meta import rayjob_name
+from ..validation import Problem, describe
+
+TERMINAL: frozenset[str] = frozenset({"Succeeded", "Failed"})
+CONDITION_TYPES = ("Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed")
+# RayJob jobDeploymentStatus values that mean the attempt has ended badly.
+_DEPLOYMENT_FAILED = {"Failed", "ValidationFailed"}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the current attempt's RayJob says."""
+
+    state: Literal["starting", "queued", "running", "succeeded", "failed"]
+    reason: str = ""
+    message: str = ""
+    retryable: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The operator's status fields to write and the action to carry out."""
+
+    status: dict[str, Any]
+    create_attempt: int | None = None
+    delete_rayjob: str | None = None
+    events: list[tuple[str, str, str]] = field(default_factory=list)
+    """(type, reason, message) — one per phase change."""
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+
+
+def observe_rayjob(rayjob: dict[str, Any]) -> Outcome:
+    """Read a RayJob's status (KubeRay v1.x) into an outcome."""
+    status = rayjob.get("status") or {}
+    deployment = status.get("jobDeploymentStatus", "")
+    job_status = status.get("jobStatus", "")
+    reason = status.get("reason", "") or ""
+    message = status.get("message", "") or ""
+    if job_status == "SUCCEEDED" and deployment in ("Complete", "Running", ""):
+        return Outcome("succeeded", "RayJobSucceeded", message)
+    if job_status in ("FAILED", "STOPPED") or deployment in _DEPLOYMENT_FAILED:
+        retryable = deployment != "ValidationFailed" and exitcodes.is_retryable(message)
+        code = exitcodes.exit_code_in(message)
+        if code is not None:
+            reason = "TrainerFailed" if not retryable else "TrainerCrashed"
+            detail = f"trainer exited: {exitcodes.describe_exit(code)}"
+        else:
+            reason = reason or "RayJobFailed"
+            detail = "Ray job failed"
+        return Outcome("failed", reason, f"{detail}. {message}".strip(), retryable)
+    if deployment == "Suspended" or rayjob.get("spec", {}).get("suspend"):
+        return Outcome("queued", "Queued", "waiting for admission by Kueue")
+    if job_status == "RUNNING":
+        return Outcome("running", "RayJobRunning", "the trainer is running")
+    return Outcome("starting", "RayClusterStarting", f"Ray cluster {deployment or 'being created'}")
+
+
+def _set_condition(
+    conditions: list[dict[str, Any]],
+    ctype: str,
+    status: bool,
+    reason: str,
+    message: str,
+    now: str,
+    generation: int | None,
+) -> list[dict[str, Any]]:
+    """Conditions with `ctype` set; lastTransitionTime moves only when the status flips."""
+    wanted = "True" if status else "False"
+    out = []
+    found = False
+    for cond in conditions:
+        if cond["type"] != ctype:
+            out.append(cond)
+            continue
+        found = True
+        changed = cond["status"] != wanted
+        out.append(
+            {
+                "type": ctype,
+                "status": wanted,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": now if changed else cond["lastTransitionTime"],
+                **({"observedGeneration": generation} if generation is not None else {}),
+            }
+        )
+    if not found:
+        out.append(
+            {
+                "type": ctype,
+                "status": wanted,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": now,
+                **({"observedGeneration": generation} if generation is not None else {}),
+            }
+        )
+    return sorted(out, key=lambda c: CONDITION_TYPES.index(c["type"]))
+
+
+class _Status:
+    """A mutable working copy of the operator-owned status fields."""
+
+    def __init__(self, job: GRPOJob, now: datetime) -> None:
+        wire = job.status.to_wire()
+        self.fields: dict[str, Any] = {
+            k: wire[k]
+            for k in (
+                "phase",
+                "conditions",
+                "attempt",
+                "failedAttempts",
+                "rayJobName",
+                "rayClusterName",
+                "dashboardURL",
+                "startTime",
+                "completionTime",
+                "outputs",
+            )
+            if k in wire
+        }
+        self.fields.setdefault("conditions", [])
+        self.now = rfc3339(now)
+        self.generation = job.metadata.get("generation")
+        self.events: list[tuple[str, str, str]] = []
+        self._before = self.fields.get("phase")
+
+    def condition(self, ctype: str, status: bool, reason: str, message: str) -> None:
+        self.fields["conditions"] = _set_condition(
+            self.fields["conditions"], ctype, status, reason, message, self.now, self.generation
+        )
+
+    def clear(self, *ctypes: str, reason: str, message: str = "") -> None:
+        """Set conditions to False, but only those that exist (no noise on fresh jobs)."""
+        for ctype in ctypes:
+            if any(c["type"] == ctype and c["status"] == "True" for c in self.fields["conditions"]):
+                self.condition(ctype, False, reason, message)
+
+    def phase(self, phase: Phase, reason: str, message: str) -> None:
+        if self.fields.get("phase") != phase:
+            warning = phase in ("Failed", "Restarting")
+            self.events.append(("Warning" if warning else "Normal", reason, message))
+        self.fields["phase"] = phase
+
+    def finish(self, phase: Literal["Succeeded", "Failed"], reason: str, message: str) -> None:
+        self.phase(phase, reason, message)
+        self.condition(phase, True, reason, message)
+        self.clear("Running", "Restarting", reason=reason, message=message)
+        if not self.fields.get("completionTime"):
+            self.fields["completionTime"] = self.now
+
+    def plan(self, *, create_attempt: int | None = None, delete_rayjob: str | None = None) -> Plan:
+        return Plan(dict(self.fields), create_attempt, delete_rayjob, self.events)
+
+
+def _start_attempt(st: _Status, job: GRPOJob, attempt: int) -> int:
+    st.fields["attempt"] = attempt
+    st.fields["rayJobName"] = rayjob_name(job.name, attempt)
+    st.fields.pop("rayClusterName", None)
+    st.fields.pop("dashboardURL", None)
+    st.fields.setdefault("startTime", st.now)
+    return attempt
+
+
+def _fail_attempt(st: _Status, job: GRPOJob, attempt: int, outcome: Outcome) -> Plan:
+    """Retry from the latest checkpoint while the budget lasts; otherwise fail the job."""
+    failed = [*st.fields.get("failedAttempts", [])]
+    if not any(f["attempt"] == attempt for f in failed):
+        failed.append(
+            {
+                "attempt": attempt,
+                "reason": outcome.reason,
+                "message": outcome.message[:1024],
+                "retryable": outcome.retryable,
+            }
+        )
+    st.fields["failedAttempts"] = failed
+    limit = job.spec.run_policy.backoff_limit
+    retries_used = attempt - 1
+    if outcome.retryable and retries_used < limit:
+        nxt = _start_attempt(st, job, attempt + 1)
+        message = (
+            f"attempt {attempt} failed ({outcome.message[:300]}); starting attempt {nxt} of {limit + 1}, "
+            "resuming from the latest checkpoint"
+        )
+        st.phase("Restarting", "Retrying", message)
+        st.condition("Restarting", True, "Retrying", message)
+        st.clear("Running", reason="AttemptFailed", message=f"attempt {attempt} failed")
+        return st.plan(create_attempt=nxt)
+    if outcome.retryable:
+        message = (
+            f"attempt {attempt} failed and backoffLimit={limit} retries are used up: {outcome.message[:600]}"
+        )
+        st.finish("Failed", "BackoffLimitExceeded", message)
+    else:
+        st.finish(
+            "Failed",
+            outcome.reason,
+            f"attempt {attempt} failed and will not be retried: {outcome.message[:600]}",
+        )
+    return st.plan()
+
+
+def plan(
+    job: GRPOJob,
+    rayjob: dict[str, Any] | None,
+    problems: list[Problem],
+    now: datetime,
+) -> Plan:
+    """The next status and action for `job`, given its current attempt's RayJob."""
+    st = _Status(job, now)
+    phase = st.fields.get("phase")
+    if phase in TERMINAL:
+        return st.plan()
+    if problems:
+        st.finish("Failed", "InvalidSpec", describe(problems))
+        return st.plan()
+
+    attempt = st.fields.get("attempt") or 0
+    current = rayjob_name(job.name, attempt) if attempt else None
+    run_policy = job.spec.run_policy
+
+    started = parse_time(st.fields.get("startTime"))
+    if started and run_policy.active_deadline_seconds:
+        elapsed = (now - started).total_seconds()
+        if elapsed > run_policy.active_deadline_seconds:
+            st.finish(
+                "Failed",
+                "DeadlineExceeded",
+                f"the job ran {int(elapsed)} s, over runPolicy.activeDeadlineSeconds={run_policy.active_deadline_seconds}",
+            )
+            return st.plan(delete_rayjob=current if rayjob is not None else None)
+
+    if run_policy.suspend:
+        message = "runPolicy.suspend is true: the Ray cluster is torn down and the checkpoints are kept"
+        st.phase("Suspended", "Suspended", message)
+        st.condition("Suspended", True, "Suspended", message)
+        st.clear("Running", "Restarting", reason="Suspended", message=message)
+        return st.plan(delete_rayjob=current if rayjob is not None else None)
+
+    if phase == "Suspended":
+        nxt = _start_attempt(st, job, attempt + 1)
+        message = f"resumed: attempt {nxt} continues from the latest checkpoint"
+        st.phase("Pending", "Resumed", message)
+        st.condition("Suspended", False, "Resumed", message)
+        return st.plan(create_attempt=nxt)
+
+    if not attempt:
+        nxt = _start_attempt(st, job, 1)
+        st.phase("Pending", "Created", f"created Ray job {rayjob_name(job.name, nxt)}")
+        st.condition(
+            "Created", True, "ChildrenCreated", f"Ray job {rayjob_name(job.name, nxt)} and its volumes"
+        )
+        return st.plan(create_attempt=nxt)
+
+    if rayjob is None:
+        if phase in ("Running", "Restarting", "Pending") and st.fields.get("rayClusterName"):
+            # The attempt had started and its RayJob is gone: someone deleted it. Treat it like a
+            # lost cluster, which a new attempt from the checkpoint recovers from.
+            return _fail_attempt(
+                st, job, attempt, Outcome("failed", "RayJobDeleted", f"Ray job {current} was deleted", True)
+            )
+        # Not created yet (or the create was lost): create it again, idempotently.
+        return st.plan(create_attempt=attempt)
+
+    status = rayjob.get("status") or {}
+    if status.get("rayClusterName"):
+        st.fields["rayClusterName"] = status["rayClusterName"]
+    if status.get("dashboardURL"):
+        st.fields["dashboardURL"] = status["dashboardURL"]
+    outcome = observe_rayjob(rayjob)
+    if outcome.state == "succeeded":
+        st.finish("Succeeded", "TrainingSucceeded", f"attempt {attempt} finished training")
+        return st.plan()
+    if outcome.state == "failed":
+        return _fail_attempt(st, job, attempt, outcome)
+    if outcome.state == "running":
+        message = f"attempt {attempt} is training"
+        st.phase("Running", "Running", message)
+        st.condition("Running", True, "RayJobRunning", message)
+        st.clear("Restarting", reason="AttemptRunning", message=message)
+        st.clear("Suspended", reason="Resumed", message=message)
+        return st.plan()
+    # starting or queued: keep Restarting while a retry spins up, Pending otherwise
+    if phase != "Restarting":
+        st.phase("Pending", outcome.reason, outcome.message)
+    return st.plan()
+
+
+def diff(current: dict[str, Any], wanted: dict[str, Any]) -> dict[str, Any]:
+    """The merge patch that turns the operator's fields of `current` into `wanted` (None deletes)."""
+    patch: dict[str, Any] = {}
+    for key in set(current) | set(wanted):
+        if key not in wanted:
+            patch[key] = None
+        elif current.get(key) != wanted[key]:
+            patch[key] = wanted[key]
+    return patch

@@ -1,0 +1,177 @@
+"""Semantic checks: what the schema cannot say, run before anything is created.
+
+The CRD's schema and CEL rules catch types, bounds and simple cross-field rules at `kubectl
+apply`. What is left needs arithmetic over several sections or the operator's settings: device
+counts against batch sizes, tensor parallelism against devices, the checkpoint volume's access
+mode against the node count, profiles that exist. Each problem names the field, what was
+expected and what was found, because that message is what the user reads in `kubectl get`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .api.v1alpha1 import GRPOJob
+from .build.meta import MAX_JOB_NAME
+from .build.pvc import checkpoint_access_mode
+from .config import Settings
+
+
+@dataclass(frozen=True)
+class Problem:
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+def _batch_problems(job: GRPOJob) -> list[Problem]:
+    """verl's own start-up rules, checked before a cluster is paid for."""
+    spec = job.spec
+    algo = spec.algorithm
+    world = spec.world_size
+    devices = f"{spec.resources.devices_per_node} devices per node × {spec.resources.nodes} node(s) = {world}"
+    problems: list[Problem] = []
+    responses = algo.train_batch_size * algo.group_size
+    if algo.tokens_per_device is None and responses % world:
+        problems.append(
+            Problem(
+                "spec.algorithm.trainBatchSize",
+                f"trainBatchSize × groupSize = {algo.train_batch_size} × {algo.group_size} = {responses} responses "
+                f"per step must divide evenly over {devices}",
+            )
+        )
+    mini_responses = algo.mini_batch_size * algo.group_size
+    if mini_responses % world:
+        problems.append(
+            Problem(
+                "spec.algorithm.miniBatchSize",
+                f"miniBatchSize × groupSize = {mini_responses} responses must divide evenly over {devices}",
+            )
+        )
+    elif algo.tokens_per_device is None:
+        micro = algo.micro_batch_size_per_device or 2
+        per_device = mini_responses // world
+        if per_device % micro:
+            problems.append(
+                Problem(
+                    "spec.algorithm.microBatchSizePerDevice",
+                    f"each device gets {per_device} responses per mini-batch (miniBatchSize × groupSize / devices), "
+                    f"which is not a multiple of microBatchSizePerDevice={micro}",
+                )
+            )
+    if algo.train_batch_size % algo.mini_batch_size:
+        problems.append(
+            Problem(
+                "spec.algorithm.miniBatchSize",
+                f"trainBatchSize={algo.train_batch_size} must be a multiple of miniBatchSize={algo.mini_batch_size}",
+            )
+        )
+    return problems
+
+
+def _resource_problems(job: GRPOJob, settings: Settings) -> list[Problem]:
+    spec = job.spec
+    res = spec.resources
+    problems: list[Problem] = []
+    profile = settings.profile(res.accelerator)
+    if profile is None:
+        problems.append(
+            Problem(
+                "spec.resources.accelerator",
+                f"no accelerator profile {res.accelerator!r} in the operator's settings "
+                f"(configured: {', '.join(sorted(settings.profiles)) or 'none'})",
+            )
+        )
+    elif res.product and not profile.product_label:
+        problems.append(
+            Problem(
+                "spec.resources.product",
+                f"the {res.accelerator} profile has no productLabel, so a product cannot be selected",
+            )
+        )
+    tp = spec.rollout.tensor_parallel_size
+    if res.devices_per_node % tp:
+        problems.append(
+            Problem(
+                "spec.rollout.tensorParallelSize",
+                f"tensorParallelSize={tp} must divide resources.devicesPerNode={res.devices_per_node}",
+            )
+        )
+    if spec.engine.name == "trl" and spec.world_size != 1:
+        problems.append(
+            Problem(
+                "spec.engine.name",
+                f"the trl engine trains on one device; resources ask for {spec.world_size} "
+                "(set devicesPerNode=1 and nodes=1, or use engine verl)",
+            )
+        )
+    return problems
+
+
+def _volume_problems(job: GRPOJob, claim_access_modes: list[str] | None) -> list[Problem]:
+    spec = job.spec
+    if spec.resources.nodes <= 1:
+        return []
+    if spec.checkpoint.claim_name:
+        modes = claim_access_modes or []
+        if "ReadWriteMany" not in modes:
+            return [
+                Problem(
+                    "spec.checkpoint.claimName",
+                    f"{spec.resources.nodes} nodes write checkpoint shards at once, so claim "
+                    f"{spec.checkpoint.claim_name!r} must be ReadWriteMany (it is {', '.join(modes) or 'not found'})",
+                )
+            ]
+        return []
+    if checkpoint_access_mode(job) != "ReadWriteMany":
+        return [
+            Problem(
+                "spec.checkpoint.accessMode",
+                f"{spec.resources.nodes} nodes write checkpoint shards at once: use ReadWriteMany",
+            )
+        ]
+    return []
+
+
+def _data_problems(job: GRPOJob) -> list[Problem]:
+    spec = job.spec
+    if spec.dataset.train and not spec.dataset.validation and spec.evaluation.interval > 0:
+        return [
+            Problem(
+                "spec.evaluation.interval",
+                "validation every "
+                f"{spec.evaluation.interval} steps needs dataset.validation (or set evaluation.interval=0)",
+            )
+        ]
+    return []
+
+
+def validate(
+    job: GRPOJob, settings: Settings, *, claim_access_modes: list[str] | None = None
+) -> list[Problem]:
+    """All problems with the job; empty when it can run.
+
+    `claim_access_modes` are the access modes of `spec.checkpoint.claimName` as the API server
+    reports them (the caller looks them up; this function stays pure).
+    """
+    problems: list[Problem] = []
+    if len(job.name) > MAX_JOB_NAME:
+        problems.append(
+            Problem(
+                "metadata.name",
+                f"must be at most {MAX_JOB_NAME} characters (KubeRay derives Service names from it); "
+                f"{job.name!r} has {len(job.name)}",
+            )
+        )
+    problems += _resource_problems(job, settings)
+    problems += _batch_problems(job)
+    problems += _volume_problems(job, claim_access_modes)
+    problems += _data_problems(job)
+    return problems
+
+
+def describe(problems: list[Problem]) -> str:
+    """One message for the condition and the Event."""
+    return "; ".join(str(p) for p in problems)
