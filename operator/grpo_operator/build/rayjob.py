@@ -131,7 +131,7 @@ def _node_selector(job: GRPOJob, profile: AcceleratorProfile) -> dict[str, str]:
 
 
 def _tolerations(job: GRPOJob, profile: AcceleratorProfile) -> list[dict[str, Any]]:
-    return [*profile.tolerations, *(t.to_wire() for t in job.spec.resources.tolerations)]
+    return [dict(t) for t in profile.tolerations] + [t.to_wire() for t in job.spec.resources.tolerations]
 
 
 def _pod_template(

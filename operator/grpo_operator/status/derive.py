@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from ..api import exitcodes
 from ..api.v1alpha1 import GRPOJob
-from ..api.v1alpha1.status import Phase
+from ..api.v1alpha1.status import OPERATOR_STATUS_FIELDS, Phase
 from ..build.meta import rayjob_name
 from ..validation import Problem, describe
 
@@ -129,27 +129,11 @@ class _Status:
 
     def __init__(self, job: GRPOJob, now: datetime) -> None:
         wire = job.status.to_wire()
-        self.fields: dict[str, Any] = {
-            k: wire[k]
-            for k in (
-                "phase",
-                "conditions",
-                "attempt",
-                "failedAttempts",
-                "rayJobName",
-                "rayClusterName",
-                "dashboardURL",
-                "startTime",
-                "completionTime",
-                "outputs",
-            )
-            if k in wire
-        }
+        self.fields: dict[str, Any] = {k: v for k, v in wire.items() if k in OPERATOR_STATUS_FIELDS}
         self.fields.setdefault("conditions", [])
         self.now = rfc3339(now)
         self.generation = job.metadata.get("generation")
         self.events: list[tuple[str, str, str]] = []
-        self._before = self.fields.get("phase")
 
     def condition(self, ctype: str, status: bool, reason: str, message: str) -> None:
         self.fields["conditions"] = _set_condition(

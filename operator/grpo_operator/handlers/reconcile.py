@@ -1,0 +1,145 @@
+"""One reconcile of one GRPOJob: read, validate, plan, then act on the plan.
+
+Every handler (create, update, resume, timers, RayJob events) ends here, so there is one code
+path to reason about. A per-job lock keeps two triggers for the same job from interleaving;
+deterministic names and server-side apply make a repeat after a crash harmless.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import kopf
+from pydantic import ValidationError
+
+from ..api.v1alpha1 import GRPOJob
+from ..api.v1alpha1.status import OPERATOR_STATUS_FIELDS
+from ..build.configmap import build_spec_configmap
+from ..build.meta import rayjob_name
+from ..build.pvc import build_checkpoint_pvc
+from ..build.rayjob import build_rayjob
+from ..build.rbac import build_trainer_rbac
+from ..config import Settings
+from ..k8s import Api
+from ..metrics import Metrics
+from ..status.derive import TERMINAL, Plan, diff, parse_time, plan, rfc3339
+from ..validation import Problem, validate
+
+log = logging.getLogger(__name__)
+
+
+class Reconciler:
+    """Holds what reconciles share: the API, the settings, the metrics and per-job locks."""
+
+    def __init__(
+        self,
+        api: Api,
+        settings: Settings,
+        metrics: Metrics,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.api = api
+        self.settings = settings
+        self.metrics = metrics
+        self.clock = clock
+        self._locks: defaultdict[tuple[str, str], asyncio.Lock] = defaultdict(asyncio.Lock)
+
+    async def reconcile(self, namespace: str, name: str, *, trigger: str) -> None:
+        started = self.clock()
+        outcome = "error"
+        try:
+            async with self._locks[(namespace, name)]:
+                outcome = await self._reconcile(namespace, name)
+        finally:
+            elapsed = (self.clock() - started).total_seconds()
+            self.metrics.handler_seconds.labels(trigger, outcome).observe(elapsed)
+
+    async def _reconcile(self, namespace: str, name: str) -> str:
+        # Read afresh under the lock: the body a handler was given may predate our last write.
+        body = await self.api.get_job(namespace, name)
+        if body is None:
+            self.metrics.forget(namespace, name)
+            self._locks.pop((namespace, name), None)
+            return "gone"
+        if (body.get("status") or {}).get("phase") in TERMINAL:
+            self.metrics.phases[(namespace, name)] = body["status"]["phase"]
+            return "terminal"
+        try:
+            job = GRPOJob.model_validate(body)
+        except ValidationError as error:
+            # The schema admitted it but the models do not (an older CRD, say): fail it visibly.
+            problems = [
+                Problem("spec." + ".".join(str(p) for p in e["loc"]), e["msg"]) for e in error.errors()[:5]
+            ]
+            await self._fail_unparseable(body, problems)
+            return "invalid"
+        problems = await self._problems(job)
+        attempt = job.status.attempt
+        rayjob = await self.api.get_rayjob(namespace, rayjob_name(name, attempt)) if attempt else None
+        now = self.clock()
+        result = plan(job, rayjob, problems, now)
+        await self._carry_out(job, body, result)
+        self.metrics.phases[(namespace, name)] = result.status.get("phase", "Pending")
+        return "invalid" if problems else "ok"
+
+    async def _problems(self, job: GRPOJob) -> list[Problem]:
+        modes = None
+        if job.spec.checkpoint.claim_name and job.spec.resources.nodes > 1:
+            modes = await self.api.claim_access_modes(job.namespace, job.spec.checkpoint.claim_name)
+        return validate(job, self.settings, claim_access_modes=modes)
+
+    async def _carry_out(self, job: GRPOJob, body: dict[str, Any], result: Plan) -> None:
+        current = {k: v for k, v in (body.get("status") or {}).items() if k in OPERATOR_STATUS_FIELDS}
+        patch = diff(current, result.status)
+        # Child names go into status before the children exist, so a crash in between is
+        # recovered by the next reconcile instead of leaving an orphan the status never named.
+        if patch:
+            await self.api.patch_job_status(job.namespace, job.name, patch)
+        if result.delete_rayjob:
+            await self.api.delete_rayjob(job.namespace, result.delete_rayjob)
+        if result.create_attempt:
+            await self._start_attempt(job, result.create_attempt)
+        for event_type, reason, message in result.events:
+            kopf.event(body, type=event_type, reason=reason, message=message[:1024])
+
+    async def _start_attempt(self, job: GRPOJob, attempt: int) -> None:
+        """Apply the job's children, then the attempt's RayJob (which mounts them)."""
+        await self.api.apply(build_spec_configmap(job))
+        for manifest in build_trainer_rbac(job):
+            await self.api.apply(manifest)
+        pvc = build_checkpoint_pvc(job, self.settings)
+        if pvc is not None:
+            await self.api.create_if_absent(pvc)
+        await self.api.apply(build_rayjob(job, self.settings, attempt))
+        if attempt == 1:
+            created = parse_time(job.metadata.get("creationTimestamp"))
+            if created:
+                self.metrics.create_to_rayjob_seconds.observe((self.clock() - created).total_seconds())
+        log.info(
+            "created Ray job %s", rayjob_name(job.name, attempt), extra={"job": job.name, "attempt": attempt}
+        )
+
+    async def _fail_unparseable(self, body: dict[str, Any], problems: list[Problem]) -> None:
+        message = "; ".join(str(p) for p in problems)
+        now = rfc3339(self.clock())
+        meta = body["metadata"]
+        status = {
+            "phase": "Failed",
+            "conditions": [
+                {
+                    "type": "Failed",
+                    "status": "True",
+                    "reason": "InvalidSpec",
+                    "message": message,
+                    "lastTransitionTime": now,
+                }
+            ],
+            "completionTime": now,
+        }
+        await self.api.patch_job_status(meta["namespace"], meta["name"], status)
+        kopf.event(body, type="Warning", reason="InvalidSpec", message=message[:1024])

@@ -1,0 +1,115 @@
+"""Registers the operator's kopf handlers on a registry, with settings bound in (no globals)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+
+from ..api.v1alpha1 import GROUP, KIND, PLURAL, VERSION
+from ..build.meta import JOB_LABEL
+from ..config import Settings
+from .reconcile import Reconciler
+
+log = logging.getLogger(__name__)
+DEADLINE_TICK_SECONDS = 5.0
+
+
+def _owner(body: kopf.Body) -> tuple[str, str] | None:
+    """The GRPOJob (name, uid) that controls a RayJob, if one does."""
+    for ref in body.metadata.get("ownerReferences", []) or []:
+        if (
+            ref.get("kind") == KIND
+            and ref.get("apiVersion", "").startswith(f"{GROUP}/")
+            and ref.get("controller")
+        ):
+            return ref["name"], ref["uid"]
+    return None
+
+
+def register(registry: kopf.OperatorRegistry, settings: Settings, reconciler: Reconciler) -> None:
+    """Attach every handler to `registry`."""
+
+    @kopf.on.startup(registry=registry)
+    async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        # Handler progress and diff bases in annotations under our own prefix; the status
+        # subresource is a contract with users and the trainer, not kopf's scratch space.
+        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+            prefix=GROUP, key="last-handled-configuration"
+        )
+        settings.posting.level = logging.WARNING
+        settings.watching.server_timeout = 300
+        settings.networking.error_backoffs = [1, 2, 5, 10]
+
+    @kopf.on.cleanup(registry=registry)
+    async def close(**_: Any) -> None:
+        await reconciler.api.close()
+
+    async def reconcile(body: kopf.Body, trigger: str) -> None:
+        await reconciler.reconcile(body.metadata["namespace"], body.metadata["name"], trigger=trigger)
+
+    @kopf.on.create(GROUP, VERSION, PLURAL, id="create", registry=registry)
+    async def on_create(body: kopf.Body, **_: Any) -> None:
+        await reconcile(body, "create")
+
+    @kopf.on.update(
+        GROUP,
+        VERSION,
+        PLURAL,
+        id="update",
+        field="spec",
+        registry=registry,
+    )
+    async def on_update(body: kopf.Body, **_: Any) -> None:
+        await reconcile(body, "update")
+
+    @kopf.on.resume(GROUP, VERSION, PLURAL, id="resume", registry=registry)
+    async def on_resume(body: kopf.Body, **_: Any) -> None:
+        await reconcile(body, "resume")
+
+    def unfinished(body: kopf.Body, **_: Any) -> bool:
+        return (body.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+    @kopf.timer(
+        GROUP,
+        VERSION,
+        PLURAL,
+        id="resync",
+        interval=settings.resync_seconds,
+        initial_delay=settings.resync_seconds,
+        when=unfinished,
+        registry=registry,
+    )
+    async def resync(body: kopf.Body, **_: Any) -> None:
+        await reconcile(body, "resync")
+
+    def has_deadline(body: kopf.Body, **kwargs: Any) -> bool:
+        return unfinished(body) and bool((body.spec.get("runPolicy") or {}).get("activeDeadlineSeconds"))
+
+    @kopf.timer(
+        GROUP,
+        VERSION,
+        PLURAL,
+        id="deadline",
+        interval=DEADLINE_TICK_SECONDS,
+        when=has_deadline,
+        registry=registry,
+    )
+    async def deadline(body: kopf.Body, **_: Any) -> None:
+        await reconcile(body, "deadline")
+
+    @kopf.on.event(
+        "ray.io", "v1", "rayjobs", labels={JOB_LABEL: kopf.PRESENT}, id="rayjob", registry=registry
+    )
+    async def on_rayjob(body: kopf.Body, type: str | None, **_: Any) -> None:
+        owner = _owner(body)
+        if owner is None:
+            return
+        name, uid = owner
+        namespace = body.metadata["namespace"]
+        job = await reconciler.api.get_job(namespace, name)
+        if job is None or job["metadata"].get("uid") != uid:
+            return  # a leftover of an earlier job with the same name
+        await reconciler.reconcile(namespace, name, trigger="rayjob")

@@ -1,0 +1,53 @@
+"""Test helpers for the operator's pure code: examples and specs as parsed jobs."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from grpo_operator.api.v1alpha1 import GRPOJob
+
+REPO = Path(__file__).resolve().parents[3]
+EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+METADATA = {"namespace": "team-a", "uid": "00000000-0000-0000-0000-000000000001", "generation": 1}
+
+
+def example_body(path: Path) -> dict[str, Any]:
+    body = yaml.safe_load(path.read_text())
+    body["metadata"] = {**body["metadata"], **METADATA, "creationTimestamp": "2026-11-29T10:00:00Z"}
+    return body
+
+
+def job_from(body: dict[str, Any], **spec_changes: Any) -> GRPOJob:
+    """A job from a body, with dotted-path spec changes: job_from(b, **{"resources.nodes": 2})."""
+    body = copy.deepcopy(body)
+    for dotted, value in spec_changes.items():
+        node = body["spec"]
+        *parents, leaf = dotted.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        if value is None:
+            node.pop(leaf, None)
+        else:
+            node[leaf] = value
+    return GRPOJob.model_validate(body)
+
+
+def minimal_body(**spec: Any) -> dict[str, Any]:
+    base = {
+        "model": {"source": "hf://Qwen/Qwen3-VL-4B-Instruct"},
+        "dataset": {"preset": "geo3k"},
+        "reward": {"builtin": "geo3k"},
+        "resources": {"accelerator": "nvidia", "devicesPerNode": 8},
+        "algorithm": {"trainBatchSize": 64, "miniBatchSize": 16, "groupSize": 4},
+    }
+    base.update(spec)
+    return {
+        "apiVersion": "grpo.dev/v1alpha1",
+        "kind": "GRPOJob",
+        "metadata": {"name": "demo", **METADATA, "creationTimestamp": "2026-11-29T10:00:00Z"},
+        "spec": base,
+    }

@@ -1,0 +1,106 @@
+"""The generated CRD: in step with the models, and acceptable to a real API server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from grpo_operator.api.crdgen import CRD_FILENAME, build_crd, render
+
+from .helpers import REPO
+
+FORBIDDEN = {"$ref", "$defs", "anyOf", "oneOf", "allOf", "title", "const", "propertyNames"}
+
+
+def _walk(node: Any, path: str = ""):
+    if isinstance(node, dict):
+        yield path, node
+        for key, value in node.items():
+            if key in ("properties",):
+                for name, prop in value.items():
+                    yield from _walk(prop, f"{path}.{name}")
+            elif key in ("items", "additionalProperties") and isinstance(value, dict):
+                yield from _walk(value, f"{path}[]")
+
+
+def _schema() -> dict[str, Any]:
+    return build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+
+def test_committed_crd_matches_the_models() -> None:
+    committed = (REPO / "crds" / CRD_FILENAME).read_text()
+    assert committed == render(), "crds/ is stale: run python -m grpo_operator.api.crdgen"
+
+
+def test_chart_copy_matches_when_present() -> None:
+    chart_copy = REPO / "charts" / "grpo-operator" / "crds" / CRD_FILENAME
+    if chart_copy.exists():
+        assert chart_copy.read_text() == render()
+
+
+def test_schema_is_structural() -> None:
+    for path, node in _walk(_schema()):
+        bad = FORBIDDEN & node.keys()
+        assert not bad, f"{path} uses {bad}"
+        assert "type" in node or node.get("x-kubernetes-int-or-string"), f"{path} has no type"
+        if "properties" in node:
+            assert "additionalProperties" not in node, f"{path} mixes properties and additionalProperties"
+        if isinstance(node.get("exclusiveMinimum"), (int, float)) and not isinstance(
+            node["exclusiveMinimum"], bool
+        ):
+            pytest.fail(f"{path} has a numeric exclusiveMinimum")
+
+
+def test_every_string_list_and_map_is_bounded() -> None:
+    """The API server's CEL cost estimator needs bounds; so does etcd's sanity."""
+    root = _schema()["properties"]
+    for path, node in [*_walk(root["spec"], "spec"), *_walk(root["status"], "status")]:
+        kind = node.get("type")
+        if kind == "string":
+            assert "maxLength" in node or "enum" in node, f"{path} is an unbounded string"
+        elif kind == "array":
+            assert "maxItems" in node, f"{path} is an unbounded list"
+        elif kind == "object" and "additionalProperties" in node:
+            assert "maxProperties" in node, f"{path} is an unbounded map"
+
+
+def test_immutable_fields_carry_transition_rules() -> None:
+    spec = _schema()["properties"]["spec"]["properties"]
+    for section, field in [
+        ("resources", "accelerator"),
+        ("resources", "devicesPerNode"),
+        ("resources", "nodes"),
+        ("engine", "name"),
+    ]:
+        rules = spec[section]["properties"][field].get("x-kubernetes-validations", [])
+        assert any(r["rule"] == "self == oldSelf" for r in rules), f"spec.{section}.{field} is mutable"
+
+
+def test_sections_default_so_nested_defaults_apply() -> None:
+    spec = _schema()["properties"]["spec"]
+    for section in (
+        "algorithm",
+        "rollout",
+        "engine",
+        "checkpoint",
+        "evaluation",
+        "logging",
+        "export",
+        "runPolicy",
+    ):
+        assert spec["properties"][section].get("default") == {}, section
+    assert set(spec["required"]) == {"model", "dataset", "reward", "resources"}
+
+
+def test_printer_columns_and_status_subresource() -> None:
+    version = build_crd()["spec"]["versions"][0]
+    assert version["subresources"] == {"status": {}}
+    names = [c["name"] for c in version["additionalPrinterColumns"] if not c.get("priority")]
+    assert names == ["Phase", "Step", "Reward", "Val", "Attempt", "Age"]
+
+
+def test_rendered_yaml_round_trips() -> None:
+    text = render()
+    assert yaml.safe_load(text) == build_crd()

@@ -1,0 +1,241 @@
+"""The lifecycle state machine, one RayJob state at a time."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from grpo_operator.api.v1alpha1 import GRPOJob
+from grpo_operator.status.derive import diff, observe_rayjob, plan
+from grpo_operator.validation import Problem
+
+from .helpers import minimal_body
+
+NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
+
+
+def _job(status: dict[str, Any] | None = None, **run_policy: Any) -> GRPOJob:
+    body = minimal_body()
+    if run_policy:
+        body["spec"]["runPolicy"] = run_policy
+    if status:
+        body["status"] = status
+    return GRPOJob.model_validate(body)
+
+
+def _rayjob(deployment: str = "", job_status: str = "", message: str = "", **extra: Any) -> dict[str, Any]:
+    status = {"jobDeploymentStatus": deployment, "jobStatus": job_status, "message": message, **extra}
+    return {"metadata": {"name": "demo-1"}, "spec": {}, "status": status}
+
+
+def _conditions(status: dict[str, Any]) -> dict[str, str]:
+    return {c["type"]: c["status"] for c in status["conditions"]}
+
+
+def _running_status(attempt: int = 1) -> dict[str, Any]:
+    return {
+        "phase": "Running",
+        "attempt": attempt,
+        "rayJobName": f"demo-{attempt}",
+        "rayClusterName": f"demo-{attempt}-abcde",
+        "startTime": "2026-11-29T11:00:00Z",
+        "conditions": [
+            {
+                "type": "Created",
+                "status": "True",
+                "reason": "ChildrenCreated",
+                "lastTransitionTime": "2026-11-29T11:00:00Z",
+            },
+            {
+                "type": "Running",
+                "status": "True",
+                "reason": "RayJobRunning",
+                "lastTransitionTime": "2026-11-29T11:00:05Z",
+            },
+        ],
+    }
+
+
+def test_new_job_names_attempt_one_and_creates_it() -> None:
+    result = plan(_job(), None, [], NOW)
+    assert result.create_attempt == 1
+    assert result.status["phase"] == "Pending"
+    assert result.status["rayJobName"] == "demo-1"
+    assert result.status["startTime"] == "2026-11-29T12:00:00Z"
+    assert _conditions(result.status) == {"Created": "True"}
+    assert result.events == [("Normal", "Created", "created Ray job demo-1")]
+
+
+def test_invalid_job_fails_without_children() -> None:
+    result = plan(_job(), None, [Problem("spec.rollout.tensorParallelSize", "must divide 8")], NOW)
+    assert result.create_attempt is None
+    assert result.status["phase"] == "Failed"
+    failed = next(c for c in result.status["conditions"] if c["type"] == "Failed")
+    assert failed["reason"] == "InvalidSpec"
+    assert failed["message"] == "spec.rollout.tensorParallelSize: must divide 8"
+    assert result.events[0][0] == "Warning"
+
+
+@pytest.mark.parametrize(
+    ("rayjob", "phase"),
+    [
+        (_rayjob("Initializing"), "Pending"),
+        (_rayjob("Running", "PENDING"), "Pending"),
+        (_rayjob("Running", "RUNNING"), "Running"),
+        (_rayjob("Complete", "SUCCEEDED"), "Succeeded"),
+        (_rayjob("Suspended"), "Pending"),
+    ],
+)
+def test_rayjob_states_map_to_phases(rayjob: dict[str, Any], phase: str) -> None:
+    status = {
+        "phase": "Pending",
+        "attempt": 1,
+        "rayJobName": "demo-1",
+        "startTime": "2026-11-29T11:00:00Z",
+        "conditions": [],
+    }
+    assert plan(_job(status), rayjob, [], NOW).status["phase"] == phase
+
+
+def test_running_sets_condition_and_copies_cluster_names() -> None:
+    status = {
+        "phase": "Pending",
+        "attempt": 1,
+        "rayJobName": "demo-1",
+        "startTime": "2026-11-29T11:00:00Z",
+        "conditions": [],
+    }
+    rayjob = _rayjob(
+        "Running", "RUNNING", rayClusterName="demo-1-x7k2p", dashboardURL="demo-1-x7k2p-head-svc:8265"
+    )
+    result = plan(_job(status), rayjob, [], NOW)
+    assert result.status["rayClusterName"] == "demo-1-x7k2p"
+    assert result.status["dashboardURL"] == "demo-1-x7k2p-head-svc:8265"
+    assert _conditions(result.status) == {"Running": "True"}
+    assert result.create_attempt is None
+
+
+def test_success_is_terminal_and_clears_running() -> None:
+    result = plan(_job(_running_status()), _rayjob("Complete", "SUCCEEDED"), [], NOW)
+    assert result.status["phase"] == "Succeeded"
+    assert _conditions(result.status) == {"Created": "True", "Running": "False", "Succeeded": "True"}
+    assert result.status["completionTime"] == "2026-11-29T12:00:00Z"
+    again = plan(_job(result.status), None, [], NOW + timedelta(hours=1))
+    assert again.status == result.status and again.create_attempt is None and again.events == []
+
+
+def test_retryable_failure_starts_the_next_attempt() -> None:
+    message = "Job entrypoint command failed with exit code 75, last available logs: NCCL timeout"
+    result = plan(_job(_running_status(), backoffLimit=2), _rayjob("Failed", "FAILED", message), [], NOW)
+    assert result.create_attempt == 2
+    assert result.status["phase"] == "Restarting"
+    assert result.status["attempt"] == 2 and result.status["rayJobName"] == "demo-2"
+    assert "rayClusterName" not in result.status
+    assert _conditions(result.status)["Restarting"] == "True"
+    assert _conditions(result.status)["Running"] == "False"
+    assert result.status["failedAttempts"] == [
+        {
+            "attempt": 1,
+            "reason": "TrainerCrashed",
+            "message": result.status["failedAttempts"][0]["message"],
+            "retryable": True,
+        }
+    ]
+    assert "resuming from the latest checkpoint" in result.events[0][2]
+
+
+def test_restarting_stays_until_the_new_attempt_runs() -> None:
+    first = plan(
+        _job(_running_status(), backoffLimit=2), _rayjob("Failed", "FAILED", "exit code 137"), [], NOW
+    )
+    starting = plan(_job(first.status, backoffLimit=2), _rayjob("Initializing"), [], NOW)
+    assert starting.status["phase"] == "Restarting"
+    running = plan(_job(starting.status, backoffLimit=2), _rayjob("Running", "RUNNING"), [], NOW)
+    assert running.status["phase"] == "Running"
+    assert _conditions(running.status)["Restarting"] == "False"
+
+
+def test_configuration_error_fails_at_once() -> None:
+    message = "Job entrypoint command failed with exit code 3"
+    result = plan(_job(_running_status(), backoffLimit=5), _rayjob("Failed", "FAILED", message), [], NOW)
+    assert result.create_attempt is None
+    assert result.status["phase"] == "Failed"
+    failed = next(c for c in result.status["conditions"] if c["type"] == "Failed")
+    assert failed["reason"] == "TrainerFailed"
+    assert "configuration error" in failed["message"]
+
+
+def test_backoff_limit_ends_retries() -> None:
+    result = plan(
+        _job(_running_status(attempt=3), backoffLimit=2),
+        _rayjob("Failed", "FAILED", "exit code 137"),
+        [],
+        NOW,
+    )
+    assert result.status["phase"] == "Failed"
+    failed = next(c for c in result.status["conditions"] if c["type"] == "Failed")
+    assert failed["reason"] == "BackoffLimitExceeded"
+    assert "backoffLimit=2" in failed["message"]
+
+
+def test_deleted_rayjob_is_a_retryable_loss() -> None:
+    result = plan(_job(_running_status(), backoffLimit=1), None, [], NOW)
+    assert result.create_attempt == 2
+    assert result.status["failedAttempts"][0]["reason"] == "RayJobDeleted"
+
+
+def test_missing_rayjob_before_it_started_is_created_again() -> None:
+    status = {
+        "phase": "Pending",
+        "attempt": 1,
+        "rayJobName": "demo-1",
+        "startTime": "2026-11-29T11:00:00Z",
+        "conditions": [],
+    }
+    result = plan(_job(status), None, [], NOW)
+    assert result.create_attempt == 1
+    assert result.status["attempt"] == 1
+
+
+def test_suspend_tears_down_and_resume_starts_a_new_attempt() -> None:
+    suspended = plan(_job(_running_status(), suspend=True), _rayjob("Running", "RUNNING"), [], NOW)
+    assert suspended.delete_rayjob == "demo-1"
+    assert suspended.status["phase"] == "Suspended"
+    assert _conditions(suspended.status)["Suspended"] == "True"
+    idle = plan(_job(suspended.status, suspend=True), None, [], NOW)
+    assert idle.delete_rayjob is None and idle.events == []
+    resumed = plan(_job(suspended.status, suspend=False), None, [], NOW)
+    assert resumed.create_attempt == 2
+    assert resumed.status["phase"] == "Pending"
+    assert _conditions(resumed.status)["Suspended"] == "False"
+
+
+def test_deadline_fails_the_job_and_deletes_the_cluster() -> None:
+    result = plan(_job(_running_status(), activeDeadlineSeconds=600), _rayjob("Running", "RUNNING"), [], NOW)
+    assert result.status["phase"] == "Failed"
+    assert result.delete_rayjob == "demo-1"
+    failed = next(c for c in result.status["conditions"] if c["type"] == "Failed")
+    assert failed["reason"] == "DeadlineExceeded"
+    assert "ran 3600 s, over runPolicy.activeDeadlineSeconds=600" in failed["message"]
+
+
+def test_condition_times_move_only_on_a_flip() -> None:
+    status = _running_status()
+    result = plan(_job(status), _rayjob("Running", "RUNNING"), [], NOW)
+    running = next(c for c in result.status["conditions"] if c["type"] == "Running")
+    assert running["lastTransitionTime"] == "2026-11-29T11:00:05Z"
+    assert result.events == []
+
+
+def test_validation_failure_of_the_rayjob_is_not_retried() -> None:
+    outcome = observe_rayjob(_rayjob("ValidationFailed", "", "invalid RayJob spec"))
+    assert outcome.state == "failed" and not outcome.retryable
+
+
+def test_diff_writes_only_changes_and_deletes_dropped_fields() -> None:
+    current = {"phase": "Running", "rayClusterName": "a", "attempt": 1}
+    wanted = {"phase": "Restarting", "attempt": 2}
+    assert diff(current, wanted) == {"phase": "Restarting", "attempt": 2, "rayClusterName": None}
+    assert diff(wanted, wanted) == {}

@@ -1,0 +1,146 @@
+"""Every example parses, passes validation, and builds the children pinned in golden files.
+
+Regenerate the golden files after an intended change with:
+    GRPO_UPDATE_GOLDEN=1 pytest tests/unit/controller/test_examples.py
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from grpo_operator.build.configmap import build_spec_configmap
+from grpo_operator.build.pvc import build_checkpoint_pvc
+from grpo_operator.build.rayjob import build_rayjob
+from grpo_operator.build.rbac import build_trainer_rbac
+from grpo_operator.config import load_settings
+from grpo_operator.validation import validate
+
+from .helpers import EXAMPLES, example_body, job_from
+
+GOLDEN = Path(__file__).parent / "golden"
+SETTINGS = load_settings(environ={})
+
+
+def test_there_is_one_example_per_seed_and_a_multi_node_one() -> None:
+    names = {p.stem for p in EXAMPLES}
+    assert {"safegrpo-nvidia", "geo3k-ascend-910b", "lora-single-gpu", "geo3k-two-node-nvidia"} <= names
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_example_is_valid(path: Path) -> None:
+    job = job_from(example_body(path))
+    assert validate(job, SETTINGS) == []
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_children_match_golden(path: Path) -> None:
+    job = job_from(example_body(path))
+    children = [
+        build_spec_configmap(job),
+        *build_trainer_rbac(job),
+        build_checkpoint_pvc(job, SETTINGS),
+        build_rayjob(job, SETTINGS, attempt=1),
+    ]
+    rendered = yaml.safe_dump_all([c for c in children if c is not None], sort_keys=True)
+    golden = GOLDEN / f"{path.stem}.yaml"
+    if os.environ.get("GRPO_UPDATE_GOLDEN"):
+        golden.write_text(rendered)
+    assert golden.exists(), f"no golden file; run with GRPO_UPDATE_GOLDEN=1 to create {golden.name}"
+    assert rendered == golden.read_text()
+
+
+def _worker(rayjob: dict) -> dict:
+    return rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
+
+
+def test_ascend_rayjob_requests_npus_and_declares_the_ray_resource() -> None:
+    job = job_from(example_body(Path("examples/geo3k-ascend-910b.yaml").resolve()))
+    rayjob = build_rayjob(job, SETTINGS, attempt=1)
+    worker = _worker(rayjob)
+    pod = worker["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["resources"]["limits"]["huawei.com/Ascend910"] == "8"
+    assert "nvidia.com/gpu" not in container["resources"]["limits"]
+    assert pod["nodeSelector"] == {"accelerator": "huawei-Ascend910"}
+    assert {"key": "huawei.com/Ascend910", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    assert worker["rayStartParams"]["resources"] == '"{\\"NPU\\": 8}"'
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["VERL_PLATFORM"] == "huawei"
+    assert env["USE_OPTIMIZED_MODEL"] == "0"
+    assert env["HCCL_CONNECT_TIMEOUT"] == "1800"
+    assert env["GRPO_METRICS_FILE"] == "/grpo/checkpoints/geo3k-qwen3-vl-4b-npu/metrics/attempt-1.jsonl"
+
+
+def test_nvidia_rayjob_uses_gpus_and_nccl() -> None:
+    job = job_from(example_body(Path("examples/safegrpo-nvidia.yaml").resolve()))
+    rayjob = build_rayjob(job, SETTINGS, attempt=3)
+    assert rayjob["metadata"]["name"] == "safegrpo-qwen3-vl-4b-3"
+    assert rayjob["spec"]["backoffLimit"] == 0
+    assert rayjob["spec"]["shutdownAfterJobFinishes"] is True
+    assert rayjob["spec"]["entrypoint"] == "grpo-train run --spec /grpo/spec/job.json"
+    worker = _worker(rayjob)
+    container = worker["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "4"
+    assert "resources" not in worker["rayStartParams"], "KubeRay derives GPU from nvidia.com/gpu itself"
+    env = {e["name"]: e for e in container["env"]}
+    assert "NCCL_TIMEOUT" in env and "VERL_PLATFORM" not in env
+    assert env["GRPO_ATTEMPT"]["value"] == "3"
+    assert env["WANDB_API_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "wandb-credentials"
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    assert {"/grpo/spec", "/grpo/checkpoints", "/dev/shm", "/grpo/sources/safegrpo-data"} <= mounts
+
+
+def test_single_node_rwo_volume_keeps_head_with_worker_and_multi_node_does_not() -> None:
+    single = build_rayjob(
+        job_from(example_body(Path("examples/safegrpo-nvidia.yaml").resolve())), SETTINGS, 1
+    )
+    head = single["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+    terms = head["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms[0]["labelSelector"]["matchLabels"]["grpo.dev/component"] == "worker"
+    multi = build_rayjob(
+        job_from(example_body(Path("examples/geo3k-two-node-nvidia.yaml").resolve())), SETTINGS, 1
+    )
+    assert "affinity" not in multi["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+    assert _worker(multi)["replicas"] == 2
+    assert _worker(multi)["template"]["spec"]["nodeSelector"] == {
+        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"
+    }
+
+
+def test_checkpoint_volume_is_retained_by_default_and_owned_when_delete() -> None:
+    body = example_body(Path("examples/safegrpo-nvidia.yaml").resolve())
+    retained = build_checkpoint_pvc(job_from(body), SETTINGS)
+    assert "ownerReferences" not in retained["metadata"]
+    assert retained["spec"]["resources"]["requests"]["storage"] == "500Gi"
+    deleted = build_checkpoint_pvc(job_from(body, **{"checkpoint.retention": "Delete"}), SETTINGS)
+    assert deleted["metadata"]["ownerReferences"][0]["kind"] == "GRPOJob"
+    assert (
+        build_checkpoint_pvc(
+            job_from(body, **{"checkpoint.claimName": "mine", "checkpoint.size": None}), SETTINGS
+        )
+        is None
+    )
+
+
+def test_trainer_role_is_limited_to_its_own_job_status() -> None:
+    job = job_from(example_body(Path("examples/lora-single-gpu.yaml").resolve()))
+    _, role, binding = build_trainer_rbac(job)
+    assert role["rules"] == [
+        {
+            "apiGroups": ["grpo.dev"],
+            "resources": ["grpojobs/status"],
+            "resourceNames": ["lora-vision-grpo"],
+            "verbs": ["get", "patch"],
+        }
+    ]
+    assert binding["subjects"][0]["name"] == "lora-vision-grpo-trainer"
+
+
+def test_queue_name_labels_the_rayjob_for_kueue() -> None:
+    body = example_body(Path("examples/safegrpo-nvidia.yaml").resolve())
+    rayjob = build_rayjob(job_from(body, **{"resources.queueName": "team-a-gpus"}), SETTINGS, 1)
+    assert rayjob["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a-gpus"
