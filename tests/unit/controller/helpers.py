@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from grpo_operator.api.v1alpha1 import GRPOJob
 
 REPO = Path(__file__).resolve().parents[3]

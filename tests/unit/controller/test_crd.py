@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 import yaml
-
 from grpo_operator.api.crdgen import CRD_FILENAME, build_crd, render
 
 from .helpers import REPO

@@ -6,7 +6,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-
 from grpo_operator.api.v1alpha1 import GRPOJob
 from grpo_operator.status.derive import diff, observe_rayjob, plan
 from grpo_operator.validation import Problem
@@ -123,7 +122,9 @@ def test_success_is_terminal_and_clears_running() -> None:
     assert _conditions(result.status) == {"Created": "True", "Running": "False", "Succeeded": "True"}
     assert result.status["completionTime"] == "2026-11-29T12:00:00Z"
     again = plan(_job(result.status), None, [], NOW + timedelta(hours=1))
-    assert again.status == result.status and again.create_attempt is None and again.events == []
+    assert again.status == result.status
+    assert again.create_attempt is None
+    assert again.events == []
 
 
 def test_retryable_failure_starts_the_next_attempt() -> None:
@@ -131,7 +132,8 @@ def test_retryable_failure_starts_the_next_attempt() -> None:
     result = plan(_job(_running_status(), backoffLimit=2), _rayjob("Failed", "FAILED", message), [], NOW)
     assert result.create_attempt == 2
     assert result.status["phase"] == "Restarting"
-    assert result.status["attempt"] == 2 and result.status["rayJobName"] == "demo-2"
+    assert result.status["attempt"] == 2
+    assert result.status["rayJobName"] == "demo-2"
     assert "rayClusterName" not in result.status
     assert _conditions(result.status)["Restarting"] == "True"
     assert _conditions(result.status)["Running"] == "False"
@@ -205,7 +207,8 @@ def test_suspend_tears_down_and_resume_starts_a_new_attempt() -> None:
     assert suspended.status["phase"] == "Suspended"
     assert _conditions(suspended.status)["Suspended"] == "True"
     idle = plan(_job(suspended.status, suspend=True), None, [], NOW)
-    assert idle.delete_rayjob is None and idle.events == []
+    assert idle.delete_rayjob is None
+    assert idle.events == []
     resumed = plan(_job(suspended.status, suspend=False), None, [], NOW)
     assert resumed.create_attempt == 2
     assert resumed.status["phase"] == "Pending"
@@ -231,7 +234,8 @@ def test_condition_times_move_only_on_a_flip() -> None:
 
 def test_validation_failure_of_the_rayjob_is_not_retried() -> None:
     outcome = observe_rayjob(_rayjob("ValidationFailed", "", "invalid RayJob spec"))
-    assert outcome.state == "failed" and not outcome.retryable
+    assert outcome.state == "failed"
+    assert not outcome.retryable
 
 
 def test_diff_writes_only_changes_and_deletes_dropped_fields() -> None:

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from grpo_operator.build.configmap import build_spec_configmap
 from grpo_operator.build.pvc import build_checkpoint_pvc
 from grpo_operator.build.rayjob import build_rayjob
@@ -87,7 +86,8 @@ def test_nvidia_rayjob_uses_gpus_and_nccl() -> None:
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "4"
     assert "resources" not in worker["rayStartParams"], "KubeRay derives GPU from nvidia.com/gpu itself"
     env = {e["name"]: e for e in container["env"]}
-    assert "NCCL_TIMEOUT" in env and "VERL_PLATFORM" not in env
+    assert "NCCL_TIMEOUT" in env
+    assert "VERL_PLATFORM" not in env
     assert env["GRPO_ATTEMPT"]["value"] == "3"
     assert env["WANDB_API_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "wandb-credentials"
     mounts = {m["mountPath"] for m in container["volumeMounts"]}

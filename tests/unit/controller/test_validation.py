@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from grpo_operator.api.v1alpha1 import GRPOJob
 from grpo_operator.config import load_settings
 from grpo_operator.validation import describe, validate
@@ -102,7 +101,8 @@ def test_long_names_are_refused() -> None:
     body = minimal_body()
     body["metadata"]["name"] = "x" * 41
     problems = validate(GRPOJob.model_validate(body), SETTINGS)
-    assert problems[0].field == "metadata.name" and "at most 40 characters" in problems[0].message
+    assert problems[0].field == "metadata.name"
+    assert "at most 40 characters" in problems[0].message
 
 
 def test_validation_needs_validation_data() -> None:
