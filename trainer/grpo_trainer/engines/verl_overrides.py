@@ -1,0 +1,426 @@
+"""GRPOJob spec -> verl Hydra overrides, for one verl version family. Pure: no files, no imports of verl.
+
+Every override here carries the intent of a seed setting in the form the installed verl actually
+reads (see ../../../docs or VERL.md "Seed keys that no longer do what they say"): the reward under
+`reward.custom_reward_function` on 0.9, `fsdp_config.use_torch_compile` rather than the actor's
+ignored flag, `mm_processor_cache_gb=0` instead of the flag vLLM removed, the file logger always on.
+The tests compose these overrides with each version's own configuration and check the values.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grpo_operator.api.v1alpha1 import ResolvedJob
+
+from ..exitcodes import ConfigError
+from .hydra_values import Override
+from .verl_versions import VerlProfile
+
+CALLBACK_CLASS = "grpo_trainer.engines.verl_callback.StatusCheckpointCallback"
+_QWEN3_VL_NAME = re.compile(r"qwen3[-_.]?vl|qwen3\.5", re.IGNORECASE)
+_QWEN3_VL_TYPES = frozenset({"qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"})
+_KWARG = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DEFAULT_MICRO_BATCH = 2
+_VLLM_DEFAULT_BATCHED_TOKENS = 8192
+
+
+@dataclass(frozen=True)
+class RewardFunction:
+    """The function verl's reward manager calls per response, and its extra keyword arguments."""
+
+    path: str
+    """An absolute file path or `pkg://module`: verl loads it in reward workers on any node."""
+    name: str
+    kwargs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Resume:
+    """How verl should start: from the latest checkpoint, from a given one, or afresh."""
+
+    mode: str
+    """verl's trainer.resume_mode: auto, disable or resume_path."""
+    path: str | None = None
+    from_step: int | None = None
+    """The step the run continues from, when known before launch (for status.checkpoint)."""
+
+
+@dataclass(frozen=True)
+class LaunchInputs:
+    """What the overrides need beyond the spec: resolved paths and this attempt's choices."""
+
+    model_path: str
+    train_files: list[str]
+    val_files: list[str]
+    reward: RewardFunction
+    resume: Resume
+    worker_env: dict[str, str] = field(default_factory=dict)
+    """Environment for every Ray worker (the TaskRunner that writes metrics included)."""
+
+
+@dataclass(frozen=True)
+class OverridePlan:
+    overrides: list[Override]
+    warnings: list[str]
+
+    def rendered(self) -> list[str]:
+        return [o.render() for o in self.overrides]
+
+
+def is_qwen3_vl(model_source: str, model_path: str | None = None) -> bool:
+    """Qwen3-VL (and Qwen3.5) want 16-pixel image patches and FSDP2 in verl's own examples."""
+    if model_path:
+        config = Path(model_path) / "config.json"
+        try:
+            model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+        except (OSError, ValueError, AttributeError):
+            model_type = None
+        if model_type:
+            return model_type in _QWEN3_VL_TYPES
+    return bool(_QWEN3_VL_NAME.search(model_source))
+
+
+def build_overrides(job: ResolvedJob, profile: VerlProfile, inputs: LaunchInputs) -> OverridePlan:
+    """All overrides for one attempt, user escape-hatch overrides last."""
+    warnings: list[str] = []
+    overrides = [
+        *_algorithm(job, profile, warnings),
+        *_data(job, inputs, warnings),
+        *_model(job, inputs, warnings),
+        *_actor(job, profile, warnings),
+        *_rollout(job),
+        *_ref(job),
+        *_reward(profile, inputs.reward),
+        *_trainer(job, profile, inputs, warnings),
+        *_worker_env(inputs.worker_env),
+        *_user(job),
+    ]
+    return OverridePlan(overrides, warnings)
+
+
+def _algorithm(job: ResolvedJob, profile: VerlProfile, warnings: list[str]) -> list[Override]:
+    algo = job.spec.algorithm
+    kl = algo.kl
+    out = [
+        Override("algorithm.adv_estimator", "grpo", why="GRPO: group-relative advantages, no critic"),
+        Override(
+            "algorithm.norm_adv_by_std_in_grpo",
+            algo.loss_type == "grpo",
+            why=f"lossType={algo.loss_type}: Dr. GRPO does not divide advantages by the group's std",
+        ),
+        Override("algorithm.use_kl_in_reward", kl.placement == "reward", why=f"kl.placement={kl.placement}"),
+    ]
+    if kl.placement == "reward":
+        out += [
+            Override("algorithm.kl_penalty", kl.type),
+            Override("algorithm.kl_ctrl.kl_coef", kl.coefficient),
+        ]
+    if algo.importance_sampling == "sequence" and "gspo" not in profile.policy_loss_modes:
+        raise ConfigError(
+            f"algorithm.importanceSampling=sequence needs verl's gspo policy loss, which verl "
+            f"{profile.reference_version} does not have"
+        )
+    return out
+
+
+def _data(job: ResolvedJob, inputs: LaunchInputs, warnings: list[str]) -> list[Override]:
+    spec = job.spec
+    data, algo = spec.dataset, spec.algorithm
+    out = [
+        Override("data.train_files", list(inputs.train_files), why="prepared on the shared volume"),
+        Override("data.val_files", list(inputs.val_files or inputs.train_files)),
+        Override("data.train_batch_size", algo.train_batch_size, why="prompts per step"),
+        Override("data.max_prompt_length", data.max_prompt_length),
+        Override("data.max_response_length", data.max_response_length),
+        Override("data.filter_overlong_prompts", data.filter_overlong_prompts),
+        Override("data.truncation", data.truncation),
+        Override("data.image_key", data.image_key),
+        Override("data.prompt_key", data.prompt_key),
+        Override("data.seed", algo.seed),
+    ]
+    if is_qwen3_vl(spec.model.source, inputs.model_path):
+        out.append(
+            Override("data.image_patch_size", 16, why="Qwen3-VL uses 16-pixel patches (verl default 14)")
+        )
+    return out
+
+
+def _model(job: ResolvedJob, inputs: LaunchInputs, warnings: list[str]) -> list[Override]:
+    engine = job.spec.engine
+    out = [
+        Override("actor_rollout_ref.model.path", inputs.model_path, why=f"from {job.spec.model.source}"),
+        Override("actor_rollout_ref.model.use_remove_padding", engine.use_remove_padding),
+        Override("actor_rollout_ref.model.use_fused_kernels", engine.use_fused_kernels),
+        Override("actor_rollout_ref.model.enable_gradient_checkpointing", engine.gradient_checkpointing),
+    ]
+    lora = engine.lora
+    if lora is None:
+        return out
+    out += [
+        Override("actor_rollout_ref.model.lora_rank", lora.rank),
+        Override("actor_rollout_ref.model.lora_alpha", lora.alpha),
+        Override(
+            "actor_rollout_ref.rollout.load_format",
+            "safetensors",
+            why="vLLM must load real weights to attach LoRA adapters to",
+        ),
+    ]
+    if lora.target_modules:
+        targets: str | list[str] = (
+            "all-linear" if lora.target_modules == ["all-linear"] else list(lora.target_modules)
+        )
+        out.append(Override("actor_rollout_ref.model.target_modules", targets))
+    else:
+        if not (lora.language_layers and lora.attention_modules and lora.mlp_modules):
+            raise ConfigError(
+                "engine.lora: with verl, languageLayers/attentionModules/mlpModules=false need explicit "
+                "engine.lora.targetModules (module names or a regular expression)"
+            )
+        out.append(Override("actor_rollout_ref.model.target_modules", "all-linear"))
+    excludes = list(lora.exclude_modules or [])
+    if not lora.vision_layers and not lora.target_modules:
+        excludes.append(".*visual.*")
+    if excludes:
+        value: str | list[str] = excludes[0] if len(excludes) == 1 else excludes
+        out.append(Override("actor_rollout_ref.model.exclude_modules", value))
+    if is_qwen3_vl(job.spec.model.source, inputs.model_path):
+        warnings.append(
+            "LoRA GRPO on Qwen3-VL is reported to be extremely slow in verl (hours per step); "
+            "full fine-tuning is the usual choice there"
+        )
+    return out
+
+
+def _torch_compile(job: ResolvedJob) -> bool | None:
+    """The job's torch.compile choice; off by default on Ascend, where the NPU backend lacks it."""
+    compile_ = job.spec.engine.torch_compile
+    if compile_ is None and job.spec.resources.accelerator == "ascend":
+        return False
+    return compile_
+
+
+def _actor(job: ResolvedJob, profile: VerlProfile, warnings: list[str]) -> list[Override]:
+    spec = job.spec
+    algo, engine, kl = spec.algorithm, spec.engine, spec.algorithm.kl
+    prefix = "actor_rollout_ref.actor"
+    out = [
+        Override(f"{prefix}.strategy", engine.strategy),
+        Override(f"{prefix}.optim.lr", algo.learning_rate),
+        Override(f"{prefix}.ppo_mini_batch_size", algo.mini_batch_size, why="prompts per optimizer update"),
+        Override(f"{prefix}.use_kl_loss", kl.placement == "loss", why=f"kl.placement={kl.placement}"),
+        Override(f"{prefix}.entropy_coeff", algo.entropy_coefficient),
+        Override(f"{prefix}.clip_ratio", algo.clip_ratio),
+        Override(f"{prefix}.clip_ratio_low", algo.clip_ratio),
+        Override(f"{prefix}.clip_ratio_high", algo.clip_ratio),
+        Override(f"{prefix}.loss_agg_mode", _loss_agg_mode(job)),
+        Override(f"{prefix}.fsdp_config.param_offload", engine.param_offload),
+        Override(f"{prefix}.fsdp_config.optimizer_offload", engine.optimizer_offload),
+    ]
+    if kl.placement == "loss":
+        out += [
+            Override(f"{prefix}.kl_loss_coef", kl.coefficient),
+            Override(f"{prefix}.kl_loss_type", kl.type),
+        ]
+    if algo.tokens_per_device is not None:
+        out += [
+            Override(f"{prefix}.use_dynamic_bsz", True, why="tokensPerDevice: dynamic micro-batches"),
+            Override(f"{prefix}.ppo_max_token_len_per_gpu", algo.tokens_per_device),
+        ]
+    else:
+        micro = algo.micro_batch_size_per_device or _DEFAULT_MICRO_BATCH
+        out.append(Override(f"{prefix}.ppo_micro_batch_size_per_gpu", micro))
+    loss_mode = "gspo" if algo.importance_sampling == "sequence" else "vanilla"
+    out.append(
+        Override(
+            f"{prefix}.policy_loss.loss_mode",
+            loss_mode,
+            why=f"importanceSampling={algo.importance_sampling}",
+        )
+    )
+    if loss_mode == "gspo" and algo.clip_ratio > 0.01:
+        warnings.append(
+            f"GSPO clips sequence-level ratios; verl's GSPO examples use clip ranges of about 3e-4 to 4e-4, "
+            f"this job uses {algo.clip_ratio}"
+        )
+    compile_ = _torch_compile(job)
+    if compile_ is not None:
+        why = "the FSDP engine reads fsdp_config.use_torch_compile; actor.use_torch_compile alone is ignored"
+        out += [
+            Override(f"{prefix}.use_torch_compile", compile_),
+            Override(f"{prefix}.fsdp_config.use_torch_compile", compile_, why=why),
+            Override("actor_rollout_ref.ref.fsdp_config.use_torch_compile", compile_),
+        ]
+    return out
+
+
+def _loss_agg_mode(job: ResolvedJob) -> str:
+    algo = job.spec.algorithm
+    if algo.loss_aggregation:
+        return algo.loss_aggregation
+    if algo.loss_type == "dr_grpo":
+        return "seq-mean-token-sum-norm"
+    if algo.importance_sampling == "sequence":
+        return "seq-mean-token-mean"
+    return "token-mean"
+
+
+def _log_prob_micro(job: ResolvedJob) -> int:
+    algo = job.spec.algorithm
+    return (
+        algo.log_prob_micro_batch_size_per_device or algo.micro_batch_size_per_device or _DEFAULT_MICRO_BATCH
+    )
+
+
+def _rollout(job: ResolvedJob) -> list[Override]:
+    spec = job.spec
+    rollout, data, algo = spec.rollout, spec.dataset, spec.algorithm
+    prefix = "actor_rollout_ref.rollout"
+    out = [
+        Override(f"{prefix}.name", rollout.engine),
+        Override(f"{prefix}.n", algo.group_size, why="responses per prompt (G)"),
+        Override(f"{prefix}.tensor_model_parallel_size", rollout.tensor_parallel_size),
+        Override(f"{prefix}.gpu_memory_utilization", rollout.gpu_memory_utilization),
+        Override(f"{prefix}.enforce_eager", rollout.enforce_eager),
+        Override(f"{prefix}.enable_chunked_prefill", rollout.enable_chunked_prefill),
+        Override(f"{prefix}.free_cache_engine", rollout.free_cache_engine),
+        Override(f"{prefix}.temperature", rollout.temperature),
+        Override(
+            f"{prefix}.engine_kwargs.vllm.mm_processor_cache_gb",
+            0,
+            add=True,
+            why="replaces disable_mm_preprocessor_cache, which current vLLM rejects at start-up",
+        ),
+    ]
+    longest = data.max_prompt_length + data.max_response_length
+    if not rollout.enable_chunked_prefill and longest > _VLLM_DEFAULT_BATCHED_TOKENS:
+        out.append(
+            Override(
+                f"{prefix}.max_num_batched_tokens",
+                longest,
+                why="without chunked prefill vLLM needs a whole prompt+response in one batch",
+            )
+        )
+    if algo.tokens_per_device is not None:
+        out += [
+            Override(f"{prefix}.log_prob_use_dynamic_bsz", True),
+            Override(f"{prefix}.log_prob_max_token_len_per_gpu", algo.tokens_per_device),
+        ]
+    else:
+        out.append(Override(f"{prefix}.log_prob_micro_batch_size_per_gpu", _log_prob_micro(job)))
+    return out
+
+
+def _ref(job: ResolvedJob) -> list[Override]:
+    algo, engine = job.spec.algorithm, job.spec.engine
+    prefix = "actor_rollout_ref.ref"
+    out = [Override(f"{prefix}.fsdp_config.param_offload", engine.ref_param_offload)]
+    if algo.tokens_per_device is not None:
+        out += [
+            Override(f"{prefix}.log_prob_use_dynamic_bsz", True),
+            Override(f"{prefix}.log_prob_max_token_len_per_gpu", algo.tokens_per_device),
+        ]
+    else:
+        out.append(Override(f"{prefix}.log_prob_micro_batch_size_per_gpu", _log_prob_micro(job)))
+    return out
+
+
+def _reward(profile: VerlProfile, reward: RewardFunction) -> list[Override]:
+    prefix = profile.reward_prefix
+    where = (
+        "verl 0.9 reads only reward.custom_reward_function"
+        if not profile.migrates_legacy_reward
+        else "verl 0.7's main_ppo migrates these keys into reward.custom_reward_function"
+    )
+    out = [
+        Override(f"{prefix}.path", reward.path, why=where),
+        Override(f"{prefix}.name", reward.name),
+    ]
+    for key, value in sorted(reward.kwargs.items()):
+        if not _KWARG.fullmatch(key):
+            raise ConfigError(f"reward.kwargs: {key!r} is not a Python identifier; rename it")
+        out.append(Override(f"{prefix}.reward_kwargs.{key}", str(value), add=True))
+    return out
+
+
+def _trainer(
+    job: ResolvedJob, profile: VerlProfile, inputs: LaunchInputs, warnings: list[str]
+) -> list[Override]:
+    spec = job.spec
+    res, ckpt, evaluation, logging = spec.resources, spec.checkpoint, spec.evaluation, spec.logging
+    loggers = ["console"] if logging.console else []
+    loggers.append("file")
+    if logging.wandb:
+        loggers.append("wandb")
+    if logging.tensorboard:
+        loggers.append("tensorboard")
+    validate = evaluation.interval > 0
+    if validate and not inputs.val_files:
+        warnings.append("no validation files: validation is turned off")
+        validate = False
+    project = logging.wandb.project if logging.wandb else job.namespace
+    experiment = (logging.wandb.experiment if logging.wandb else None) or job.name
+    out = [
+        Override(
+            "trainer.logger", loggers, why="file: per-step metrics for status; verl's default adds wandb"
+        ),
+        Override("trainer.project_name", project),
+        Override("trainer.experiment_name", experiment),
+        Override("trainer.nnodes", res.nodes),
+        Override("trainer.n_gpus_per_node", res.devices_per_node),
+        Override("trainer.device", "npu" if res.accelerator == "ascend" else "cuda"),
+        Override("trainer.critic_warmup", 0),
+        Override("trainer.total_epochs", spec.algorithm.epochs),
+        Override("trainer.save_freq", ckpt.save_interval),
+        Override("trainer.test_freq", evaluation.interval if validate else -1),
+        Override("trainer.val_before_train", validate and evaluation.before_train),
+        Override("trainer.default_local_dir", job.paths.checkpoint_dir, why="absolute, on the shared volume"),
+        Override("trainer.max_actor_ckpt_to_keep", ckpt.keep, why="the trainer prunes older attempts' ones"),
+        Override("trainer.resume_mode", inputs.resume.mode),
+    ]
+    if spec.algorithm.total_steps is not None:
+        out.append(Override("trainer.total_training_steps", spec.algorithm.total_steps))
+    if inputs.resume.mode == "resume_path":
+        out.append(Override("trainer.resume_from_path", inputs.resume.path))
+    if profile.checkpoint_callback:
+        out.append(
+            Override(
+                "trainer.checkpoint_callback_class",
+                CALLBACK_CLASS,
+                why="reports each saved checkpoint to the job's status",
+            )
+        )
+    return out
+
+
+def _worker_env(env: dict[str, str]) -> list[Override]:
+    """Environment for Ray workers: main_ppo passes it to ray.init as the job's runtime_env.
+
+    The driver's own environment does not reach Ray actors; the file logger (in the TaskRunner
+    actor, on any node) reads VERL_FILE_LOGGER_PATH from here.
+    """
+    return [
+        Override(f"ray_kwargs.ray_init.runtime_env.env_vars.{key}", value, add=True)
+        for key, value in sorted(env.items())
+    ]
+
+
+def _user(job: ResolvedJob) -> list[Override]:
+    out = []
+    for raw in job.spec.engine.overrides:
+        key, sep, value = raw.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"engine.overrides: {raw!r} is not a Hydra key=value override")
+        out.append(_Raw(key, value, why="engine.overrides"))
+    return out
+
+
+@dataclass(frozen=True)
+class _Raw(Override):
+    """A user's override, passed through untouched (it is already in Hydra's syntax)."""
+
+    def render(self) -> str:
+        return f"{self.key}={self.value}"
