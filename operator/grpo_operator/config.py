@@ -97,8 +97,11 @@ class Settings(_Model):
     metrics_port: int = 8080
     health_port: int = 8081
     log_format: Literal["json", "plain"] = "json"
-    """Trainer entrypoint; the resolved spec file is appended."""
     entrypoint: str = "grpo-train run --spec"
+    """Trainer entrypoint; the resolved spec file is appended."""
+    submission_mode: Literal["HTTPMode", "K8sJobMode"] = "HTTPMode"
+    """How KubeRay submits the entrypoint. HTTPMode posts it to the head's job API directly, with no
+    submitter pod to schedule on the accelerator pool's taints."""
 
     def profile(self, accelerator: str) -> AcceleratorProfile | None:
         return self.profiles.get(accelerator)

@@ -233,7 +233,7 @@ def build_rayjob(job: GRPOJob, settings: Settings, attempt: int) -> dict[str, An
         "shutdownAfterJobFinishes": True,
         "ttlSecondsAfterFinished": job.spec.run_policy.ttl_seconds_after_finished or 0,
         "backoffLimit": 0,
-        "submissionMode": "K8sJobMode",
+        "submissionMode": settings.submission_mode,
         "rayClusterSpec": {
             "rayVersion": settings.ray_version,
             "enableInTreeAutoscaling": False,

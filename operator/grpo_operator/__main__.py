@@ -1,0 +1,5 @@
+"""`python -m grpo_operator`."""
+
+from .cli import main
+
+raise SystemExit(main())

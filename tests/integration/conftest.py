@@ -1,0 +1,32 @@
+"""Integration fixtures: the operator running against the real local cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cluster.backend import Cluster
+
+from .operator_process import OperatorProcess
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    """The operator, started once per session with the admin kubeconfig."""
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
+    cluster.kubectl("wait", "--for=condition=Established", "crd/grpojobs.grpo.dev", "--timeout=60s")
+    process = OperatorProcess(cluster.kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log")
+    process.start()
+    yield process
+    process.stop()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    report = yield
+    if report.failed and "operator" in getattr(item, "funcargs", {}):
+        report.sections.append(("operator log (tail)", item.funcargs["operator"].tail(60)))
+    return report

@@ -1,0 +1,77 @@
+"""Helpers for integration tests that drive GRPOJobs through the real API server."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+from cluster.backend import Cluster
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = {p.stem: p for p in sorted((REPO / "examples").glob("*.yaml"))}
+
+
+def example(name: str, **spec_changes: Any) -> dict[str, Any]:
+    """An example GRPOJob as a dict, with dotted-path spec changes."""
+    body = yaml.safe_load(EXAMPLES[name].read_text())
+    for dotted, value in spec_changes.items():
+        node = body["spec"]
+        *parents, leaf = dotted.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return copy.deepcopy(body)
+
+
+def source_claims(body: dict[str, Any]) -> list[str]:
+    """pvc:// claims an example reads its model and data from."""
+    spec = body["spec"]
+    uris = [
+        spec["model"]["source"],
+        *spec["dataset"].get("train", []),
+        *spec["dataset"].get("validation", []),
+    ]
+    return sorted({u.split("/")[2] for u in uris if u.startswith("pvc://")})
+
+
+def create_source_claims(cluster: Cluster, namespace: str, body: dict[str, Any]) -> None:
+    """The data volumes a user would have filled before applying the job."""
+    for claim in source_claims(body):
+        cluster.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": claim, "namespace": namespace},
+                "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "10Gi"}}},
+            }
+        )
+
+
+def phase_is(*phases: str):
+    return lambda obj: (obj.get("status") or {}).get("phase") in phases
+
+
+def condition(obj: dict[str, Any], ctype: str) -> dict[str, Any] | None:
+    return next((c for c in (obj.get("status") or {}).get("conditions", []) if c["type"] == ctype), None)
+
+
+def owned_children(cluster: Cluster, namespace: str, job: str) -> dict[str, list[str]]:
+    """Names of every object labelled as this job's child, by kind."""
+    out: dict[str, list[str]] = {}
+    for kind in (
+        "rayjobs.ray.io",
+        "configmaps",
+        "serviceaccounts",
+        "roles",
+        "rolebindings",
+        "persistentvolumeclaims",
+    ):
+        items = cluster.get(kind, namespace=namespace)["items"]
+        names = [
+            i["metadata"]["name"] for i in items if i["metadata"].get("labels", {}).get("grpo.dev/job") == job
+        ]
+        if names:
+            out[kind] = sorted(names)
+    return out

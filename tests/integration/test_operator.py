@@ -1,0 +1,263 @@
+"""The operator end to end against the real API server, KubeRay and KWOK nodes.
+
+Each test applies GRPOJobs as a user would, drives the Ray job through the fake job API and
+watches what the operator does. Nothing here is mocked.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from cluster.backend import Cluster
+from cluster.rayjobapi import RayJobAPI, fails_after, succeeds_after
+
+from .jobs import condition, create_source_claims, example, owned_children, phase_is
+from .operator_process import OperatorProcess
+
+pytestmark = pytest.mark.cluster
+
+POOLS = {
+    "nvidia": ("nvidia.com/gpu", "nvidia.com/gpu.product"),
+    "ascend": ("huawei.com/Ascend910", "accelerator"),
+}
+
+
+def _apply(cluster: Cluster, namespace: str, body: dict) -> str:
+    create_source_claims(cluster, namespace, body)
+    cluster.apply(body, namespace=namespace)
+    return body["metadata"]["name"]
+
+
+def _pods(cluster: Cluster, namespace: str, job: str) -> list[dict]:
+    pods = cluster.get("pods", namespace=namespace)["items"]
+    return [p for p in pods if p["metadata"].get("labels", {}).get("grpo.dev/job") == job]
+
+
+@pytest.mark.parametrize(
+    ("name", "accelerator", "workers"),
+    [
+        ("safegrpo-nvidia", "nvidia", 1),
+        ("geo3k-ascend-910b", "ascend", 1),
+        ("lora-single-gpu", "nvidia", 1),
+        ("geo3k-two-node-nvidia", "nvidia", 2),
+    ],
+)
+def test_example_runs_on_its_pool(
+    cluster: Cluster, namespace: str, operator: OperatorProcess, name: str, accelerator: str, workers: int
+) -> None:
+    job = _apply(cluster, namespace, example(name))
+    obj = cluster.wait_for("grpojob", job, namespace, phase_is("Running"), timeout=120, what="phase Running")
+    assert obj["status"]["attempt"] == 1
+    assert obj["status"]["rayJobName"] == f"{job}-1"
+    assert condition(obj, "Running")["status"] == "True"
+    device, pool_label = POOLS[accelerator]
+    workers_seen = [
+        p for p in _pods(cluster, namespace, job) if p["metadata"]["labels"]["grpo.dev/component"] == "worker"
+    ]
+    assert len(workers_seen) == workers
+    for pod in workers_seen:
+        node = cluster.get("node", pod["spec"]["nodeName"])
+        assert pool_label in node["metadata"]["labels"], (
+            f"{pod['metadata']['name']} is on {node['metadata']['name']}"
+        )
+        limits = pod["spec"]["containers"][0]["resources"]["limits"]
+        assert int(limits[device]) == example(name)["spec"]["resources"]["devicesPerNode"]
+        assert pod["status"]["phase"] == "Running"
+
+
+def test_success(cluster: Cluster, namespace: str, operator: OperatorProcess, job_api: RayJobAPI) -> None:
+    job_api.configure_namespace(namespace, succeeds_after(3))
+    job = _apply(cluster, namespace, example("geo3k-ascend-910b"))
+    obj = cluster.wait_for("grpojob", job, namespace, phase_is("Succeeded"), timeout=120, what="Succeeded")
+    assert condition(obj, "Succeeded")["status"] == "True"
+    assert obj["status"]["completionTime"]
+    [submission] = job_api.submissions(namespace)
+    assert submission["entrypoint"] == "grpo-train run --spec /grpo/spec/job.json"
+    cluster.kubectl("wait", "--for=condition=Succeeded", f"grpojob/{job}", "-n", namespace, "--timeout=5s")
+    reasons = [e["reason"] for e in cluster.events(namespace) if e["involvedObject"].get("name") == job]
+    assert "Created" in reasons
+    assert "TrainingSucceeded" in reasons
+
+
+def test_retryable_failure_restarts_then_fails_after_backoff_limit(
+    cluster: Cluster, namespace: str, operator: OperatorProcess, job_api: RayJobAPI
+) -> None:
+    job_api.configure_namespace(namespace, fails_after(3, "Job entrypoint command failed with exit code 75."))
+    job = _apply(cluster, namespace, example("geo3k-ascend-910b", **{"runPolicy.backoffLimit": 1}))
+    restarting = cluster.wait_for(
+        "grpojob",
+        job,
+        namespace,
+        lambda o: (o.get("status") or {}).get("attempt") == 2,
+        timeout=120,
+        what="attempt 2",
+    )
+    assert condition(restarting, "Restarting")["status"] == "True"
+    assert restarting["status"]["failedAttempts"][0]["retryable"] is True
+    failed = cluster.wait_for("grpojob", job, namespace, phase_is("Failed"), timeout=120, what="Failed")
+    assert condition(failed, "Failed")["reason"] == "BackoffLimitExceeded"
+    assert failed["status"]["attempt"] == 2
+    assert sorted(owned_children(cluster, namespace, job)["rayjobs.ray.io"]) == [f"{job}-1", f"{job}-2"]
+
+
+def test_configuration_error_is_not_retried(
+    cluster: Cluster, namespace: str, operator: OperatorProcess, job_api: RayJobAPI
+) -> None:
+    job_api.configure_namespace(namespace, fails_after(2, "Job entrypoint command failed with exit code 3."))
+    job = _apply(cluster, namespace, example("geo3k-ascend-910b", **{"runPolicy.backoffLimit": 3}))
+    failed = cluster.wait_for("grpojob", job, namespace, phase_is("Failed"), timeout=120, what="Failed")
+    assert failed["status"]["attempt"] == 1
+    assert "configuration error" in condition(failed, "Failed")["message"]
+
+
+def test_suspend_and_resume(cluster: Cluster, namespace: str, operator: OperatorProcess) -> None:
+    job = _apply(cluster, namespace, example("safegrpo-nvidia"))
+    cluster.wait_for("grpojob", job, namespace, phase_is("Running"), timeout=120, what="Running")
+    cluster.kubectl(
+        "patch",
+        "grpojob",
+        job,
+        "-n",
+        namespace,
+        "--type=merge",
+        "-p",
+        '{"spec":{"runPolicy":{"suspend":true}}}',
+    )
+    suspended = cluster.wait_for(
+        "grpojob", job, namespace, phase_is("Suspended"), timeout=60, what="Suspended"
+    )
+    assert condition(suspended, "Suspended")["status"] == "True"
+    cluster.wait_gone("rayjobs.ray.io", f"{job}-1", namespace, timeout=60)
+    assert cluster.get("persistentvolumeclaim", f"{job}-checkpoints", namespace) is not None
+    cluster.kubectl(
+        "patch",
+        "grpojob",
+        job,
+        "-n",
+        namespace,
+        "--type=merge",
+        "-p",
+        '{"spec":{"runPolicy":{"suspend":false}}}',
+    )
+    resumed = cluster.wait_for(
+        "grpojob",
+        job,
+        namespace,
+        lambda o: phase_is("Running")(o) and o["status"]["attempt"] == 2,
+        timeout=120,
+        what="Running attempt 2",
+    )
+    assert condition(resumed, "Suspended")["status"] == "False"
+
+
+def test_deadline(cluster: Cluster, namespace: str, operator: OperatorProcess) -> None:
+    job = _apply(cluster, namespace, example("lora-single-gpu", **{"runPolicy.activeDeadlineSeconds": 8}))
+    failed = cluster.wait_for("grpojob", job, namespace, phase_is("Failed"), timeout=90, what="Failed")
+    assert condition(failed, "Failed")["reason"] == "DeadlineExceeded"
+    cluster.wait_gone("rayjobs.ray.io", f"{job}-1", namespace, timeout=60)
+
+
+def test_deletion_cascades_and_keeps_checkpoints(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    job = _apply(cluster, namespace, example("lora-single-gpu"))
+    cluster.wait_for("grpojob", job, namespace, phase_is("Running"), timeout=120, what="Running")
+    assert set(owned_children(cluster, namespace, job)) == {
+        "rayjobs.ray.io",
+        "configmaps",
+        "serviceaccounts",
+        "roles",
+        "rolebindings",
+        "persistentvolumeclaims",
+    }
+    cluster.kubectl("delete", "grpojob", job, "-n", namespace, "--wait=true", timeout=90)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        left = owned_children(cluster, namespace, job)
+        if set(left) == {"persistentvolumeclaims"}:
+            break
+        time.sleep(1)
+    assert owned_children(cluster, namespace, job) == {"persistentvolumeclaims": [f"{job}-checkpoints"]}
+
+
+def test_schema_and_cel_reject_bad_input(cluster: Cluster, namespace: str) -> None:
+    body = example("geo3k-ascend-910b", **{"dataset.train": ["pvc://data/train.parquet"]})
+    result = cluster.kubectl("apply", "-n", namespace, "-f", "-", input=_yaml(body), check=False)
+    assert result.returncode != 0
+    assert "set exactly one of dataset.preset (a built-in dataset) or dataset.train" in result.stderr
+    body = example("geo3k-ascend-910b", **{"algorithm.groupSize": 1})
+    result = cluster.kubectl("apply", "-n", namespace, "-f", "-", input=_yaml(body), check=False)
+    assert "spec.algorithm.groupSize" in result.stderr
+    assert "should be greater than or equal to 2" in result.stderr
+    body = example("lora-single-gpu", **{"resources.devicesPerNode": 2})
+    result = cluster.kubectl("apply", "-n", namespace, "-f", "-", input=_yaml(body), check=False)
+    assert "engine.name=trl trains on one device" in result.stderr
+    assert cluster.get("grpojobs", namespace=namespace)["items"] == []
+
+
+def test_world_size_is_immutable(cluster: Cluster, namespace: str) -> None:
+    body = example("geo3k-ascend-910b")
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=_yaml(body))
+    changed = example("geo3k-ascend-910b", **{"resources.devicesPerNode": 4})
+    result = cluster.kubectl("apply", "-n", namespace, "-f", "-", input=_yaml(changed), check=False)
+    assert result.returncode != 0
+    assert (
+        "resources.devicesPerNode is immutable: the world size must not change across resumes"
+        in result.stderr
+    )
+
+
+def test_semantic_error_fails_with_no_children(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    job = _apply(cluster, namespace, example("geo3k-ascend-910b", **{"rollout.tensorParallelSize": 3}))
+    failed = cluster.wait_for("grpojob", job, namespace, phase_is("Failed"), timeout=60, what="Failed")
+    cond = condition(failed, "Failed")
+    assert cond["reason"] == "InvalidSpec"
+    assert (
+        cond["message"]
+        == "spec.rollout.tensorParallelSize: tensorParallelSize=3 must divide resources.devicesPerNode=8"
+    )
+    time.sleep(3)  # a few resync periods: still nothing may be created
+    assert owned_children(cluster, namespace, job) == {}
+    warnings = [
+        e for e in cluster.events(namespace) if e["type"] == "Warning" and e["reason"] == "InvalidSpec"
+    ]
+    assert warnings
+    assert "tensorParallelSize=3" in warnings[0]["message"]
+
+
+def test_operator_restart_mid_reconcile_creates_no_duplicates(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    names = []
+    for i in range(6):
+        body = example("lora-single-gpu")
+        body["metadata"]["name"] = f"restart-{i}"
+        names.append(_apply(cluster, namespace, body))
+    time.sleep(0.5)
+    operator.kill()
+    operator.start()
+    for name in names:
+        cluster.wait_for(
+            "grpojob", name, namespace, phase_is("Running", "Pending"), timeout=120, what="reconciled"
+        )
+    for name in names:
+        obj = cluster.wait_for(
+            "grpojob", name, namespace, lambda o: (o.get("status") or {}).get("attempt") == 1, timeout=60
+        )
+        assert obj["status"]["rayJobName"] == f"{name}-1"
+        assert owned_children(cluster, namespace, name)["rayjobs.ray.io"] == [f"{name}-1"]
+
+
+def test_metrics_are_served(operator: OperatorProcess, cluster: Cluster) -> None:
+    text = operator.metrics()
+    assert 'grpo_jobs{phase="Running"}' in text
+    assert "grpo_handler_duration_seconds_bucket" in text
+
+
+def _yaml(body: dict) -> str:
+    import yaml
+
+    return yaml.safe_dump(body)
