@@ -25,6 +25,7 @@ from grpo_trainer.rewards.sympy_pool import SympyPool, default_pool
 
 DEFAULT_REL_TOL = 1e-6
 DEFAULT_TIMEOUT_S = 2.0
+RESERVE_S = 0.02
 _ABS_TOL = 1e-9
 _POINTS = (0.5377, 1.8339, -2.2588, 0.8622, 3.3188)
 _MATH = {
@@ -156,5 +157,9 @@ def _close(a: float, b: float, rel_tol: float) -> bool:
 
 
 def deadline_after(seconds: float) -> float:
-    """A deadline for `compare`, `seconds` from now."""
-    return time.monotonic() + seconds
+    """A deadline for `compare` such that grading one answer ends within `seconds` from now.
+
+    RESERVE_S is kept back for what follows the sympy step (scoring, returning), so the bound
+    holds for the whole answer rather than only for the wait on sympy.
+    """
+    return time.monotonic() + max(0.0, seconds - RESERVE_S)

@@ -27,11 +27,16 @@ imports are absolute and the module defines no classes, so both work.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 from grpo_trainer.rewards.batching import rows
-from grpo_trainer.rewards.equivalence import DEFAULT_REL_TOL, DEFAULT_TIMEOUT_S, Verdict, compare
+from grpo_trainer.rewards.equivalence import (
+    DEFAULT_REL_TOL,
+    DEFAULT_TIMEOUT_S,
+    Verdict,
+    compare,
+    deadline_after,
+)
 from grpo_trainer.rewards.options import bool_option, float_option, int_option
 from grpo_trainer.rewards.responses import BOXED, as_text, last_boxed
 from grpo_trainer.rewards.sympy_pool import DEFAULT_WORKERS, default_pool
@@ -87,7 +92,7 @@ def compute_score(
     **kwargs: Any,
 ) -> dict[str, float]:
     """Score one response (verl's per-sample reward contract). Never raises."""
-    deadline = time.monotonic() + float_option(kwargs, "timeout_s", DEFAULT_TIMEOUT_S)
+    deadline = deadline_after(float_option(kwargs, "timeout_s", DEFAULT_TIMEOUT_S))
     try:
         default_pool(int_option(kwargs, "sympy_workers", DEFAULT_WORKERS)).start()
         return _score(as_text(solution_str), as_text(ground_truth), deadline, kwargs)

@@ -41,12 +41,17 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Sequence
 from typing import Any
 
 from grpo_trainer.rewards.batching import rows
-from grpo_trainer.rewards.equivalence import DEFAULT_REL_TOL, DEFAULT_TIMEOUT_S, Verdict, compare
+from grpo_trainer.rewards.equivalence import (
+    DEFAULT_REL_TOL,
+    DEFAULT_TIMEOUT_S,
+    Verdict,
+    compare,
+    deadline_after,
+)
 from grpo_trainer.rewards.options import bool_option, float_option, int_option
 from grpo_trainer.rewards.refusal import DEFAULT_WINDOW, is_refusal
 from grpo_trainer.rewards.responses import as_text, last_boxed
@@ -70,7 +75,7 @@ def compute_score_batch(
     """Score a batch of responses (the seed's batch contract); one dict per response. Never raises."""
     results = []
     for _, solution, truth, info in rows(data_sources, solution_strs, ground_truths, extra_infos):
-        deadline = time.monotonic() + float_option(kwargs, "timeout_s", DEFAULT_TIMEOUT_S)
+        deadline = deadline_after(float_option(kwargs, "timeout_s", DEFAULT_TIMEOUT_S))
         try:
             results.append(_score(as_text(solution), truth, info, deadline, kwargs))
         except Exception:  # a reward must never stop training; see the log for the cause

@@ -190,18 +190,24 @@ class SympyPool:
 
     def _checkin(self, worker: _Worker, healthy: bool) -> None:
         if not healthy:
-            worker.kill()
+            # Killing and starting take milliseconds the caller's deadline has no room for.
+            threading.Thread(target=self._replace, args=(worker,), daemon=True).start()
+            return
         with self._cond:
-            if not healthy:
-                self._alive -= 1
-                replacement = None if self._closed else self._spawn()
-                if replacement is not None:
-                    self._idle.append(replacement)
-            elif self._closed:
+            if self._closed:
                 self._alive -= 1
                 worker.kill()
             else:
                 self._idle.append(worker)
+            self._cond.notify()
+
+    def _replace(self, worker: _Worker) -> None:
+        worker.kill()
+        with self._cond:
+            self._alive -= 1
+            replacement = None if self._closed else self._spawn()
+            if replacement is not None:
+                self._idle.append(replacement)
             self._cond.notify()
 
 
