@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from grpo_trainer.rewards.answer_parse import normalize, parse
 from grpo_trainer.rewards.equivalence import Verdict, compare, deadline_after
 
@@ -87,4 +86,3 @@ def test_parser_refuses_what_it_cannot_read_rather_than_guessing() -> None:
 
 def test_answers_longer_than_the_limit_are_not_graded() -> None:
     assert normalize("1" * 257) is None
-

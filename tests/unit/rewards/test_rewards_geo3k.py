@@ -6,11 +6,10 @@ import re
 import time
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from grpo_trainer.rewards import geo3k
 from grpo_trainer.rewards.responses import last_boxed
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 # verl's geo3k format rule, verbatim: our str.find version must agree with it everywhere.
 VERL_FORMAT = re.compile(r"<think>.*</think>.*\\boxed\{.*\}.*", re.DOTALL)

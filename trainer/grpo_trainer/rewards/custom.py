@@ -62,7 +62,9 @@ def load_function(path: str, name: str) -> Callable[..., Any]:
     function = getattr(module, name, None)
     if not callable(function):
         defined = sorted(
-            attr for attr, value in vars(module).items() if callable(value) and not attr.startswith("_")
+            attr
+            for attr, value in vars(module).items()
+            if inspect.isfunction(value) and value.__module__ == module.__name__
         )
         raise AttributeError(
             f"reward file {str(file)!r} defines no function {name!r}; it defines: {', '.join(defined) or 'none'}"

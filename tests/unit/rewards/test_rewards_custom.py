@@ -1,0 +1,131 @@
+"""custom: users' reward files, per-sample or batch, through both of verl's contracts."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+from grpo_trainer.rewards import custom
+from grpo_trainer.rewards.batching import adapt_batch, as_batch
+
+SAMPLE_FILE = """
+from dataclasses import dataclass
+
+@dataclass
+class Weights:  # dataclasses need the module registered in sys.modules
+    hit: float = 1.0
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, bonus=0.0, **kwargs):
+    return {"score": Weights().hit * (solution_str == ground_truth) + bonus, "length": float(len(solution_str))}
+"""
+
+BATCH_FILE = """
+CALLS = []
+
+def compute_score_batch(data_sources, solution_strs, ground_truths, extra_infos, **kwargs):
+    CALLS.append(len(solution_strs))
+    return [float(s == t) for s, t in zip(solution_strs, ground_truths)]
+
+def flaky(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    if solution_str == "boom":
+        raise RuntimeError("user bug")
+    return {"score": 1.0, "extra": 2.0}
+"""
+
+
+@pytest.fixture
+def sample_file(tmp_path: Path) -> str:
+    path = tmp_path / "reward.py"
+    path.write_text(textwrap.dedent(SAMPLE_FILE))
+    return str(path)
+
+
+@pytest.fixture
+def batch_file(tmp_path: Path) -> str:
+    path = tmp_path / "batch_reward.py"
+    path.write_text(textwrap.dedent(BATCH_FILE))
+    return str(path)
+
+
+def test_per_sample_function_is_called_with_the_users_kwargs(sample_file: str) -> None:
+    result = custom.compute_score("d", "a", "a", None, custom_path=sample_file, bonus=0.5)
+    assert result == {"score": 1.5, "length": 1.0}
+
+
+def test_batch_function_is_detected_and_adapted(batch_file: str) -> None:
+    options = {"custom_path": batch_file, "custom_name": "compute_score_batch"}
+    assert custom.compute_score("d", "a", "a", None, **options) == 1.0
+    assert custom.compute_score("d", "a", "b", None, **options) == 0.0
+
+
+def test_batch_entry_calls_a_batch_function_once(batch_file: str) -> None:
+    options = {"custom_path": batch_file, "custom_name": "compute_score_batch"}
+    assert custom.compute_score_batch(["d"] * 3, ["a", "b", "c"], ["a", "x", "c"], None, **options) == [
+        1.0,
+        0.0,
+        1.0,
+    ]
+    calls = custom.load_function(batch_file, "compute_score_batch").__globals__["CALLS"]
+    assert calls == [3]
+
+
+def test_batch_entry_loops_over_a_per_sample_function(sample_file: str) -> None:
+    results = custom.compute_score_batch(["d", "d"], ["a", "b"], ["a", "a"], None, custom_path=sample_file)
+    assert [r["score"] for r in results] == [1.0, 0.0]
+
+
+def test_kind_can_be_forced(batch_file: str) -> None:
+    function = custom.load_sample_function(batch_file, "flaky", kind="sample")
+    assert function("d", "x", "x") == {"score": 1.0, "extra": 2.0}
+    with pytest.raises(ValueError, match="auto, sample or batch"):
+        custom.load_sample_function(batch_file, "flaky", kind="both")
+
+
+def test_function_kind_reads_the_signature() -> None:
+    def per_sample(data_source, solution_str, ground_truth, extra_info=None): ...
+    def batch(data_sources, solution_strs, ground_truths, extra_infos): ...
+    def named_batch(*args, **kwargs): ...
+
+    assert custom.function_kind(per_sample) == "sample"
+    assert custom.function_kind(batch) == "batch"
+    assert custom.function_kind(named_batch, "score_batch") == "batch"
+
+
+def test_errors_in_the_users_function_score_zero_with_the_same_keys(batch_file: str) -> None:
+    options = {"custom_path": batch_file, "custom_name": "flaky"}
+    assert custom.compute_score("d", "ok", "", None, **options) == {"score": 1.0, "extra": 2.0}
+    assert custom.compute_score("d", "boom", "", None, **options) == {"score": 0.0, "extra": 0.0}
+    with pytest.raises(RuntimeError, match="user bug"):
+        custom.compute_score("d", "boom", "", None, custom_on_error="raise", **options)
+
+
+def test_a_missing_file_or_function_is_a_clear_configuration_error(sample_file: str, tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        custom.load_function(str(tmp_path / "nope.py"), "compute_score")
+    with pytest.raises(AttributeError, match="defines no function 'score'; it defines: compute_score"):
+        custom.load_function(sample_file, "score")
+    with pytest.raises(ValueError, match="custom_path"):
+        custom.compute_score("d", "a", "a")
+
+
+def test_an_edited_file_is_loaded_again(sample_file: str) -> None:
+    assert custom.compute_score("d", "a", "a", custom_path=sample_file)["score"] == 1.0
+    Path(sample_file).write_text("def compute_score(*args, **kwargs):\n    return 7.0\n")
+    stat = os.stat(sample_file)
+    os.utime(sample_file, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert custom.compute_score("d", "a", "a", custom_path=sample_file) == 7.0
+
+
+def test_file_uri_prefix_is_accepted(sample_file: str) -> None:
+    assert custom.load_function(f"file://{sample_file}", "compute_score")("d", "a", "a")["score"] == 1.0
+
+
+def test_adapters_round_trip() -> None:
+    def batch(data_sources, solution_strs, ground_truths, extra_infos, **kwargs):
+        return [len(s) + kwargs.get("plus", 0) for s in solution_strs]
+
+    per_sample = adapt_batch(batch)
+    assert per_sample("d", "abc", None, None, plus=1) == 4
+    assert as_batch(per_sample)(["d", "d"], ["a", "bb"], [None], None) == [1, 2]
