@@ -43,6 +43,20 @@ if [[ ! -x "$BIN_DIR/kwok" ]]; then
   run env GOBIN="$BIN_DIR" go install -trimpath "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
 fi
 
+if [[ ! -d "$BIN_DIR/kwok-stages" ]]; then
+  # The bare kwok binary plays nothing without Stage documents in --config: keep the stock
+  # ones (what `kwokctl` calls "fast" with lease heartbeats) next to the binary.
+  moddir="$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')"
+  mkdir -p "$BIN_DIR/kwok-stages"
+  cp "$moddir"/kustomize/stage/node/fast/node-initialize.yaml \
+    "$moddir"/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+    "$moddir"/kustomize/stage/pod/fast/pod-ready.yaml \
+    "$moddir"/kustomize/stage/pod/fast/pod-complete.yaml \
+    "$moddir"/kustomize/stage/pod/fast/pod-delete.yaml \
+    "$BIN_DIR/kwok-stages/"
+  chmod u+w "$BIN_DIR/kwok-stages/"*.yaml
+fi
+
 if [[ ! -x "$BIN_DIR/kuberay-operator" ]]; then
   step "kuberay operator $KUBERAY_VERSION"
   run env GOBIN="$WORK/kuberay-bin" go install -trimpath "github.com/ray-project/kuberay/ray-operator@$KUBERAY_VERSION"
