@@ -1,0 +1,496 @@
+#!/usr/bin/env python3
+"""A stand-in for the Ray dashboard's job API, for a test cluster whose pods run nothing.
+
+The KubeRay operator asks the dashboard on each RayCluster's head service
+(``http://<head-svc>.<namespace>.svc.cluster.local:8265``) to submit jobs and for their status.
+Under KWOK no dashboard runs, so hack/cluster-up.sh starts the KubeRay operator with
+``HTTP_PROXY`` pointing here: this server receives those absolute URLs and answers like Ray would,
+following a status timeline that each test controls. Standard library only, so any Python 3.11
+starts it.
+
+Ray job API (what KubeRay v1.5.0's dashboard client calls, plus what ``ray job`` adds)::
+
+    POST   /api/jobs/                 submit {"entrypoint", "submission_id", "runtime_env", "metadata", ...}
+    GET    /api/jobs/                 list the jobs of this head service
+    GET    /api/jobs/<id>             job details (404 when unknown: KubeRay's HTTPMode then submits)
+    GET    /api/jobs/<id>/logs        {"logs": "..."}
+    POST   /api/jobs/<id>/stop        {"stopped": bool}
+    DELETE /api/jobs/<id>             {"deleted": true}; 400 while the job is not terminal
+    GET    /api/version               what ``ray job submit`` checks first
+
+Control API, for tests (see tests/cluster/rayjobapi.py for the client)::
+
+    GET    /_control/healthz
+    PUT    /_control/jobs/<id>          {"timeline": [...], "logs": "...", "auto_submit": bool}
+    GET    /_control/jobs[?namespace=]  jobs as this server sees them now
+    GET    /_control/jobs/<id>
+    PUT    /_control/namespaces/<ns>    {"timeline": [...], "logs": "...", "auto_submit": bool}
+    DELETE /_control/namespaces/<ns>    forget that namespace's jobs, requests and settings
+    GET    /_control/requests[?namespace=]  every Ray API request received, with its parsed body
+    POST   /_control/reset              forget everything
+
+A timeline is a list of ``[status, seconds]`` or ``[status, seconds, message]``: the job has that
+status from that many seconds after the timeline starts (its submission, or the moment a timeline
+is put on a job that already exists); before the first step it is PENDING. Settings for a job id
+win over settings for its namespace (taken from the head service's host name), which win over
+``--default-timeline`` (RUNNING forever). ``auto_submit`` makes an unknown job id count as
+submitted on its first GET, as the submitter pod of KubeRay's K8sJobMode would have done.
+
+The Ray API handling sits behind ``JobStore``; answering from a real ``ray start --head``
+dashboard instead would mean forwarding the non-control requests there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import secrets
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+TERMINAL = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
+STATUSES = frozenset({"PENDING", "RUNNING"}) | TERMINAL
+# Ray's own messages (dashboard/modules/job/job_manager.py), used when a step gives none.
+DEFAULT_MESSAGES = {
+    "PENDING": "Job has not started yet. It may be waiting for resources to become available.",
+    "RUNNING": "Job is currently running.",
+    "SUCCEEDED": "Job finished successfully.",
+    "FAILED": "Job entrypoint command failed with exit code 1.",
+    "STOPPED": "Job was intentionally stopped.",
+}
+RAY_VERSION = "2.52.0"  # what /api/version claims; nothing here depends on it
+MAX_RECORDED_REQUESTS = 10_000
+
+
+class InvalidRequestError(ValueError):
+    """A control or API request that cannot be honoured; answered with HTTP 400."""
+
+
+@dataclass(frozen=True)
+class Step:
+    status: str
+    at: float
+    message: str
+
+
+Timeline = tuple[Step, ...]
+
+
+def parse_timeline(raw: Any) -> Timeline:
+    if not isinstance(raw, list) or not raw:
+        raise InvalidRequestError("timeline must be a non-empty list of [status, seconds(, message)]")
+    steps = []
+    for entry in raw:
+        if not isinstance(entry, list) or len(entry) not in (2, 3):
+            raise InvalidRequestError(f"timeline step {entry!r} is not [status, seconds(, message)]")
+        status, at, *rest = entry
+        if status not in STATUSES:
+            raise InvalidRequestError(f"timeline status {status!r} is not one of {sorted(STATUSES)}")
+        if not isinstance(at, int | float) or at < 0:
+            raise InvalidRequestError(f"timeline offset {at!r} must be a number of seconds >= 0")
+        message = rest[0] if rest else DEFAULT_MESSAGES[status]
+        steps.append(Step(status, float(at), str(message)))
+    return tuple(sorted(steps, key=lambda s: s.at))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a test configured for one job id or one namespace."""
+
+    timeline: Timeline | None = None
+    logs: str | None = None
+    auto_submit: bool = False
+
+    @classmethod
+    def parse(cls, body: Any) -> Settings:
+        if not isinstance(body, dict):
+            raise InvalidRequestError("body must be a JSON object")
+        unknown = set(body) - {"timeline", "logs", "auto_submit"}
+        if unknown:
+            raise InvalidRequestError(f"unknown fields {sorted(unknown)}")
+        timeline = parse_timeline(body["timeline"]) if "timeline" in body else None
+        return cls(timeline=timeline, logs=body.get("logs"), auto_submit=bool(body.get("auto_submit", False)))
+
+
+@dataclass
+class Job:
+    submission_id: str
+    host: str  # head service host:port the job was submitted to ("" when not proxied)
+    namespace: str | None
+    request: dict[str, Any]  # the submission body as received; {} when auto-submitted
+    submitted_at: float
+    timeline: Timeline
+    timeline_start: float
+    logs: str
+    auto_submitted: bool
+    stopped_at: float | None = None
+
+    def _reached(self, now: float) -> tuple[Step | None, float | None, float | None]:
+        """The current step, when the job started RUNNING and when it became terminal (seconds)."""
+        current, started, ended = None, None, None
+        for step in self.timeline:
+            t = self.timeline_start + step.at
+            if t > now or (self.stopped_at is not None and t > self.stopped_at):
+                break
+            current = step
+            if step.status == "RUNNING" and started is None:
+                started = t
+            if step.status in TERMINAL:
+                ended = t
+                break
+        return current, started, ended
+
+    def status(self, now: float) -> tuple[str, str, float | None, float | None]:
+        step, started, ended = self._reached(now)
+        if self.stopped_at is not None and ended is None:
+            return "STOPPED", DEFAULT_MESSAGES["STOPPED"], started, self.stopped_at
+        if step is None:
+            return "PENDING", DEFAULT_MESSAGES["PENDING"], None, None
+        return step.status, step.message, started, ended
+
+    def ray_details(self, now: float) -> dict[str, Any]:
+        """The job as Ray's JobDetails model renders it (dashboard/modules/job/pydantic_models.py)."""
+        status, message, started, ended = self.status(now)
+        return {
+            "type": "SUBMISSION",
+            "job_id": self.submission_id,
+            "submission_id": self.submission_id,
+            "driver_info": None,
+            "status": status,
+            "entrypoint": self.request.get("entrypoint", ""),
+            "message": message,
+            "error_type": "JOB_ENTRYPOINT_COMMAND_ERROR" if status == "FAILED" else None,
+            "start_time": _ms(started) if started is not None else _ms(self.submitted_at),
+            "end_time": _ms(ended) if ended is not None else None,
+            "metadata": self.request.get("metadata") or {},
+            "runtime_env": self.request.get("runtime_env") or {},
+            "driver_agent_http_address": None,
+            "driver_node_id": None,
+            "driver_exit_code": (0 if status == "SUCCEEDED" else 1) if status in TERMINAL else None,
+        }
+
+    def control_view(self, now: float) -> dict[str, Any]:
+        status, message, _, _ = self.status(now)
+        return {
+            "submission_id": self.submission_id,
+            "namespace": self.namespace,
+            "host": self.host,
+            "status": status,
+            "message": message,
+            "request": self.request,
+            "auto_submitted": self.auto_submitted,
+            "submitted_at": self.submitted_at,
+            "timeline": [[s.status, s.at, s.message] for s in self.timeline],
+            "timeline_start": self.timeline_start,
+            "stopped_at": self.stopped_at,
+        }
+
+
+def _ms(seconds: float) -> int:
+    return int(seconds * 1000)
+
+
+def namespace_of(host: str) -> str | None:
+    """``<svc>.<namespace>.svc.cluster.local:8265`` -> ``<namespace>``; None when not a service name."""
+    parts = host.split(":", 1)[0].split(".")
+    return parts[1] if len(parts) >= 3 and parts[2] == "svc" else None
+
+
+@dataclass
+class JobStore:
+    default_timeline: Timeline
+    jobs: dict[str, Job] = field(default_factory=dict)
+    job_settings: dict[str, Settings] = field(default_factory=dict)
+    namespace_settings: dict[str, Settings] = field(default_factory=dict)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    _seq: int = 0
+
+    # -- what tests see -------------------------------------------------------------------------
+
+    def record(self, entry: dict[str, Any]) -> None:
+        with self.lock:
+            self._seq += 1
+            self.requests.append({"seq": self._seq, **entry})
+            del self.requests[:-MAX_RECORDED_REQUESTS]
+
+    def settings_for(self, submission_id: str, namespace: str | None) -> Settings:
+        """Per-field precedence: job id settings, then namespace settings, then the default."""
+        job = self.job_settings.get(submission_id, Settings())
+        ns = self.namespace_settings.get(namespace or "", Settings())
+        return Settings(
+            timeline=job.timeline or ns.timeline or self.default_timeline,
+            logs=job.logs if job.logs is not None else ns.logs,
+            auto_submit=job.auto_submit or ns.auto_submit,
+        )
+
+    def configure_job(self, submission_id: str, settings: Settings) -> dict[str, Any]:
+        now = time.time()
+        with self.lock:
+            self.job_settings[submission_id] = settings
+            job = self.jobs.get(submission_id)
+            if job is None:
+                return {"submission_id": submission_id, "status": "NOT_SUBMITTED"}
+            # A new timeline for a running job starts now: "succeed in 2 s" means from this call.
+            if settings.timeline is not None:
+                job.timeline, job.timeline_start = settings.timeline, now
+            if settings.logs is not None:
+                job.logs = settings.logs
+            return job.control_view(now)
+
+    def configure_namespace(self, namespace: str, settings: Settings) -> None:
+        with self.lock:
+            self.namespace_settings[namespace] = settings
+
+    def forget_namespace(self, namespace: str) -> None:
+        with self.lock:
+            self.namespace_settings.pop(namespace, None)
+            for sid in [sid for sid, job in self.jobs.items() if job.namespace == namespace]:
+                del self.jobs[sid]
+                self.job_settings.pop(sid, None)
+            self.requests = [r for r in self.requests if r.get("namespace") != namespace]
+
+    def reset(self) -> None:
+        with self.lock:
+            self.jobs.clear()
+            self.job_settings.clear()
+            self.namespace_settings.clear()
+            self.requests.clear()
+
+    # -- what Ray would do ----------------------------------------------------------------------
+
+    def submit(self, host: str, body: dict[str, Any]) -> tuple[HTTPStatus, Any]:
+        if not isinstance(body.get("entrypoint"), str):
+            return HTTPStatus.BAD_REQUEST, {"error": "entrypoint is required"}
+        submission_id = body.get("submission_id") or f"raysubmit_{secrets.token_hex(8)}"
+        with self.lock:
+            if submission_id in self.jobs:
+                # Ray answers 500 with this wording, and KubeRay's client looks for it.
+                return HTTPStatus.INTERNAL_SERVER_ERROR, (
+                    f"Job with submission_id {submission_id} already exists. "
+                    "Please use a different submission_id."
+                )
+            self._create(submission_id, host, body, auto_submitted=False)
+        return HTTPStatus.OK, {"job_id": submission_id, "submission_id": submission_id}
+
+    def _create(self, submission_id: str, host: str, body: dict[str, Any], *, auto_submitted: bool) -> Job:
+        namespace = namespace_of(host)
+        settings = self.settings_for(submission_id, namespace)
+        now = time.time()
+        job = Job(
+            submission_id=submission_id,
+            host=host,
+            namespace=namespace,
+            request=body,
+            submitted_at=now,
+            timeline=settings.timeline or self.default_timeline,
+            timeline_start=now,
+            logs=settings.logs or "",
+            auto_submitted=auto_submitted,
+        )
+        self.jobs[submission_id] = job
+        return job
+
+    def get(self, host: str, submission_id: str) -> Job | None:
+        with self.lock:
+            job = self.jobs.get(submission_id)
+            if job is None and self.settings_for(submission_id, namespace_of(host)).auto_submit:
+                job = self._create(submission_id, host, {}, auto_submitted=True)
+            return job
+
+    def list(self, host: str) -> list[Job]:
+        with self.lock:
+            return [job for job in self.jobs.values() if job.host == host]
+
+    def stop(self, submission_id: str) -> bool | None:
+        """True if stopped now, False if it had already ended, None if unknown."""
+        now = time.time()
+        with self.lock:
+            job = self.jobs.get(submission_id)
+            if job is None:
+                return None
+            if job.status(now)[0] in TERMINAL:
+                return False
+            job.stopped_at = now
+            return True
+
+    def delete(self, submission_id: str) -> HTTPStatus:
+        with self.lock:
+            job = self.jobs.get(submission_id)
+            if job is None:
+                return HTTPStatus.NOT_FOUND
+            if job.status(time.time())[0] not in TERMINAL:
+                return HTTPStatus.BAD_REQUEST
+            del self.jobs[submission_id]
+            return HTTPStatus.OK
+
+
+class Handler(BaseHTTPRequestHandler):
+    # HTTP/1.1 keeps connections alive, as Go's client expects of a proxy.
+    protocol_version = "HTTP/1.1"
+    server: Server
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def do_PUT(self) -> None:
+        self._handle("PUT")
+
+    def do_DELETE(self) -> None:
+        self._handle("DELETE")
+
+    def _handle(self, method: str) -> None:
+        # Proxied requests carry an absolute URL; direct ones only a path.
+        url = urlsplit(self.path)
+        host = url.netloc if url.scheme else ""
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        try:
+            body = json.loads(raw) if raw else None
+        except json.JSONDecodeError:
+            body = raw.decode(errors="replace")
+        segments = [s for s in url.path.split("/") if s]
+        try:
+            if segments[:1] == ["_control"]:
+                status, payload = self._control(method, segments[1:], parse_qs(url.query), body)
+            else:
+                status, payload = self._ray(method, host, segments, body)
+        except InvalidRequestError as e:
+            status, payload = HTTPStatus.BAD_REQUEST, {"error": str(e)}
+        if segments[:1] != ["_control"]:
+            self.server.store.record(
+                {
+                    "time": time.time(),
+                    "method": method,
+                    "url": self.path,
+                    "host": host,
+                    "namespace": namespace_of(host),
+                    "path": url.path,
+                    "body": body,
+                    "status": int(status),
+                }
+            )
+        self._reply(status, payload)
+
+    def _ray(self, method: str, host: str, segments: list[str], body: Any) -> tuple[HTTPStatus, Any]:
+        store, now = self.server.store, time.time()
+        match method, segments:
+            case "GET", ["api", "version"]:
+                return HTTPStatus.OK, {"version": "4", "ray_version": RAY_VERSION, "ray_commit": "fake"}
+            case "POST", ["api", "jobs"]:
+                if not isinstance(body, dict):
+                    return HTTPStatus.BAD_REQUEST, {"error": "body must be a JSON object"}
+                return store.submit(host, body)
+            case "GET", ["api", "jobs"]:
+                return HTTPStatus.OK, [job.ray_details(now) for job in store.list(host)]
+            case "GET", ["api", "jobs", submission_id]:
+                job = store.get(host, submission_id)
+                if job is None:
+                    return HTTPStatus.NOT_FOUND, f"Job {submission_id} does not exist"
+                return HTTPStatus.OK, job.ray_details(now)
+            case "GET", ["api", "jobs", submission_id, "logs"]:
+                job = store.get(host, submission_id)
+                if job is None:
+                    return HTTPStatus.NOT_FOUND, f"Job {submission_id} does not exist"
+                return HTTPStatus.OK, {"logs": job.logs}
+            case "POST", ["api", "jobs", submission_id, "stop"]:
+                stopped = store.stop(submission_id)
+                if stopped is None:
+                    return HTTPStatus.NOT_FOUND, f"Job {submission_id} does not exist"
+                return HTTPStatus.OK, {"stopped": stopped}
+            case "DELETE", ["api", "jobs", submission_id]:
+                status = store.delete(submission_id)
+                if status is HTTPStatus.OK:
+                    return status, {"deleted": True}
+                return status, f"Job {submission_id} cannot be deleted: {status.phrase}"
+        return HTTPStatus.NOT_FOUND, f"{method} {'/'.join(segments)} is not served by the fake Ray job API"
+
+    def _control(
+        self, method: str, segments: list[str], query: dict[str, list[str]], body: Any
+    ) -> tuple[HTTPStatus, Any]:
+        store, now = self.server.store, time.time()
+        namespace = query.get("namespace", [None])[0]
+        match method, segments:
+            case "GET", ["healthz"]:
+                return HTTPStatus.OK, {"ok": True}
+            case "PUT", ["jobs", submission_id]:
+                return HTTPStatus.OK, store.configure_job(submission_id, Settings.parse(body))
+            case "GET", ["jobs"]:
+                with store.lock:
+                    jobs = [j.control_view(now) for j in store.jobs.values()]
+                return HTTPStatus.OK, [j for j in jobs if namespace is None or j["namespace"] == namespace]
+            case "GET", ["jobs", submission_id]:
+                with store.lock:
+                    job = store.jobs.get(submission_id)
+                    view = job.control_view(now) if job else None
+                return (HTTPStatus.OK, view) if view else (HTTPStatus.NOT_FOUND, {"error": "not submitted"})
+            case "PUT", ["namespaces", ns]:
+                store.configure_namespace(ns, Settings.parse(body))
+                return HTTPStatus.OK, {"namespace": ns}
+            case "DELETE", ["namespaces", ns]:
+                store.forget_namespace(ns)
+                return HTTPStatus.OK, {"namespace": ns}
+            case "GET", ["requests"]:
+                with store.lock:
+                    recorded = list(store.requests)
+                return HTTPStatus.OK, [
+                    r for r in recorded if namespace is None or r["namespace"] == namespace
+                ]
+            case "POST", ["reset"]:
+                store.reset()
+                return HTTPStatus.OK, {"reset": True}
+        return HTTPStatus.NOT_FOUND, {"error": f"no control endpoint {method} /_control/{'/'.join(segments)}"}
+
+    def _reply(self, status: HTTPStatus, payload: Any) -> None:
+        if isinstance(payload, str):
+            data, content_type = payload.encode(), "text/plain; charset=utf-8"
+        else:
+            data, content_type = json.dumps(payload).encode(), "application/json"
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        sys.stderr.write(f"{self.log_date_time_string()} {format % args}\n")
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], store: JobStore) -> None:
+        super().__init__(address, Handler)
+        self.store = store
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--listen", default="127.0.0.1:18265", help="host:port; port 0 picks a free one")
+    parser.add_argument(
+        "--default-timeline",
+        default='[["RUNNING", 0]]',
+        help="JSON timeline for jobs nobody configured (default: RUNNING forever)",
+    )
+    args = parser.parse_args(argv)
+    host, _, port = args.listen.rpartition(":")
+    store = JobStore(default_timeline=parse_timeline(json.loads(args.default_timeline)))
+    server = Server((host, int(port)), store)
+    # The first line of stdout tells a parent which port was bound (useful with port 0).
+    print(f"listening on http://{host}:{server.server_address[1]}", flush=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
