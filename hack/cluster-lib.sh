@@ -1,0 +1,284 @@
+# Functions shared by hack/cluster-up.sh, hack/cluster-down.sh and hack/kind-up.sh.
+# Source it after lib.sh. Every process it starts is recorded in $CLUSTER_DIR/pids, logs to
+# $CLUSTER_DIR/logs/<name>.log, and is stopped again by that pid file only.
+# shellcheck shell=bash
+
+PID_DIR="$CLUSTER_DIR/pids"
+LOG_DIR="$CLUSTER_DIR/logs"
+PKI_DIR="$CLUSTER_DIR/pki"
+KUBECONFIG_PATH="$CLUSTER_DIR/kubeconfig"
+KUBECTL="$BIN_DIR/kubectl"
+RAYJOBAPI_URL="http://127.0.0.1:$RAYJOBAPI_PORT"
+# What the suite reads to find this cluster (tests/cluster/backend.py).
+ENV_FILE="$CLUSTER_DIR/cluster.env"
+
+say() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*"; }
+
+kubectl() { "$KUBECTL" --kubeconfig "$KUBECONFIG_PATH" "$@"; }
+
+# --- processes ----------------------------------------------------------------------------------
+
+start_process() {  # start_process <name> <command> [args...]
+  local name="$1" arg marker=""
+  mkdir -p "$PID_DIR" "$LOG_DIR"
+  # The first absolute path of the command line (the binary, or the script python runs) marks
+  # the process as ours: stop_process checks for it before sending a signal to a recorded pid.
+  for arg in "${@:2}"; do
+    if [[ "$arg" == /* ]]; then marker="$arg" && break; fi
+  done
+  # setsid: the component outlives the shell that started it (make, pytest) and keeps no
+  # terminal; stdin from /dev/null and output to a file, so no CI pipe waits on it.
+  setsid "${@:2}" </dev/null >"$LOG_DIR/$name.log" 2>&1 &
+  printf '%s\n%s\n' "$!" "$marker" >"$PID_DIR/$name.pid"
+}
+
+pid_of() {  # pid_of <name>: the recorded pid if that process is still ours and alive
+  local file="$PID_DIR/$1.pid" pid marker cmdline
+  [[ -f "$file" ]] || return 1
+  { read -r pid; read -r marker; } <"$file"
+  [[ -n "$marker" ]] || return 1
+  cmdline="$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" || return 1
+  [[ "$cmdline" == *"$marker"* ]] || return 1
+  echo "$pid"
+}
+
+stop_process() {  # stop_process <name>: SIGTERM, then SIGKILL after 15 s
+  local name="$1" pid
+  if pid="$(pid_of "$name")"; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 150); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+      say "$name (pid $pid) ignored SIGTERM; killing it"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+    say "stopped $name (pid $pid)"
+  fi
+  rm -f "$PID_DIR/$name.pid"
+}
+
+die_with_log() {  # die_with_log <name> <message>: the failing component's log tail, then exit 1
+  echo "cluster: $2" >&2
+  if [[ -f "$LOG_DIR/$1.log" ]]; then
+    echo "----- last 40 lines of $LOG_DIR/$1.log -----" >&2
+    tail -n 40 "$LOG_DIR/$1.log" >&2
+    echo "-----" >&2
+  fi
+  exit 1
+}
+
+wait_until() {  # wait_until <name> <seconds> <what> <command...>: poll until the command succeeds
+  local name="$1" timeout="$2" what="$3"
+  local deadline=$((SECONDS + timeout))
+  until "${@:4}" >/dev/null 2>&1; do
+    pid_of "$name" >/dev/null || die_with_log "$name" "$name exited while waiting for $what"
+    ((SECONDS < deadline)) || die_with_log "$name" "timed out after ${timeout}s waiting for $what"
+    sleep 0.5
+  done
+}
+
+http_ok() { curl -fsS --max-time 2 "$@"; }
+
+# --- certificates and kubeconfigs ---------------------------------------------------------------
+
+issue_cert() {  # issue_cert <name> <subject> <extendedKeyUsage> [subjectAltName]
+  local name="$1" subject="$2" usage="$3" san="${4:-}"
+  local ext="basicConstraints=CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=$usage"
+  [[ -n "$san" ]] && ext+=$'\n'"subjectAltName=$san"
+  openssl req -new -newkey rsa:2048 -nodes -keyout "$PKI_DIR/$name.key" -subj "$subject" \
+    -out "$PKI_DIR/$name.csr" 2>/dev/null
+  openssl x509 -req -in "$PKI_DIR/$name.csr" -CA "$PKI_DIR/ca.crt" -CAkey "$PKI_DIR/ca.key" \
+    -CAcreateserial -days 3650 -out "$PKI_DIR/$name.crt" -extfile <(echo "$ext") 2>/dev/null
+  rm -f "$PKI_DIR/$name.csr"
+}
+
+write_kubeconfig() {  # write_kubeconfig <file> <client cert name>
+  local file="$1" cert="$2"
+  rm -f "$file"
+  "$KUBECTL" config --kubeconfig "$file" set-cluster grpo-local --embed-certs \
+    --certificate-authority "$PKI_DIR/ca.crt" --server "https://127.0.0.1:$APISERVER_PORT" >/dev/null
+  "$KUBECTL" config --kubeconfig "$file" set-credentials "$cert" --embed-certs \
+    --client-certificate "$PKI_DIR/$cert.crt" --client-key "$PKI_DIR/$cert.key" >/dev/null
+  "$KUBECTL" config --kubeconfig "$file" set-context grpo-local --cluster grpo-local --user "$cert" >/dev/null
+  "$KUBECTL" config --kubeconfig "$file" use-context grpo-local >/dev/null
+  chmod 600 "$file"
+}
+
+ensure_pki() {  # CA, serving and client certificates, service-account keys; kept across restarts
+  [[ -f "$PKI_DIR/.complete" ]] && return 0
+  say "generating certificates in $PKI_DIR"
+  rm -rf "$PKI_DIR" && mkdir -p "$PKI_DIR"
+  openssl req -x509 -new -nodes -newkey rsa:2048 -keyout "$PKI_DIR/ca.key" -subj "/CN=grpo-test-ca" \
+    -days 3650 -out "$PKI_DIR/ca.crt" 2>/dev/null
+  # 10.96.0.1 is the first address of --service-cluster-ip-range: the in-cluster `kubernetes` service.
+  issue_cert apiserver "/CN=kube-apiserver" serverAuth \
+    "IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+  # Clients are identified by certificate: admin is in system:masters; the controller manager
+  # and scheduler get the identities the bootstrap RBAC roles are bound to.
+  issue_cert admin "/O=system:masters/CN=admin" clientAuth
+  issue_cert controller-manager "/CN=system:kube-controller-manager" clientAuth
+  issue_cert scheduler "/CN=system:kube-scheduler" clientAuth
+  openssl genrsa -out "$PKI_DIR/sa.key" 2048 2>/dev/null
+  openssl rsa -in "$PKI_DIR/sa.key" -pubout -out "$PKI_DIR/sa.pub" 2>/dev/null
+  write_kubeconfig "$KUBECONFIG_PATH" admin
+  write_kubeconfig "$PKI_DIR/controller-manager.kubeconfig" controller-manager
+  write_kubeconfig "$PKI_DIR/scheduler.kubeconfig" scheduler
+  touch "$PKI_DIR/.complete"
+}
+
+# --- control plane (local backend only) ---------------------------------------------------------
+
+start_etcd() {
+  # A fresh store on every start: each `cluster-up` begins from an empty cluster.
+  rm -rf "$CLUSTER_DIR/etcd"
+  # --unsafe-no-fsync: a throwaway test store; fsync costs seconds per write burst on slow disks.
+  start_process etcd "$BIN_DIR/etcd" --name=grpo-test \
+    --data-dir="$CLUSTER_DIR/etcd" \
+    --listen-client-urls="http://127.0.0.1:$ETCD_PORT" \
+    --advertise-client-urls="http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-advertise-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster="grpo-test=http://127.0.0.1:$ETCD_PEER_PORT" \
+    --unsafe-no-fsync \
+    --log-level=warn
+  wait_until etcd 30 "etcd /health" http_ok "http://127.0.0.1:$ETCD_PORT/health"
+}
+
+start_apiserver() {
+  start_process kube-apiserver "$BIN_DIR/kube-apiserver" \
+    --bind-address=127.0.0.1 --secure-port="$APISERVER_PORT" \
+    --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
+    --tls-cert-file="$PKI_DIR/apiserver.crt" --tls-private-key-file="$PKI_DIR/apiserver.key" \
+    --client-ca-file="$PKI_DIR/ca.crt" \
+    --authorization-mode=Node,RBAC \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$PKI_DIR/sa.pub" \
+    --service-account-signing-key-file="$PKI_DIR/sa.key" \
+    --service-cluster-ip-range=10.96.0.0/16 \
+    --allow-privileged=true \
+    --profiling=false
+  wait_until kube-apiserver 90 "kube-apiserver /readyz" kubectl get --raw /readyz
+}
+
+start_controller_manager() {
+  # All default controllers (garbage collector, Job, service-account tokens, namespace deletion,
+  # node lifecycle, ...); each runs under its own service account, as in a real cluster.
+  start_process kube-controller-manager "$BIN_DIR/kube-controller-manager" \
+    --kubeconfig="$PKI_DIR/controller-manager.kubeconfig" \
+    --bind-address=127.0.0.1 --secure-port="$CONTROLLER_MANAGER_PORT" \
+    --leader-elect=false \
+    --use-service-account-credentials=true \
+    --service-account-private-key-file="$PKI_DIR/sa.key" \
+    --root-ca-file="$PKI_DIR/ca.crt" \
+    --cluster-signing-cert-file="$PKI_DIR/ca.crt" --cluster-signing-key-file="$PKI_DIR/ca.key" \
+    --profiling=false
+}
+
+start_scheduler() {
+  start_process kube-scheduler "$BIN_DIR/kube-scheduler" \
+    --kubeconfig="$PKI_DIR/scheduler.kubeconfig" \
+    --bind-address=127.0.0.1 --secure-port="$SCHEDULER_PORT" \
+    --leader-elect=false \
+    --profiling=false
+}
+
+# --- what both backends add ---------------------------------------------------------------------
+
+install_crds() {
+  say "installing the CRDs (KubeRay's, and this repository's crds/*.yaml)"
+  # Server-side apply: the KubeRay CRDs exceed the annotation size limit of client-side apply.
+  kubectl apply --server-side --force-conflicts -f "$BIN_DIR/kuberay-crds/" >/dev/null
+  kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null
+  # Our own CRDs are the product under test, not part of the cluster: one the API server rejects
+  # is reported here and fails the tests that need it, while the cluster itself stays up.
+  if compgen -G "$REPO_ROOT/crds/*.yaml" >/dev/null; then
+    if kubectl apply --server-side --force-conflicts -f "$REPO_ROOT/crds/" >"$LOG_DIR/crds.log" 2>&1; then
+      kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null
+    else
+      echo "WARNING: the API server rejected this repository's crds/ (the cluster stays up):" >&2
+      sed 's/^/  /' "$LOG_DIR/crds.log" >&2
+    fi
+  fi
+}
+
+start_rayjobapi() {
+  start_process rayjobapi "${PYTHON:-python3}" "$HACK_DIR/rayjobapi/server.py" \
+    --listen "127.0.0.1:$RAYJOBAPI_PORT"
+  wait_until rayjobapi 15 "the fake Ray job API" http_ok "$RAYJOBAPI_URL/_control/healthz"
+}
+
+start_kuberay() {
+  # KubeRay reaches each head's dashboard at http://<svc>.<ns>.svc.cluster.local:8265 with Go's
+  # default transport, which honours HTTP_PROXY: those calls land on the fake Ray job API.
+  # Loopback (the API server) is never proxied by Go; NO_PROXY says so for other clients too.
+  start_process kuberay-operator env \
+    -u HTTPS_PROXY -u https_proxy \
+    HTTP_PROXY="$RAYJOBAPI_URL" http_proxy="$RAYJOBAPI_URL" \
+    NO_PROXY=127.0.0.1,localhost,::1 no_proxy=127.0.0.1,localhost,::1 \
+    KUBECONFIG="$KUBECONFIG_PATH" \
+    "$BIN_DIR/kuberay-operator" \
+    --enable-leader-election=false \
+    --metrics-addr="127.0.0.1:$KUBERAY_METRICS_PORT" \
+    --health-probe-bind-address="127.0.0.1:$KUBERAY_PROBE_PORT" \
+    --log-stdout-encoder=console
+  wait_until kuberay-operator 60 "the KubeRay operator /readyz" \
+    http_ok "http://127.0.0.1:$KUBERAY_PROBE_PORT/readyz"
+}
+
+start_kwok() {
+  # The bare binary needs its Stage documents; these are kwok's stock ones (see build-binaries.sh).
+  local config="$CLUSTER_DIR/kwok.yaml" stage
+  : >"$config"
+  for stage in "$BIN_DIR"/kwok-stages/*.yaml; do
+    { cat "$stage"; echo "---"; } >>"$config"
+  done
+  say "creating the KWOK node pools"
+  kubectl apply -f "$HACK_DIR/cluster/node-pools.yaml" >/dev/null
+  # --node-lease-duration-seconds: kwok renews node leases like a kubelet, so the controller
+  # manager's node lifecycle controller keeps the nodes Ready (the heartbeat stage relies on it).
+  start_process kwok "$BIN_DIR/kwok" \
+    --kubeconfig="$KUBECONFIG_PATH" \
+    --config="$config" \
+    --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+    --node-lease-duration-seconds=40 \
+    --cidr=10.244.0.0/16 \
+    --server-address="127.0.0.1:$KWOK_PORT"
+  wait_until kwok 60 "every KWOK node to be Ready" \
+    kubectl wait --for=condition=Ready node -l type=kwok --timeout=2s
+}
+
+write_env_file() {  # write_env_file <backend>
+  {
+    echo "GRPO_TEST_CLUSTER=$1"
+    echo "KUBECONFIG=$(printf %q "$KUBECONFIG_PATH")"
+    echo "KUBECTL=$(printf %q "$KUBECTL")"
+    echo "RAYJOBAPI_URL=$RAYJOBAPI_URL"
+    echo "LOG_DIR=$(printf %q "$LOG_DIR")"
+  } >"$ENV_FILE"
+}
+
+# The components in start order; cluster-down stops them in reverse.
+LOCAL_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler rayjobapi kuberay-operator kwok)
+
+stop_components() {  # stop_components <name>...: in reverse order of the arguments
+  local i
+  for ((i = $# ; i > 0 ; i--)); do
+    stop_process "${!i}"
+  done
+}
+
+delete_test_namespaces() {
+  # While KubeRay still runs: its RayJob finalizer must be removed by KubeRay itself, or the
+  # namespaces hang in Terminating.
+  local namespaces
+  namespaces="$(kubectl get namespaces -l grpo.dev/test=true -o name 2>/dev/null)" || return 0
+  [[ -n "$namespaces" ]] || return 0
+  say "deleting $(wc -w <<<"$namespaces") test namespaces"
+  # shellcheck disable=SC2086  # one argument per namespace
+  kubectl delete --wait=true --timeout=90s $namespaces >/dev/null ||
+    echo "warning: some test namespaces are still terminating" >&2
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Starts the local test cluster: a real control plane (etcd, kube-apiserver, controller manager,
+# scheduler) built from Go modules, KWOK-simulated GPU/NPU/CPU node pools, the KubeRay operator,
+# and a fake Ray job API that KubeRay reaches through HTTP_PROXY (docs: hack/README.md).
+# Idempotent: when everything already runs and answers, it says so and exits 0.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+. "$HACK_DIR/cluster-lib.sh"
+
+cluster_is_up() {
+  local name
+  for name in "${LOCAL_COMPONENTS[@]}"; do
+    pid_of "$name" >/dev/null || return 1
+  done
+  [[ -f "$ENV_FILE" ]] &&
+    kubectl get --raw /readyz >/dev/null 2>&1 &&
+    http_ok "$RAYJOBAPI_URL/_control/healthz" >/dev/null &&
+    http_ok "http://127.0.0.1:$KUBERAY_PROBE_PORT/readyz" >/dev/null
+}
+
+print_access() {
+  echo "cluster: up. Its kubeconfig:"
+  echo "  export KUBECONFIG=$KUBECONFIG_PATH"
+  echo "  kubectl: $KUBECTL   logs: $LOG_DIR   Ray job API control: $RAYJOBAPI_URL/_control/"
+}
+
+"$HACK_DIR/build-binaries.sh"
+mkdir -p "$CLUSTER_DIR"
+if cluster_is_up; then
+  echo "cluster: already running and healthy"
+  print_access
+  exit 0
+fi
+
+# Whatever is left of an earlier, partial start goes first: a start is always from scratch.
+stop_components "${LOCAL_COMPONENTS[@]}" >/dev/null
+rm -f "$ENV_FILE"
+# On failure stop what this run started; the logs stay in $LOG_DIR.
+trap 'status=$?; if ((status != 0)); then stop_components "${LOCAL_COMPONENTS[@]}" >/dev/null; fi' EXIT
+
+started=$SECONDS
+ensure_pki
+say "starting etcd"
+start_etcd
+say "starting kube-apiserver"
+start_apiserver
+say "starting kube-controller-manager and kube-scheduler"
+start_controller_manager
+start_scheduler
+wait_until kube-controller-manager 60 "kube-controller-manager /healthz" \
+  http_ok -k "https://127.0.0.1:$CONTROLLER_MANAGER_PORT/healthz"
+wait_until kube-scheduler 60 "kube-scheduler /healthz" http_ok -k "https://127.0.0.1:$SCHEDULER_PORT/healthz"
+# Pods cannot be created in a namespace before its `default` service account exists.
+wait_until kube-controller-manager 60 "the default service account" \
+  kubectl get serviceaccount default --namespace default
+install_crds
+say "starting the fake Ray job API"
+start_rayjobapi
+say "starting the KubeRay operator"
+start_kuberay
+say "starting kwok"
+start_kwok
+write_env_file local
+say "ready in $((SECONDS - started)) s"
+print_access
