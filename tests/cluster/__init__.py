@@ -1,0 +1,1 @@
+"""Test-suite access to a real Kubernetes cluster: backends, kubectl helpers, the fake Ray job API."""
