@@ -34,8 +34,13 @@ def offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE
 
 
-def resolve(uri: str, kind: Kind, cache_dir: str | Path, revision: str | None = None) -> Path:
-    """A local folder or file holding the source; errors say which source and what to do."""
+def resolve(
+    uri: str, kind: Kind, cache_dir: str | Path, revision: str | None = None, download: bool = True
+) -> Path:
+    """A local folder or file holding the source; errors say which source and what to do.
+
+    With `download=False` only what is already there is used (for `grpo-train plan`).
+    """
     try:
         ref = parse_source(uri)
     except ValueError as exc:
@@ -47,16 +52,18 @@ def resolve(uri: str, kind: Kind, cache_dir: str | Path, revision: str | None = 
             raise DataError(f"{kind} source {uri} is not at {path}{hint}")
         return path
     if ref.scheme == "hf":
-        return _huggingface(ref.repo_id, kind, cache_dir, revision, uri)
+        return _huggingface(ref.repo_id, kind, cache_dir, revision, uri, download)
     if ref.scheme == "modelscope":
-        return _modelscope(ref.repo_id, kind, cache_dir, revision, uri)
+        return _modelscope(ref.repo_id, kind, cache_dir, revision, uri, download)
     raise ConfigError(
         f"{kind} source {uri}: s3:// is not supported by the trainer yet; copy the files to a volume "
         "and use pvc://claim/path"
     )
 
 
-def _huggingface(repo_id: str, kind: Kind, cache_dir: str | Path, revision: str | None, uri: str) -> Path:
+def _huggingface(
+    repo_id: str, kind: Kind, cache_dir: str | Path, revision: str | None, uri: str, download: bool
+) -> Path:
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import (
         GatedRepoError,
@@ -75,7 +82,7 @@ def _huggingface(repo_id: str, kind: Kind, cache_dir: str | Path, revision: str 
         )
     except LocalEntryNotFoundError:
         pass
-    if offline():
+    if offline() or not download:
         raise DataError(
             f"{kind} {uri} is not in the cache at {cache} and downloads are off (HF_HUB_OFFLINE); "
             f"download it there first or allow the trainer to reach the hub"
@@ -90,11 +97,15 @@ def _huggingface(repo_id: str, kind: Kind, cache_dir: str | Path, revision: str 
         raise TransientError(f"could not download {kind} {uri} into {cache}: {exc}") from exc
 
 
-def _modelscope(repo_id: str, kind: Kind, cache_dir: str | Path, revision: str | None, uri: str) -> Path:
+def _modelscope(
+    repo_id: str, kind: Kind, cache_dir: str | Path, revision: str | None, uri: str, download: bool
+) -> Path:
     cache = modelscope_cache(cache_dir)
     for candidate in (cache / f"{kind}s" / repo_id, cache / repo_id):
         if candidate.is_dir() and any(candidate.iterdir()):
             return candidate
+    if not download:
+        raise DataError(f"{kind} {uri} is not in the cache at {cache}")
     try:
         from modelscope import snapshot_download
     except ImportError as exc:

@@ -16,8 +16,9 @@ from grpo_operator.api.sources import parse_source
 from grpo_operator.api.v1alpha1 import ResolvedJob
 
 from .. import sources
+from ..exitcodes import DataError
 from . import geo3k
-from .cache import content_key, materialize
+from .cache import content_key, materialize, read_manifest
 from .user import check_columns, expand
 
 PRESET_SOURCES = {"geo3k": "hf://hiyouga/geometry3k"}
@@ -43,6 +44,27 @@ def planned(job: ResolvedJob) -> PreparedData:
     train = [_local(uri) for uri in dataset.train or []]
     val = [_local(uri) for uri in dataset.validation or []]
     return PreparedData(train, val, None)
+
+
+def known_train_rows(job: ResolvedJob) -> int | None:
+    """Training rows of data that is already prepared or local, without preparing anything."""
+    dataset = job.spec.dataset
+    if dataset.preset:
+        folders = Path(job.paths.data_dir).glob(f"{dataset.preset}-*")
+        manifests = [m for m in (read_manifest(f) for f in sorted(folders, key=_mtime)) if m]
+        return int(manifests[-1]["rows"]["train"]) if manifests else None
+    try:
+        files = expand([Path(p) for p in planned(job).train_files])
+        return check_columns(files, dataset.prompt_key, dataset.image_key)[0]
+    except DataError:
+        return None
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def _local(uri: str) -> str:

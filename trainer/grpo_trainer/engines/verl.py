@@ -1,0 +1,184 @@
+"""The verl engine: plan one attempt's `python -m verl.trainer.main_ppo` and run it.
+
+`plan_launch` is pure given its inputs (the job, the verl profile, resolved model and data paths,
+the resume decision) and is what `grpo-train plan` prints. `run_engine` starts main_ppo attached to
+the Ray cluster the Ray job runs in (main_ppo calls `ray.init()` without `num_cpus`, which joins the
+existing cluster), streams its output, and classifies a failure for the operator.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import platform
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from grpo_operator.api.v1alpha1 import ResolvedJob
+
+from ..exitcodes import ConfigError, Failure, classify_engine_exit
+from ..rewards import get_reward
+from ..spec import Attempt
+from .verl_overrides import LaunchInputs, OverridePlan, Resume, RewardFunction, build_overrides
+from .verl_versions import VerlProfile
+
+ENGINE_MODULE = "verl.trainer.main_ppo"
+LOG_TAIL_LINES = 400
+JEMALLOC = "/usr/lib/{arch}-linux-gnu/libjemalloc.so.2"
+ASCEND_ENV = {
+    # verl's device detection overwrites trainer.device=npu unless the platform is named.
+    "VERL_PLATFORM": "huawei",
+    "HCCL_CONNECT_TIMEOUT": "1800",
+    "HCCL_EXEC_TIMEOUT": "1800",
+    # vLLM-Ascend's optimised model classes do not suit RL weight updates (the Ascend seed).
+    "USE_OPTIMIZED_MODEL": "0",
+    "VLLM_ASCEND_ENABLE_NZ": "0",
+}
+
+
+@dataclass(frozen=True)
+class VerlLaunch:
+    """Everything needed to start main_ppo for one attempt."""
+
+    command: list[str]
+    env: dict[str, str]
+    """Added to the driver's environment (the same values reach Ray workers via runtime_env)."""
+    plan: OverridePlan
+    profile: VerlProfile
+    resume: Resume
+    warnings: list[str] = field(default_factory=list)
+
+
+def reward_function(job: ResolvedJob) -> RewardFunction:
+    """The function verl calls per response, by absolute file path (loadable on every node)."""
+    spec = job.spec.reward
+    kwargs = dict(spec.kwargs)
+    if spec.builtin:
+        reward = get_reward(spec.builtin)
+        return RewardFunction(reward.path, reward.function, kwargs)
+    custom = spec.custom
+    if custom is None or not job.paths.reward_file:
+        raise ConfigError("reward.custom needs the reward file the operator mounts (paths.rewardFile)")
+    # The user's file is loaded by our adapter, which also turns a batch function into verl 0.9's
+    # per-sample call; their own kwargs pass through.
+    reward = get_reward("custom")
+    kwargs.update(
+        custom_path=job.paths.reward_file,
+        custom_name=custom.function,
+        custom_kind="batch" if custom.batch else "auto",
+    )
+    return RewardFunction(reward.path, reward.function, kwargs)
+
+
+def engine_env(
+    job: ResolvedJob, attempt: Attempt, machine: str | None = None, exists=os.path.exists
+) -> dict[str, str]:
+    """Environment main_ppo and every Ray worker need for this attempt.
+
+    The metrics file goes to verl's file logger (which truncates on open: one file per attempt).
+    On Ascend, the seed's settings; jemalloc is preloaded when the image has it for this CPU.
+    """
+    env = {
+        "VERL_FILE_LOGGER_PATH": str(attempt.metrics_file),
+        "GRPO_METRICS_FILE": str(attempt.metrics_file),
+        "GRPO_ATTEMPT": str(attempt.number),
+    }
+    if job.spec.logging.tensorboard:
+        env["TENSORBOARD_DIR"] = f"{job.paths.job_dir}/tensorboard"
+    if job.spec.resources.accelerator == "ascend":
+        env.update(ASCEND_ENV)
+        library = JEMALLOC.format(arch=machine or platform.machine())
+        if exists(library):
+            env["LD_PRELOAD"] = library
+    return env
+
+
+def plan_launch(
+    job: ResolvedJob,
+    profile: VerlProfile,
+    attempt: Attempt,
+    *,
+    model_path: str,
+    train_files: list[str],
+    val_files: list[str],
+    resume: Resume,
+    env: dict[str, str] | None = None,
+) -> VerlLaunch:
+    env = engine_env(job, attempt) if env is None else env
+    inputs = LaunchInputs(
+        model_path=model_path,
+        train_files=train_files,
+        val_files=val_files,
+        reward=reward_function(job),
+        resume=resume,
+        worker_env=env,
+    )
+    plan = build_overrides(job, profile, inputs)
+    command = [sys.executable, "-m", ENGINE_MODULE, *plan.rendered()]
+    return VerlLaunch(command, env, plan, profile, resume, list(plan.warnings))
+
+
+def run_engine(
+    launch: VerlLaunch, out: TextIO | None = None, base_env: Mapping[str, str] | None = None
+) -> Failure | None:
+    """Run main_ppo to the end, echoing its output; None on success, else the classified failure.
+
+    A SIGTERM to the trainer (the Ray job being stopped, the pod deleted) is passed on to the
+    engine's whole process group, so no orphaned workers keep the devices.
+    """
+    out = out or sys.stdout
+    env = {**(os.environ if base_env is None else base_env), **launch.env}
+    tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
+    process = subprocess.Popen(
+        launch.command,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        text=True,
+        errors="replace",
+        bufsize=1,
+    )
+    restore = _forward_signals(process)
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            out.write(line)
+            tail.append(line)
+        returncode = process.wait()
+    finally:
+        restore()
+    if returncode == 0:
+        return None
+    return classify_engine_exit(returncode, "".join(tail))
+
+
+def _forward_signals(process: subprocess.Popen[str]):
+    """Install SIGTERM/SIGINT handlers that signal the engine's process group; returns an undo."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def forward(signum: int, _frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+    return restore
+
+
+def write_overrides(launch: VerlLaunch, path: Path) -> None:
+    """Keep the attempt's exact command next to its metrics, for whoever debugs it later."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(launch.command) + "\n", encoding="utf-8")

@@ -1,0 +1,46 @@
+"""The job's status subresource, patched with the trainer's own narrow credentials.
+
+The operator gives every trainer pod a ServiceAccount whose Role may only `get` and `patch`
+`grpojobs/status` of this one job (`resourceNames`). In a pod lightkube finds those credentials
+itself; outside a cluster it uses $KUBECONFIG (or an explicit kubeconfig file).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from grpo_operator.api.v1alpha1 import GROUP, KIND, PLURAL, VERSION
+from lightkube import Client, KubeConfig
+from lightkube.generic_resource import create_namespaced_resource
+from lightkube.types import PatchType
+
+FIELD_MANAGER = "grpo-trainer"
+GRPOJobResource = create_namespaced_resource(GROUP, VERSION, KIND, PLURAL)
+
+
+class StatusWriter(Protocol):
+    """Anything that can merge-patch one job's status (the reporter's only dependency on Kubernetes)."""
+
+    def patch_status(self, body: dict[str, Any]) -> None: ...
+
+
+class KubeStatusWriter:
+    """Merge-patches `status` of one GRPOJob through the status subresource."""
+
+    def __init__(self, name: str, namespace: str, kubeconfig: str | None = None, timeout: float = 10.0):
+        config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
+        self.name = name
+        self.namespace = namespace
+        self._client = Client(
+            config=config, namespace=namespace, field_manager=FIELD_MANAGER, timeout=timeout
+        )
+
+    def patch_status(self, body: dict[str, Any]) -> None:
+        # A JSON merge patch touches only the keys it names: the operator's fields stay as they are.
+        self._client.patch(
+            GRPOJobResource.Status,
+            self.name,
+            body,
+            namespace=self.namespace,
+            patch_type=PatchType.MERGE,
+        )

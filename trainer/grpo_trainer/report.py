@@ -1,0 +1,202 @@
+"""Training progress -> the job's status: verl's per-step metrics and checkpoint events in, a patch out.
+
+The trainer is the one writer of `status.progress`, `status.metrics`, `status.history` and
+`status.checkpoint`. The pure part here turns verl's file-logger lines (`{"step": N, "data": {...}}`)
+into those fields; `Reporter` (below) tails the files and sends the patch at most every few
+seconds, keeping the newest values across API errors so nothing is lost, only coalesced.
+
+Metric names (verl): `critic/score/mean` (reward), `val-core/<data_source>/acc/mean@N` (validation),
+`response_length/mean`, `actor/entropy`, `actor/kl_loss` (or `actor/reward_kl_penalty`),
+`timing_s/step`, `perf/throughput` (tokens/s per device), `training/global_step`, `training/epoch`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from grpo_operator.api.v1alpha1.status import (
+    HISTORY_LIMIT,
+    TRAINER_STATUS_FIELDS,
+    CheckpointStatus,
+    HistoryPoint,
+    Metrics,
+    Progress,
+)
+
+ETA_WINDOW = 10
+"""Recent steps whose mean duration predicts the rest."""
+
+_METRICS = {
+    "reward": ("critic/score/mean",),
+    "response_length": ("response_length/mean",),
+    "entropy": ("actor/entropy",),
+    "kl": ("actor/kl_loss", "actor/reward_kl_penalty"),
+    "step_seconds": ("timing_s/step",),
+    "tokens_per_second_per_device": ("perf/throughput",),
+}
+
+
+def parse_line(line: str) -> tuple[int, dict[str, Any]] | None:
+    """One file-logger line -> (step, metrics); None for anything else (partial, foreign, garbage)."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("data"), dict):
+        return None
+    step = record.get("step")
+    if isinstance(step, bool) or not isinstance(step, int | float):
+        return None
+    return int(step), record["data"]
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def validation_score(data: dict[str, Any]) -> float | None:
+    """The headline validation number: mean accuracy (else mean reward) over data sources.
+
+    verl logs `val-core/<source>/<var>/mean@N` per data source; `acc` is what verl itself treats as
+    the core variable when a reward reports it, `reward` otherwise.
+    """
+    for variable in ("acc", "reward"):
+        values = [
+            v
+            for key, value in data.items()
+            if key.startswith("val-core/")
+            and f"/{variable}/mean@" in key
+            and (v := _number(value)) is not None
+        ]
+        if values:
+            return sum(values) / len(values)
+    return None
+
+
+def step_metrics(data: dict[str, Any]) -> dict[str, float]:
+    """The status metrics present in one line (snake_case field names)."""
+    out = {}
+    for name, keys in _METRICS.items():
+        for key in keys:
+            value = _number(data.get(key))
+            if value is not None:
+                out[name] = value
+                break
+    val = validation_score(data)
+    if val is not None:
+        out["val_score"] = val
+    return out
+
+
+@dataclass
+class TrainingState:
+    """Everything the reporter knows, folded from metric lines and checkpoint events."""
+
+    total_steps: int | None = None
+    resumed_from_step: int | None = None
+    step: int = 0
+    epoch: int | None = None
+    latest: dict[str, float] = field(default_factory=dict)
+    history: dict[int, dict[str, float]] = field(default_factory=dict)
+    step_seconds: list[float] = field(default_factory=list)
+    checkpoint: dict[str, Any] | None = None
+
+    def add_line(self, step: int, data: dict[str, Any]) -> None:
+        """Fold in one metrics line; lines of an earlier attempt may be replayed first."""
+        values = step_metrics(data)
+        global_step = _number(data.get("training/global_step"))
+        step = int(global_step) if global_step is not None else step
+        epoch = _number(data.get("training/epoch"))
+        if epoch is not None:
+            self.epoch = int(epoch)
+        # The newest line is the truth: a retried attempt restarts from its checkpoint's step.
+        self.step = step
+        self.latest.update(values)
+        point = self.history.setdefault(step, {})
+        point.update({k: v for k, v in values.items() if k in ("reward", "val_score", "response_length")})
+        if not point:
+            del self.history[step]
+        if "step_seconds" in values:
+            self.step_seconds = [*self.step_seconds, values["step_seconds"]][-ETA_WINDOW:]
+
+    def add_checkpoint(self, step: int, path: str, saved_at: str) -> None:
+        if self.checkpoint is None or step >= self.checkpoint["step"]:
+            self.checkpoint = {"step": step, "path": path, "saved_at": saved_at}
+
+
+def downsample(history: dict[int, dict[str, float]], limit: int = HISTORY_LIMIT) -> list[dict[str, Any]]:
+    """At most `limit` points, in step order, for a plot of the whole run.
+
+    Consecutive steps share a bucket; each bucket becomes one point at its last step with the mean
+    reward and response length and the bucket's newest validation score, so sparse validation
+    points survive and a long run's curve keeps its shape.
+    """
+    steps = sorted(history)
+    if len(steps) <= limit:
+        return [{"step": s, **history[s]} for s in steps]
+    points = []
+    for i in range(limit):
+        bucket = steps[len(steps) * i // limit : len(steps) * (i + 1) // limit]
+        point: dict[str, Any] = {"step": bucket[-1]}
+        for name in ("reward", "response_length"):
+            values = [history[s][name] for s in bucket if name in history[s]]
+            if values:
+                point[name] = sum(values) / len(values)
+        vals = [history[s]["val_score"] for s in bucket if "val_score" in history[s]]
+        if vals:
+            point["val_score"] = vals[-1]
+        points.append(point)
+    return points
+
+
+def eta_seconds(state: TrainingState) -> int | None:
+    if state.total_steps is None or not state.step_seconds:
+        return None
+    remaining = max(state.total_steps - state.step, 0)
+    return round(remaining * sum(state.step_seconds) / len(state.step_seconds))
+
+
+def status_patch(state: TrainingState, now: str) -> dict[str, Any]:
+    """The merge patch for `status` (the trainer's own fields only), in the API's wire form."""
+    total = state.total_steps
+    percent = None
+    if total:
+        percent = round(min(100.0, 100.0 * state.step / total), 1)
+    progress = Progress(
+        step=state.step,
+        total_steps=total,
+        steps=f"{state.step}/{total}" if total else str(state.step),
+        epoch=state.epoch,
+        percent=percent,
+        eta_seconds=eta_seconds(state),
+        updated_at=now,
+    )
+    status: dict[str, Any] = {
+        "progress": progress.to_wire(),
+        "metrics": Metrics(**state.latest).to_wire(),
+        "history": [HistoryPoint(**p).to_wire() for p in downsample(state.history)],
+    }
+    checkpoint = CheckpointStatus(
+        latest_step=state.checkpoint["step"] if state.checkpoint else None,
+        path=state.checkpoint["path"] if state.checkpoint else None,
+        saved_at=state.checkpoint["saved_at"] if state.checkpoint else None,
+        resumed_from_step=state.resumed_from_step,
+    ).to_wire()
+    if checkpoint:
+        status["checkpoint"] = checkpoint
+    assert set(status) <= TRAINER_STATUS_FIELDS, "the trainer patches only its own status fields"
+    return {"status": status}
+
+
+def total_steps(train_rows: int | None, train_batch_size: int, epochs: int, fixed: int | None) -> int | None:
+    """verl's step count: len(train) // batch (drop_last) per epoch, unless total steps are fixed."""
+    if fixed is not None:
+        return fixed
+    if train_rows is None:
+        return None
+    return max(train_rows // train_batch_size, 0) * epochs
