@@ -13,9 +13,10 @@ import argparse
 import copy
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import yaml
+from pydantic import BaseModel
 
 from .v1alpha1 import GROUP, KIND, PLURAL, SHORT_NAMES, SINGULAR, VERSION, GRPOJobSpec, GRPOJobStatus
 
@@ -110,14 +111,30 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
 
 
 def _object_defaults(schema: dict[str, Any], model: type[Any]) -> None:
-    """Give sub-sections that have a default factory `default: {}` so their fields default."""
+    """Give sub-sections that have a default factory their full default object, recursively.
+
+    The API server checks a default against the section's CEL rules as it stands, before nested
+    defaults apply, so an empty `{}` would fail rules like miniBatchSize <= trainBatchSize.
+    """
     for name, field in model.model_fields.items():
-        alias = field.alias or name
-        prop = schema["properties"].get(alias)
-        if prop is None or prop.get("type") != "object":
+        prop = schema.get("properties", {}).get(field.alias or name)
+        annotation = field.annotation
+        if prop is None or prop.get("type") != "object" or "properties" not in prop:
             continue
-        if field.default_factory is not None and "properties" in prop:
-            prop["default"] = {}
+        if field.default_factory is not None:
+            default = field.default_factory()
+            if isinstance(default, BaseModel):
+                prop["default"] = default.model_dump(by_alias=True, exclude_none=True, mode="json")
+        sub = next(
+            (
+                a
+                for a in (annotation, *get_args(annotation))
+                if isinstance(a, type) and issubclass(a, BaseModel)
+            ),
+            None,
+        )
+        if sub is not None:
+            _object_defaults(prop, sub)
 
 
 def schema_for(model: type[Any]) -> dict[str, Any]:

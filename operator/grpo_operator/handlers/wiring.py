@@ -43,6 +43,12 @@ def register(registry: kopf.OperatorRegistry, settings: Settings, reconciler: Re
         settings.watching.server_timeout = 300
         settings.networking.error_backoffs = [1, 2, 5, 10]
 
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        # The pod's service account inside a cluster, otherwise $KUBECONFIG: the same sources
+        # lightkube uses for our own calls, without another client library just for kopf.
+        return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+
     @kopf.on.cleanup(registry=registry)
     async def close(**_: Any) -> None:
         await reconciler.api.close()

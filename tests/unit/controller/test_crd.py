@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 import yaml
 from grpo_operator.api.crdgen import CRD_FILENAME, build_crd, render
+from grpo_operator.api.v1alpha1 import GRPOJobSpec
 
 from .helpers import REPO
 
@@ -79,7 +80,15 @@ def test_immutable_fields_carry_transition_rules() -> None:
 
 def test_sections_default_so_nested_defaults_apply() -> None:
     spec = _schema()["properties"]["spec"]
-    for section in (
+    defaults = GRPOJobSpec.model_validate(
+        {
+            "model": {"source": "/m"},
+            "dataset": {"preset": "geo3k"},
+            "reward": {"builtin": "geo3k"},
+            "resources": {"accelerator": "nvidia"},
+        }
+    ).to_wire()
+    sections = (
         "algorithm",
         "rollout",
         "engine",
@@ -88,8 +97,11 @@ def test_sections_default_so_nested_defaults_apply() -> None:
         "logging",
         "export",
         "runPolicy",
-    ):
-        assert spec["properties"][section].get("default") == {}, section
+    )
+    for section in sections:
+        # The whole default object: the API server checks CEL rules against it as it stands.
+        assert spec["properties"][section].get("default") == defaults[section], section
+    assert spec["properties"]["algorithm"]["properties"]["kl"]["default"] == defaults["algorithm"]["kl"]
     assert set(spec["required"]) == {"model", "dataset", "reward", "resources"}
 
 

@@ -1,0 +1,108 @@
+"""A tiny volume provisioner for the KWOK test cluster.
+
+KWOK nodes mount nothing, but the scheduler still refuses pods whose PersistentVolumeClaims are
+unbound. This process plays the part of a CSI external provisioner for the default StorageClass
+`standard` (provisioner `grpo.dev/fake-local`): it binds every pending claim of that class to a
+new PersistentVolume of the requested size and access modes (ReadWriteMany included, which the
+in-tree host-path provisioner cannot offer), and deletes released volumes it made. That keeps
+the real PV controller, binding and `Retain`/`Delete` semantics in play.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import time
+
+from lightkube import Client
+from lightkube.core.exceptions import ApiError
+from lightkube.models.core_v1 import (
+    HostPathVolumeSource,
+    ObjectReference,
+    PersistentVolumeSpec,
+)
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import PersistentVolume, PersistentVolumeClaim
+
+PROVISIONER = "grpo.dev/fake-local"
+STORAGE_CLASS = "standard"
+log = logging.getLogger("provisioner")
+
+
+def _volume_for(claim: PersistentVolumeClaim) -> PersistentVolume:
+    meta = claim.metadata
+    name = f"pv-{meta.uid}"
+    return PersistentVolume(
+        metadata=ObjectMeta(
+            name=name,
+            annotations={"pv.kubernetes.io/provisioned-by": PROVISIONER},
+            labels={"grpo.dev/fake-volume": "true"},
+        ),
+        spec=PersistentVolumeSpec(
+            capacity={"storage": claim.spec.resources.requests["storage"]},
+            accessModes=list(claim.spec.accessModes or ["ReadWriteOnce"]),
+            persistentVolumeReclaimPolicy="Delete",
+            storageClassName=claim.spec.storageClassName,
+            volumeMode=claim.spec.volumeMode or "Filesystem",
+            hostPath=HostPathVolumeSource(path=f"/tmp/grpo-fake-volumes/{name}"),
+            claimRef=ObjectReference(
+                apiVersion="v1",
+                kind="PersistentVolumeClaim",
+                namespace=meta.namespace,
+                name=meta.name,
+                uid=meta.uid,
+            ),
+        ),
+    )
+
+
+def reconcile_once(client: Client) -> None:
+    """Provision pending claims of our class; delete released volumes we made."""
+    for claim in client.list(PersistentVolumeClaim, namespace="*"):
+        if claim.spec.storageClassName != STORAGE_CLASS or claim.spec.volumeName:
+            continue
+        if claim.status and claim.status.phase != "Pending":
+            continue
+        try:
+            client.create(_volume_for(claim))
+            log.info("provisioned %s/%s", claim.metadata.namespace, claim.metadata.name)
+        except ApiError as error:
+            if error.status.code != 409:
+                raise
+    for volume in client.list(PersistentVolume, labels={"grpo.dev/fake-volume": "true"}):
+        if volume.status and volume.status.phase == "Released":
+            try:
+                client.delete(PersistentVolume, volume.metadata.name)
+                log.info("deleted released %s", volume.metadata.name)
+            except ApiError as error:
+                if error.status.code != 404:
+                    raise
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--interval", type=float, default=0.5, help="seconds between passes")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request drowns the log
+    running = True
+
+    def stop(*_: object) -> None:
+        nonlocal running
+        running = False
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    client = Client()
+    while running:
+        try:
+            reconcile_once(client)
+        except Exception:  # keep serving: one failed pass must not take the cluster's storage down
+            log.exception("provisioning pass failed")
+        time.sleep(args.interval)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
