@@ -15,7 +15,7 @@ verl calls `compute_score` once per response, from an executor thread, with the 
 | `timeout_s` | 2.0 | hard bound on grading one answer; past it the answer counts as wrong |
 | `rel_tol` | 1e-6 | relative tolerance when comparing numeric values |
 | `think_opened_in_prompt` | False | accept a response without the leading `<think>` (chat templates of "Thinking" models open it in the prompt) |
-| `sympy_workers` | 2 | size of the sympy process pool (first call in a process only) |
+| `sympy_workers` | 4 | size of the sympy process pool (first call in a process only) |
 
 Result: {"score": (1 - f) * acc + f * format, "acc": 0|1, "format": 0|1, "timeout": 0|1}; score in
 [0, 1]. "acc" makes verl report `val-core/<data_source>/acc/mean@N` as answer accuracy.

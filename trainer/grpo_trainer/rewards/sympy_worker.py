@@ -1,26 +1,45 @@
-"""Child process that decides symbolic equality with sympy, one JSON request per line.
+"""sympy behind a process boundary: a zygote that imports sympy once and forks workers on demand.
 
-Run as `python sympy_worker.py [--max-memory-mb N]` by `sympy_pool`. Why a separate process:
-`sympy.simplify` can run for minutes, and verl calls reward functions from executor threads where
-`signal.alarm` cannot interrupt it; a process can always be killed. This file is self-contained
-(only sympy and the standard library) so it runs by path from wherever the package is installed.
+Run by `sympy_pool` as `python sympy_worker.py --socket PATH [--max-memory-mb N]`. Why:
+- `sympy.simplify` can run for minutes, and verl calls reward functions from executor threads where
+  `signal.alarm` cannot interrupt them; a separate process can always be stopped.
+- importing sympy takes most of a second; forking a process that already has it takes milliseconds,
+  so a worker that had to be killed is replaced at once. The zygote is single-threaded, so forking
+  it is safe (forking the threaded trainer process would not be).
 
-Request:  {"a": tree, "b": tree}   (trees from `answer_parse`, as JSON lists)
-Response: {"equal": true | false | null, "error": "<type>"?}
-The process exits when its standard input closes, so it never outlives the process that made it.
+Protocol. The zygote listens on a Unix socket; each connection gets its own forked worker, which
+first writes its pid on a line, then answers JSON lines:
+    request  {"a": tree, "b": tree, "budget_s": 1.5}   (trees from `answer_parse`, as lists)
+    response {"equal": true | false | null, "error": "<type>"?}
+A worker stops itself after `budget_s` (a timer signal: it is the main thread of its own process)
+and answers null, staying usable. Should it not (a long C-level operation), the parent asks the
+zygote on its standard input to kill it: `kill <pid>`. The zygote only kills its own live children,
+and exits, with them, when its standard input closes, so nothing outlives the trainer process.
+
+Self-contained (sympy and the standard library only) so it runs by path from wherever the package
+is installed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
+import os
+import select
+import signal
+import socket
 import sys
 from typing import Any
 
 import sympy
 
 MAX_EXPONENT = 1000
+
+
+class BudgetExceededError(Exception):
+    """The request's budget ran out inside sympy."""
 
 
 @functools.cache
@@ -82,8 +101,43 @@ def equal(a: Any, b: Any) -> bool:
     return bool(difference.equals(0))
 
 
+def answer(request: Any) -> dict[str, Any]:
+    """One request, within its budget; never raises."""
+    try:
+        budget = float(request.get("budget_s") or 0.0)
+        if budget > 0:
+            signal.setitimer(signal.ITIMER_REAL, budget)
+        try:
+            return {"equal": equal(build(request["a"]), build(request["b"]))}
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except BudgetExceededError:
+        return {"equal": None, "error": "timeout"}
+    except Exception as error:  # a bad request must not end the worker
+        return {"equal": None, "error": type(error).__name__}
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    raise BudgetExceededError
+
+
+def serve(connection: socket.socket) -> None:
+    """A forked worker: answer the requests on one connection until it closes."""
+    signal.signal(signal.SIGALRM, _on_alarm)
+    connection.sendall(f"{os.getpid()}\n".encode())
+    reader = connection.makefile("rb")
+    for line in reader:
+        try:
+            reply = answer(json.loads(line))
+        except (ValueError, BudgetExceededError):
+            reply = {"equal": None, "error": "bad request"}
+        connection.sendall(json.dumps(reply).encode() + b"\n")
+
+
 def _limit_memory(megabytes: int) -> None:
-    """Cap the address space so an exploding expression fails fast instead of swapping the node."""
+    """Cap a worker's address space so an exploding expression fails fast instead of swapping."""
+    if megabytes <= 0:
+        return
     try:
         import resource
 
@@ -93,24 +147,77 @@ def _limit_memory(megabytes: int) -> None:
         pass
 
 
-def serve(stdin: Any, stdout: Any) -> None:
-    for line in stdin:
+def _reap(children: set[int]) -> None:
+    for pid in list(children):
         try:
-            request = json.loads(line)
-            answer: dict[str, Any] = {"equal": equal(build(request["a"]), build(request["b"]))}
-        except Exception as error:  # a bad request must not end the worker
-            answer = {"equal": None, "error": type(error).__name__}
-        stdout.write(json.dumps(answer) + "\n")
-        stdout.flush()
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            children.discard(pid)
+
+
+def _kill(children: set[int], pid: int) -> None:
+    """Kill a child that is still ours: its pid cannot be reused before we reap it."""
+    if pid in children:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+        children.discard(pid)
+
+
+def zygote(socket_path: str, memory_mb: int) -> None:
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    abstract = socket_path.startswith("@")  # Linux abstract namespace: no file to create or remove
+    listener.bind("\0" + socket_path[1:] if abstract else socket_path)
+    listener.listen(64)
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    children: set[int] = set()
+    control = b""
+    try:
+        while True:
+            ready, _, _ = select.select([listener, 0], [], [], 1.0)
+            _reap(children)
+            if 0 in ready:
+                chunk = os.read(0, 4096)
+                if not chunk:
+                    return  # the trainer process is gone
+                control += chunk
+                while b"\n" in control:
+                    line, _, control = control.partition(b"\n")
+                    command, _, argument = line.decode(errors="replace").partition(" ")
+                    if command == "kill" and argument.strip().isdigit():
+                        _kill(children, int(argument))
+            if listener in ready:
+                connection, _ = listener.accept()
+                pid = os.fork()
+                if pid == 0:
+                    listener.close()
+                    os.close(0)
+                    _limit_memory(memory_mb)
+                    try:
+                        serve(connection)
+                    finally:
+                        os._exit(0)
+                children.add(pid)
+                connection.close()
+    finally:
+        for pid in list(children):
+            _kill(children, pid)
+        listener.close()
+        if not abstract:
+            with contextlib.suppress(OSError):
+                os.unlink(socket_path)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--socket", required=True)
     parser.add_argument("--max-memory-mb", type=int, default=0)
     args = parser.parse_args(argv)
-    if args.max_memory_mb > 0:
-        _limit_memory(args.max_memory_mb)
-    serve(sys.stdin, sys.stdout)
+    zygote(args.socket, args.max_memory_mb)
     return 0
 
 
