@@ -1,0 +1,362 @@
+"""The emitted overrides, composed with verl's own configuration of each supported release.
+
+Composition alone proves little (Hydra composes a key into a slot nothing reads), so every test
+reads values back: where the reward is loaded from after verl's start-up migration, the vLLM
+cache flag, torch.compile in the FSDP engine, the NPU settings, the checkpoint and logger keys.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from grpo_trainer.engines.verl_compose import check, compose, effective_reward, rules, select
+from grpo_trainer.engines.verl_overrides import (
+    CALLBACK_CLASS,
+    LaunchInputs,
+    OverridePlan,
+    Resume,
+    RewardFunction,
+    build_overrides,
+)
+from grpo_trainer.engines.verl_versions import PROFILES, SUPPORTED, profile_for
+from grpo_trainer.exitcodes import ConfigError
+from grpo_trainer.rewards import get_reward
+
+from .helpers import example_job, example_manifests
+
+VERL_EXAMPLES = sorted(
+    stem
+    for stem, m in example_manifests().items()
+    if m["spec"].get("engine", {}).get("name", "verl") == "verl"
+)
+METRICS = "/grpo/checkpoints/job/metrics/attempt-2.jsonl"
+
+
+def test_every_seed_workload_has_a_verl_example():
+    assert {"safegrpo-nvidia", "geo3k-ascend-910b", "geo3k-two-node-nvidia"} <= set(VERL_EXAMPLES)
+
+
+def inputs_for(job, reward: RewardFunction | None = None, resume: Resume | None = None) -> LaunchInputs:
+    builtin = job.spec.reward.builtin or "geo3k"
+    spec = get_reward(builtin)
+    return LaunchInputs(
+        model_path="/models/qwen",
+        train_files=["/grpo/data/train.parquet"],
+        val_files=["/grpo/data/test.parquet"],
+        reward=reward or RewardFunction(spec.path, spec.function, dict(job.spec.reward.kwargs)),
+        resume=resume or Resume("auto", from_step=20),
+        worker_env={"VERL_FILE_LOGGER_PATH": METRICS, "GRPO_METRICS_FILE": METRICS},
+    )
+
+
+def composed(verl_configs: dict[str, Path], version: str, job, **kwargs):
+    profile = PROFILES[profile_for(version)[0].family]
+    plan = build_overrides(job, profile, inputs_for(job, **kwargs))
+    return compose(verl_configs[version], plan.rendered()), plan, profile
+
+
+@pytest.mark.parametrize("version", SUPPORTED)
+@pytest.mark.parametrize("stem", VERL_EXAMPLES)
+def test_example_composes_with_its_intent(verl_configs, version, stem):
+    job = example_job(stem)
+    cfg, plan, profile = composed(verl_configs, version, job)
+    findings = check(cfg, plan, profile)
+    assert findings.problems == []
+
+    # The reward verl will load is ours, in the slot this release reads.
+    reward = effective_reward(cfg, profile)
+    expected = get_reward(job.spec.reward.builtin)
+    assert reward["path"] == expected.path
+    assert Path(reward["path"]).is_file()
+    assert reward["name"] == "compute_score"
+    assert select(cfg, "reward.reward_manager.name") == "naive"
+
+    # vLLM: the multimodal processor cache is off the way current vLLM accepts.
+    assert select(cfg, "actor_rollout_ref.rollout.engine_kwargs.vllm") == {"mm_processor_cache_gb": 0}
+    # Metrics for status: the file logger, per attempt, reaching the TaskRunner through runtime_env.
+    assert select(cfg, "trainer.logger")[:2] == ["console", "file"]
+    assert select(cfg, "ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH") == METRICS
+    assert select(cfg, "ray_kwargs.ray_init.num_cpus") is None
+    # Checkpoints: absolute, resumed automatically, pruned to the job's keep.
+    assert select(cfg, "trainer.default_local_dir") == job.paths.checkpoint_dir
+    assert select(cfg, "trainer.default_local_dir").startswith("/")
+    assert select(cfg, "trainer.resume_mode") == "auto"
+    assert select(cfg, "trainer.max_actor_ckpt_to_keep") == job.spec.checkpoint.keep
+    # The seed's hyperparameters.
+    algo = job.spec.algorithm
+    assert select(cfg, "algorithm.adv_estimator") == "grpo"
+    assert select(cfg, "data.train_batch_size") == algo.train_batch_size
+    assert select(cfg, "actor_rollout_ref.rollout.n") == algo.group_size
+    assert select(cfg, "actor_rollout_ref.actor.ppo_mini_batch_size") == algo.mini_batch_size
+    assert (
+        select(cfg, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu")
+        == algo.micro_batch_size_per_device
+    )
+    assert select(cfg, "actor_rollout_ref.actor.use_kl_loss") is True
+    assert select(cfg, "actor_rollout_ref.actor.kl_loss_coef") == pytest.approx(0.01)
+    assert select(cfg, "actor_rollout_ref.actor.kl_loss_type") == "low_var_kl"
+    assert select(cfg, "algorithm.use_kl_in_reward") is False
+    assert select(cfg, "trainer.nnodes") * select(cfg, "trainer.n_gpus_per_node") == job.spec.world_size
+    # Qwen3-VL: 16-pixel patches.
+    assert select(cfg, "data.image_patch_size") == 16
+    # The hook that reports checkpoints exists only in 0.9.
+    callback = select(cfg, "trainer.checkpoint_callback_class", "absent")
+    assert callback == (CALLBACK_CLASS if profile.checkpoint_callback else "absent")
+
+
+@pytest.mark.parametrize("version", SUPPORTED)
+def test_ascend_example_carries_the_npu_settings(verl_configs, version):
+    job = example_job("geo3k-ascend-910b")
+    cfg, _, _ = composed(verl_configs, version, job)
+    assert select(cfg, "trainer.device") == "npu"
+    assert select(cfg, "trainer.n_gpus_per_node") == 8
+    # torch.compile off where the FSDP engine reads it, for the actor and the reference model.
+    assert select(cfg, "actor_rollout_ref.actor.fsdp_config.use_torch_compile") is False
+    assert select(cfg, "actor_rollout_ref.ref.fsdp_config.use_torch_compile") is False
+    assert select(cfg, "actor_rollout_ref.actor.use_torch_compile") is False
+    assert select(cfg, "actor_rollout_ref.rollout.tensor_model_parallel_size") == 2
+    assert select(cfg, "actor_rollout_ref.rollout.enforce_eager") is True
+    assert select(cfg, "actor_rollout_ref.rollout.enable_chunked_prefill") is False
+    assert select(cfg, "actor_rollout_ref.actor.fsdp_config.param_offload") is True
+    assert select(cfg, "actor_rollout_ref.actor.fsdp_config.optimizer_offload") is True
+    assert select(cfg, "actor_rollout_ref.ref.fsdp_config.param_offload") is True
+    assert select(cfg, "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu") == 4
+
+
+def test_ascend_torch_compile_defaults_off_and_nvidia_keeps_verls_default(verl_configs):
+    ascend = example_job("geo3k-ascend-910b", engine={"torchCompile": None})
+    cfg, _, _ = composed(verl_configs, "0.9.1", ascend)
+    assert select(cfg, "actor_rollout_ref.actor.fsdp_config.use_torch_compile") is False
+    nvidia = example_job("geo3k-two-node-nvidia")
+    cfg, _, _ = composed(verl_configs, "0.9.1", nvidia)
+    assert select(cfg, "actor_rollout_ref.actor.fsdp_config.use_torch_compile") is True
+
+
+def test_verl_07_reads_the_reward_through_its_legacy_migration(verl_configs):
+    job = example_job("geo3k-ascend-910b")
+    cfg, _, profile = composed(verl_configs, "0.7.1", job)
+    path = get_reward("geo3k").path
+    assert select(cfg, "custom_reward_function.path") == path
+    # Before migration the new slot is empty; main_ppo copies the legacy keys over at start-up.
+    assert select(cfg, "reward.custom_reward_function.path") is None
+    assert effective_reward(cfg, profile)["path"] == path
+
+
+# The seed scripts' literal reward and engine keys (SafeGRPO and the Ascend geo3k tutorial).
+SEED_OVERRIDES = [
+    "reward_model.reward_manager=batch",
+    "custom_reward_function.path=./reward/safetygrpo_qwen3.py",
+    "custom_reward_function.name=compute_score_batch",
+    "actor_rollout_ref.actor.use_torch_compile=False",
+    "+actor_rollout_ref.rollout.engine_kwargs.vllm.disable_mm_preprocessor_cache=True",
+    "trainer.device=npu",
+]
+
+
+def test_seed_literal_overrides_drop_the_custom_reward_in_verl_09(verl_configs):
+    cfg = compose(verl_configs["0.9.1"], SEED_OVERRIDES)
+    profile = PROFILES["0.9"]
+    # Composition succeeds, silently: the reward goes into a legacy slot 0.9's main_ppo never reads.
+    assert select(cfg, "custom_reward_function.path") == "./reward/safetygrpo_qwen3.py"
+    assert select(cfg, "reward.custom_reward_function.path") is None
+    assert effective_reward(cfg, profile)["path"] is None
+    # So verl would score with its default per-data-source rewards; the manager setting is dead too.
+    assert select(cfg, "reward_model.reward_manager") == "batch"
+    assert select(cfg, "reward.reward_manager.name") == "naive"
+    # torch.compile stays on in the FSDP engine; the removed vLLM flag is passed through as given.
+    assert select(cfg, "actor_rollout_ref.actor.fsdp_config.use_torch_compile") is True
+    assert select(cfg, "actor_rollout_ref.ref.fsdp_config.use_torch_compile") is True
+    assert select(cfg, "actor_rollout_ref.rollout.engine_kwargs.vllm") == {
+        "disable_mm_preprocessor_cache": True
+    }
+    # The default logger list still includes wandb, which fails without a key.
+    assert "wandb" in select(cfg, "trainer.logger")
+
+
+@pytest.mark.parametrize(
+    ("version", "override"),
+    [
+        # 0.7 migrates the seed's key into reward.reward_manager.name at start-up ...
+        ("0.7.1", "reward_model.reward_manager=batch"),
+        # ... and on 0.9 the obvious rewrite names a manager that no longer exists.
+        ("0.9.1", "reward.reward_manager.name=batch"),
+    ],
+)
+def test_seed_batch_reward_manager_is_unknown(verl_configs, version, override):
+    profile = profile_for(version)[0]
+    cfg = compose(verl_configs[version], [override])
+    problems = check(cfg, OverridePlan([], []), profile).problems
+    assert any("reward manager 'batch' does not exist" in p for p in problems), problems
+
+
+def test_our_overrides_keep_the_reward_where_the_seed_lost_it(verl_configs):
+    job = example_job("safegrpo-nvidia")
+    cfg, _, profile = composed(verl_configs, "0.9.1", job)
+    assert select(cfg, "reward.custom_reward_function.path") == get_reward("safety").path
+    assert select(cfg, "custom_reward_function.path") is None
+    assert effective_reward(cfg, profile)["path"] == get_reward("safety").path
+
+
+@pytest.mark.parametrize("version", SUPPORTED)
+def test_reward_kwargs_reach_the_reward_function(verl_configs, version):
+    job = example_job("geo3k-ascend-910b", reward={"kwargs": {"timeout_s": "3", "format_weight": "0.1"}})
+    cfg, _, profile = composed(verl_configs, version, job)
+    assert effective_reward(cfg, profile)["reward_kwargs"] == {"timeout_s": "3", "format_weight": "0.1"}
+
+
+@pytest.mark.parametrize("version", SUPPORTED)
+def test_custom_batch_reward_goes_through_the_per_sample_adapter(verl_configs, version):
+    job = example_job(
+        "safegrpo-nvidia",
+        reward={
+            "builtin": None,
+            "custom": {"configMap": "my-reward", "function": "score_all", "batch": True},
+        },
+    )
+    from grpo_trainer.engines.verl import reward_function
+
+    cfg, _, profile = composed(verl_configs, version, job, reward=reward_function(job))
+    reward = effective_reward(cfg, profile)
+    assert reward["path"] == get_reward("custom").path
+    assert reward["name"] == "compute_score"
+    assert reward["reward_kwargs"]["custom_path"] == job.paths.reward_file
+    assert reward["reward_kwargs"]["custom_name"] == "score_all"
+    assert reward["reward_kwargs"]["custom_kind"] == "batch"
+
+
+@pytest.mark.parametrize("version", SUPPORTED)
+def test_dr_grpo_sequence_level_and_kl_in_reward(verl_configs, version):
+    job = example_job(
+        "geo3k-two-node-nvidia",
+        algorithm={
+            "lossType": "dr_grpo",
+            "importanceSampling": "sequence",
+            "clipRatio": 0.0004,
+            "kl": {"placement": "reward", "coefficient": 0.02, "type": "kl"},
+        },
+    )
+    cfg, plan, profile = composed(verl_configs, version, job)
+    assert check(cfg, plan, profile).problems == []
+    assert select(cfg, "algorithm.norm_adv_by_std_in_grpo") is False
+    assert select(cfg, "actor_rollout_ref.actor.loss_agg_mode") == "seq-mean-token-sum-norm"
+    assert select(cfg, "actor_rollout_ref.actor.policy_loss.loss_mode") == "gspo"
+    assert select(cfg, "actor_rollout_ref.actor.use_kl_loss") is False
+    assert select(cfg, "algorithm.use_kl_in_reward") is True
+    assert select(cfg, "algorithm.kl_ctrl.kl_coef") == pytest.approx(0.02)
+    assert select(cfg, "algorithm.kl_penalty") == "kl"
+
+
+@pytest.mark.parametrize("version", SUPPORTED)
+def test_token_budget_switches_to_dynamic_batches(verl_configs, version):
+    job = example_job(
+        "geo3k-two-node-nvidia", algorithm={"microBatchSizePerDevice": None, "tokensPerDevice": 16384}
+    )
+    cfg, plan, profile = composed(verl_configs, version, job)
+    assert check(cfg, plan, profile).problems == []
+    assert select(cfg, "actor_rollout_ref.actor.use_dynamic_bsz") is True
+    assert select(cfg, "actor_rollout_ref.actor.ppo_max_token_len_per_gpu") == 16384
+    assert select(cfg, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu") is None
+    assert select(cfg, "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz") is True
+    assert select(cfg, "actor_rollout_ref.ref.log_prob_use_dynamic_bsz") is True
+
+
+@pytest.mark.parametrize("version", SUPPORTED)
+def test_lora_on_verl(verl_configs, version):
+    job = example_job(
+        "geo3k-two-node-nvidia", engine={"lora": {"rank": 32, "alpha": 64, "visionLayers": False}}
+    )
+    cfg, plan, profile = composed(verl_configs, version, job)
+    assert check(cfg, plan, profile).problems == []
+    assert select(cfg, "actor_rollout_ref.model.lora_rank") == 32
+    assert select(cfg, "actor_rollout_ref.model.lora_alpha") == 64
+    assert select(cfg, "actor_rollout_ref.model.target_modules") == "all-linear"
+    assert select(cfg, "actor_rollout_ref.model.exclude_modules") == ".*visual.*"
+    assert select(cfg, "actor_rollout_ref.rollout.load_format") == "safetensors"
+    assert any("LoRA GRPO on Qwen3-VL" in w for w in plan.warnings)
+
+
+def test_user_overrides_come_last_and_win(verl_configs):
+    job = example_job(
+        "geo3k-two-node-nvidia",
+        engine={
+            "overrides": ["actor_rollout_ref.rollout.gpu_memory_utilization=0.45", "+data.custom_flag=7"]
+        },
+    )
+    cfg, plan, profile = composed(verl_configs, "0.9.1", job)
+    assert plan.rendered()[-2:] == [
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.45",
+        "+data.custom_flag=7",
+    ]
+    assert select(cfg, "actor_rollout_ref.rollout.gpu_memory_utilization") == pytest.approx(0.45)
+    assert check(cfg, plan, profile).problems == []
+
+
+def test_a_key_that_moved_is_caught_by_value_not_by_composition(verl_configs):
+    """An override whose key composes but reads back differently is a problem, not a success."""
+    job = example_job("geo3k-two-node-nvidia", engine={"overrides": ["trainer.logger=[console]"]})
+    cfg, plan, profile = composed(verl_configs, "0.9.1", job)
+    assert any("'file'" in p for p in check(cfg, plan, profile).problems)
+
+
+RULE_CASES = {
+    "indivisible batch": (
+        {"algorithm": {"trainBatchSize": 100, "groupSize": 5, "miniBatchSize": 20}},
+        "must be divisible by the 16 devices",
+    ),
+    "micro batch does not split a device's share": (
+        {"algorithm": {"microBatchSizePerDevice": 3}},
+        "must be divisible by microBatchSizePerDevice 3",
+    ),
+    "tensor parallel does not divide the node": (
+        {"rollout": {"tensorParallelSize": 3}},
+        "tensorParallelSize 3 must divide devicesPerNode 8",
+    ),
+    "token budget below one sequence": (
+        {"algorithm": {"microBatchSizePerDevice": None, "tokensPerDevice": 2048}},
+        "must hold one whole prompt + response (4096 tokens)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RULE_CASES))
+def test_verl_runtime_rules(verl_configs, case):
+    changes, message = RULE_CASES[case]
+    job = example_job("geo3k-two-node-nvidia", **changes)
+    cfg, _, _ = composed(verl_configs, "0.9.1", job)
+    problems = rules(cfg)
+    assert any(message in p for p in problems), problems
+
+
+def test_both_micro_batch_settings_is_a_problem(verl_configs):
+    job = example_job(
+        "geo3k-two-node-nvidia", engine={"overrides": ["actor_rollout_ref.actor.ppo_micro_batch_size=64"]}
+    )
+    cfg, _, _ = composed(verl_configs, "0.9.1", job)
+    assert any("exactly one of actor_rollout_ref.actor.ppo_micro_batch_size" in p for p in rules(cfg))
+
+
+def test_lora_rank_beyond_vllm(verl_configs):
+    job = example_job(
+        "geo3k-two-node-nvidia",
+        engine={"lora": {"rank": 16}, "overrides": ["actor_rollout_ref.model.lora_rank=1024"]},
+    )
+    cfg, _, _ = composed(verl_configs, "0.9.1", job)
+    assert any("exceeds vLLM's maximum 512" in p for p in rules(cfg))
+
+
+def test_chunked_prefill_off_raises_vllms_batch_token_budget(verl_configs):
+    job = example_job("geo3k-ascend-910b", dataset={"maxResponseLength": 8192})
+    cfg, plan, profile = composed(verl_configs, "0.9.1", job)
+    assert select(cfg, "actor_rollout_ref.rollout.max_num_batched_tokens") == 2048 + 8192
+    assert check(cfg, plan, profile).problems == []
+
+
+def test_unknown_key_is_a_config_error(verl_configs):
+    with pytest.raises(ConfigError, match="verl rejected the overrides"):
+        compose(verl_configs["0.9.1"], ["trainer.no_such_key=1"])
+
+
+def test_checkpoint_callback_key_does_not_exist_in_07(verl_configs):
+    with pytest.raises(ConfigError):
+        compose(verl_configs["0.7.1"], [f"trainer.checkpoint_callback_class={CALLBACK_CLASS}"])
