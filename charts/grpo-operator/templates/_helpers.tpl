@@ -1,0 +1,182 @@
+{{/*
+Names, labels and the pieces more than one template needs.
+*/}}
+
+{{- define "grpo-operator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Release-scoped name of every object; cut to leave room for the suffixes below ("-cleanup").
+*/}}
+{{- define "grpo-operator.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 52 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "grpo-operator.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "grpo-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "grpo-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "grpo-operator.labels" -}}
+helm.sh/chart: {{ include "grpo-operator.chart" . }}
+{{ include "grpo-operator.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: grpo-operator
+{{- end }}
+
+{{- define "grpo-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "grpo-operator.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "grpo-operator.cleanupName" -}}
+{{- printf "%s-cleanup" (include "grpo-operator.fullname" .) }}
+{{- end }}
+
+{{/*
+The operator image: a digest wins over the tag; the tag defaults to the chart's appVersion.
+*/}}
+{{- define "grpo-operator.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The namespaces the operator watches: none listed means the whole cluster.
+*/}}
+{{- define "grpo-operator.watchNamespaces" -}}
+{{- if .Values.rbac.clusterWide }}
+{{- list | toJson }}
+{{- else }}
+{{- if not .Values.rbac.namespaces }}
+{{- fail "rbac.namespaces must list at least one namespace when rbac.clusterWide is false" }}
+{{- end }}
+{{- .Values.rbac.namespaces | uniq | toJson }}
+{{- end }}
+{{- end }}
+
+{{/*
+The operator's settings file (operator/grpo_operator/config.py, camelCase keys). Profiles are
+merged per accelerator and per key over the operator's built-in ones.
+*/}}
+{{- define "grpo-operator.settings" -}}
+{{- $settings := deepCopy .Values.settings }}
+{{- $_ := set $settings "namespaces" (include "grpo-operator.watchNamespaces" . | fromJsonArray) }}
+{{- $_ = set $settings "profiles" .Values.profiles }}
+{{- toYaml $settings }}
+{{- end }}
+
+{{/*
+The pod and container hardening shared by the operator and the cleanup hook.
+*/}}
+{{- define "grpo-operator.podSecurityContext" -}}
+runAsNonRoot: true
+seccompProfile:
+  type: RuntimeDefault
+{{- with .Values.podSecurityContext }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "grpo-operator.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+privileged: false
+capabilities:
+  drop:
+    - ALL
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{/*
+What the operator does with the API, and nothing more. Shared by the ClusterRole and the
+per-namespace Roles. Every rule says why it exists.
+*/}}
+{{- define "grpo-operator.operatorRules" -}}
+# GRPOJobs: watched, read by the reconciler, and patched by kopf, which keeps handler progress in
+# annotations under grpo.dev/ and adds and removes its finalizer while the job's timers run.
+- apiGroups: ["grpo.dev"]
+  resources: ["grpojobs"]
+  verbs: ["get", "list", "watch", "patch"]
+# GRPOJob status: phase, conditions, attempt and outputs are the operator's to write. Holding
+# get/patch here is also what lets it grant the same to each job's trainer Role.
+- apiGroups: ["grpo.dev"]
+  resources: ["grpojobs/status"]
+  verbs: ["get", "patch"]
+# Children carry an owner reference with blockOwnerDeletion; clusters that enable the
+# OwnerReferencesPermissionEnforcement admission plugin require update on the owner's finalizers.
+- apiGroups: ["grpo.dev"]
+  resources: ["grpojobs/finalizers"]
+  verbs: ["update"]
+# One KubeRay RayJob per attempt: server-side applied (create + patch), followed through its
+# events (list/watch), and deleted when an attempt is replaced or the job is suspended.
+- apiGroups: ["ray.io"]
+  resources: ["rayjobs"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+# The resolved job spec the trainer reads, server-side applied.
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["get", "create", "patch"]
+# The checkpoint claim: created once, read for its access modes, never changed or deleted.
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims"]
+  verbs: ["get", "create"]
+# Each job's trainer identity, server-side applied.
+- apiGroups: [""]
+  resources: ["serviceaccounts"]
+  verbs: ["get", "create", "patch"]
+# The trainer's Role (get/patch on its own job's status) and its RoleBinding, server-side applied.
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["roles", "rolebindings"]
+  verbs: ["get", "create", "patch"]
+# Events on GRPOJobs for every phase change and invalid spec; kopf posts new ones only.
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create"]
+{{- end }}
+
+{{/*
+What the pre-delete hook needs: delete the release's GRPOJobs and watch their RayJobs go.
+*/}}
+{{- define "grpo-operator.cleanupRules" -}}
+# Find and delete the GRPOJobs the release watches.
+- apiGroups: ["grpo.dev"]
+  resources: ["grpojobs"]
+  verbs: ["list", "delete"]
+# Wait until the garbage collector and KubeRay have removed their RayJobs.
+- apiGroups: ["ray.io"]
+  resources: ["rayjobs"]
+  verbs: ["list"]
+{{- end }}
+
+{{/*
+The cleanup hook's supporting objects exist only while the hook runs, and before its Job.
+*/}}
+{{- define "grpo-operator.cleanupHook" -}}
+helm.sh/hook: pre-delete
+helm.sh/hook-weight: "-5"
+helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
+{{- end }}
