@@ -207,6 +207,12 @@ def summarize(
         bounded = [latency for latency, result in timed_results if result["timeout"]]
         summary["answers_at_the_bound"] = len(bounded)
         summary["seconds_in_answers_at_the_bound"] = round(sum(bounded), 3)
+        slowest_by_kind: dict[str, float] = {}
+        for case, latency in zip(cases, latencies, strict=True):
+            slowest_by_kind[case.kind] = max(slowest_by_kind.get(case.kind, 0.0), latency)
+        summary["max_ms_by_kind"] = {
+            kind: round(value * 1000, 3) for kind, value in sorted(slowest_by_kind.items())
+        }
         ordered = sorted(latencies)
         slowest = max(range(len(latencies)), key=latencies.__getitem__)
         summary |= {
