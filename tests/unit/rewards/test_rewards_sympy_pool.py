@@ -7,6 +7,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from grpo_trainer.rewards import sympy_pool
@@ -136,5 +137,23 @@ def test_without_a_writable_temporary_folder_an_abstract_socket_is_used(
         assert pool._zygote is not None
         assert pool._zygote.socket_path.startswith("@")
         assert pool.equal(X_PLUS_1, ONE_PLUS_X, time.monotonic() + 30) is True
+    finally:
+        pool.close()
+
+
+def test_sympy_that_cannot_start_is_not_retried_on_every_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise SystemExit(3)\n")
+    monkeypatch.setattr(sympy_pool, "WORKER_FILE", broken)
+    pool = SympyPool(size=1)
+    try:
+        started = time.monotonic()
+        assert pool.equal(X_PLUS_1, ONE_PLUS_X, started + 5) is None
+        assert time.monotonic() - started < 5
+        assert pool.equal(X_PLUS_1, ONE_PLUS_X, time.monotonic() + 5) is None
+        assert pool._zygote is None
+        assert pool._retry_at > time.monotonic()
     finally:
         pool.close()

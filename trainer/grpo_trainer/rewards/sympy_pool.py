@@ -32,6 +32,7 @@ WORKER_FILE = Path(__file__).with_name("sympy_worker.py")
 DEFAULT_WORKERS = 4
 DEFAULT_MEMORY_MB = 2048
 SOFT_MARGIN_S = 0.05  # the worker gives up this much before the parent would kill it
+RETRY_AFTER_S = 30.0  # after sympy failed to start, how long symbolic answers go without it
 
 log = logging.getLogger(__name__)
 
@@ -101,12 +102,17 @@ class _Zygote:
             close_fds=True,
         )
         self._ready = False
+        self._failed = False
         self._ready_lock = threading.Lock()
         self._control_lock = threading.Lock()
         self._buffer = bytearray()
 
+    @property
+    def ever_ready(self) -> bool:
+        return self._ready
+
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return not self._failed and self.proc.poll() is None
 
     def wait_ready(self, deadline: float) -> bool:
         if self._ready:
@@ -114,8 +120,11 @@ class _Zygote:
         if not self._ready_lock.acquire(timeout=max(0.0, min(deadline - time.monotonic(), 3600.0))):
             return False
         try:
-            if not self._ready and self.proc.stdout is not None:
-                self._ready = _read_line(self.proc.stdout.fileno(), self._buffer, deadline) == b"ready"
+            if not self._ready and not self._failed and self.proc.stdout is not None:
+                line = _read_line(self.proc.stdout.fileno(), self._buffer, deadline)
+                self._ready = line == b"ready"
+                # Anything but a timeout (end of file, a wrong line) means it will never be ready.
+                self._failed = not self._ready and time.monotonic() < deadline
             return self._ready
         finally:
             self._ready_lock.release()
@@ -210,6 +219,7 @@ class SympyPool:
         self._zygote: _Zygote | None = None
         self._pid = os.getpid()
         self._closed = False
+        self._retry_at = 0.0
         self.soft_timeouts = 0
         self.hard_timeouts = 0
 
@@ -258,15 +268,23 @@ class SympyPool:
             self._pid, self._idle, self._alive, self._zygote = os.getpid(), [], 0, None
         if self._closed:
             return None
-        if self._zygote is None or not self._zygote.alive():
-            if self._zygote is not None:
-                self._idle, self._alive = [], 0
-                self._zygote.close()
+        if self._zygote is not None and not self._zygote.alive():
+            dead, self._zygote, self._idle, self._alive = self._zygote, None, [], 0
+            dead.close()
+            if not dead.ever_ready:  # it cannot start here (no sympy?): do not retry on every answer
+                self._retry_at = time.monotonic() + RETRY_AFTER_S
+                log.warning(
+                    "sympy worker exited with code %s before it was ready; symbolic answers count as "
+                    "not equal for %.0f s",
+                    dead.proc.returncode,
+                    RETRY_AFTER_S,
+                )
+        if self._zygote is None and time.monotonic() >= self._retry_at:
             try:
                 self._zygote = _Zygote(self.memory_mb)
             except OSError as error:
+                self._retry_at = time.monotonic() + RETRY_AFTER_S
                 log.warning("cannot start sympy (%s); symbolic answers count as not equal", error)
-                self._zygote = None
         return self._zygote
 
     def _checkout(self, deadline: float) -> _Worker | None:
