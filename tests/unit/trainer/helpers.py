@@ -103,3 +103,18 @@ def hf_cached_dataset(cache_dir: Path, repo_id: str = GEO3K_REPO, **kwargs: Any)
     (repo / "refs").mkdir(parents=True, exist_ok=True)
     (repo / "refs" / "main").write_text(COMMIT)
     return write_geo3k_dataset(repo / "snapshots" / COMMIT, **kwargs)
+
+
+class FakeAPI:
+    """Records patches; fails the first `failures` calls like an API server that is away."""
+
+    def __init__(self, failures: int = 0):
+        self.failures = failures
+        self.patches: list[dict] = []
+        self.calls = 0
+
+    def patch_status(self, body: dict) -> None:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise ConnectionError("apiserver unavailable")
+        self.patches.append(body)

@@ -1,0 +1,185 @@
+"""verl's per-step metric lines -> the job's status fields (pure functions)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from grpo_operator.api.v1alpha1 import GRPOJobStatus
+from grpo_operator.api.v1alpha1.status import HISTORY_LIMIT, TRAINER_STATUS_FIELDS
+from grpo_trainer.report import (
+    TrainingState,
+    downsample,
+    eta_seconds,
+    parse_line,
+    status_patch,
+    step_metrics,
+    total_steps,
+    validation_score,
+)
+from hypothesis import given
+from hypothesis import strategies as st
+
+NOW = "2026-11-30T08:00:00Z"
+
+
+def line(step: int, **data) -> str:
+    return json.dumps({"step": step, "data": data})
+
+
+def verl_step(step: int, reward: float = 0.5, seconds: float = 180.0, **extra) -> dict:
+    """What verl's file logger writes for a training step (a subset of its ~100 keys)."""
+    return {
+        "training/global_step": step,
+        "training/epoch": (step - 1) // 4,
+        "critic/score/mean": reward,
+        "response_length/mean": 612.5,
+        "actor/entropy": 0.41,
+        "actor/kl_loss": 0.0031,
+        "actor/pg_loss": -0.02,
+        "timing_s/step": seconds,
+        "perf/throughput": 1250.0,
+        **extra,
+    }
+
+
+def test_parse_line_accepts_only_logger_records():
+    assert parse_line(line(3, a=1)) == (3, {"a": 1})
+    for garbage in (
+        "",
+        "{",
+        "[]",
+        '{"step": 1}',
+        '{"step": "x", "data": {}}',
+        '{"step": true, "data": {}}',
+        "null",
+    ):
+        assert parse_line(garbage) is None
+
+
+def test_metric_names():
+    metrics = step_metrics(verl_step(7, reward=0.62, **{"val-core/hiyouga/geometry3k/acc/mean@1": 0.48}))
+    assert metrics == {
+        "reward": 0.62,
+        "response_length": 612.5,
+        "entropy": 0.41,
+        "kl": 0.0031,
+        "step_seconds": 180.0,
+        "tokens_per_second_per_device": 1250.0,
+        "val_score": 0.48,
+    }
+
+
+def test_kl_in_reward_is_reported_as_kl():
+    assert step_metrics({"actor/reward_kl_penalty": 0.2})["kl"] == 0.2
+
+
+def test_validation_prefers_accuracy_and_averages_sources():
+    assert validation_score(
+        {"val-core/a/acc/mean@1": 0.4, "val-core/b/acc/mean@1": 0.6, "val-core/a/reward/mean@1": 9}
+    ) == pytest.approx(0.5)
+    assert validation_score({"val-core/safety/reward/mean@1": 0.7, "val-aux/x/acc/mean@1": 0.1}) == 0.7
+    assert validation_score({"critic/score/mean": 1}) is None
+
+
+def test_non_finite_values_are_dropped():
+    assert step_metrics({"critic/score/mean": float("nan"), "actor/entropy": float("inf")}) == {}
+
+
+def test_status_patch_carries_progress_metrics_history_checkpoint():
+    state = TrainingState(total_steps=60, resumed_from_step=20)
+    state.add_line(20, {"val-core/hiyouga/geometry3k/acc/mean@1": 0.31})  # validation on resume
+    for step in range(21, 25):
+        state.add_line(step, verl_step(step, reward=0.1 * step / 10, seconds=170.0 + step))
+    state.add_checkpoint(20, "/ckpt/global_step_20", "2026-11-30T07:00:00Z")
+
+    patch = status_patch(state, NOW)
+    assert set(patch) == {"status"}
+    assert set(patch["status"]) <= TRAINER_STATUS_FIELDS
+    status = patch["status"]
+    assert status["progress"] == {
+        "step": 24,
+        "totalSteps": 60,
+        "steps": "24/60",
+        "epoch": 5,
+        "percent": 40.0,
+        "etaSeconds": round(36 * (191 + 192 + 193 + 194) / 4),
+        "updatedAt": NOW,
+    }
+    assert status["metrics"]["reward"] == pytest.approx(0.24)
+    assert status["metrics"]["valScore"] == 0.31
+    assert status["metrics"]["tokensPerSecondPerDevice"] == 1250.0
+    assert status["history"][0] == {"step": 20, "valScore": 0.31}
+    assert [p["step"] for p in status["history"]] == [20, 21, 22, 23, 24]
+    assert status["checkpoint"] == {
+        "latestStep": 20,
+        "path": "/ckpt/global_step_20",
+        "savedAt": "2026-11-30T07:00:00Z",
+        "resumedFromStep": 20,
+    }
+    # What we send is valid for the API's own status model.
+    GRPOJobStatus.model_validate(status)
+
+
+def test_a_retried_attempt_rewinds_progress_and_overwrites_history():
+    state = TrainingState(total_steps=60)
+    for step in range(1, 28):
+        state.add_line(step, verl_step(step, reward=0.1))
+    for step in range(21, 23):  # attempt 2 resumed from the checkpoint at 20
+        state.add_line(step, verl_step(step, reward=0.9))
+    assert state.step == 22
+    assert state.history[21]["reward"] == 0.9
+    assert state.history[27]["reward"] == 0.1
+
+
+def test_no_total_without_data_rows():
+    state = TrainingState()
+    state.add_line(3, verl_step(3))
+    progress = status_patch(state, NOW)["status"]["progress"]
+    assert progress["steps"] == "3"
+    assert "percent" not in progress
+    assert "etaSeconds" not in progress
+
+
+def test_total_steps_matches_verl():
+    assert total_steps(2101, 512, 15, None) == 60  # geo3k: 4 steps per epoch (drop_last)
+    assert total_steps(2101, 512, 15, 100) == 100
+    assert total_steps(None, 512, 15, None) is None
+
+
+def test_eta_uses_recent_steps():
+    state = TrainingState(total_steps=10)
+    for step in range(1, 13):
+        state.add_line(step, verl_step(min(step, 9), seconds=1000.0 if step <= 2 else 10.0))
+    assert eta_seconds(state) == 10
+
+
+@given(st.integers(min_value=0, max_value=5000), st.integers(min_value=2, max_value=HISTORY_LIMIT))
+def test_downsample_is_bounded_ordered_and_ends_at_the_last_step(n, limit):
+    history = {s: {"reward": float(s)} for s in range(n)}
+    points = downsample(history, limit)
+    assert len(points) == min(n, limit)
+    steps = [p["step"] for p in points]
+    assert steps == sorted(set(steps))
+    if n:
+        assert steps[-1] == n - 1
+
+
+def test_downsample_keeps_sparse_validation_points():
+    history = {s: {"reward": 1.0} for s in range(1, 1001)}
+    for s in range(10, 1001, 10):
+        history[s]["val_score"] = s / 1000
+    points = downsample(history, 50)
+    vals = [p["val_score"] for p in points if "val_score" in p]
+    assert len(vals) == 50
+    assert vals[-1] == 1.0
+    assert all(p["reward"] == 1.0 for p in points)
+
+
+def test_history_in_a_patch_never_exceeds_the_schema_limit():
+    state = TrainingState(total_steps=5000)
+    for step in range(1, 5001):
+        state.add_line(step, verl_step(step))
+    history = status_patch(state, NOW)["status"]["history"]
+    assert len(history) == HISTORY_LIMIT
+    GRPOJobStatus.model_validate({"history": history})

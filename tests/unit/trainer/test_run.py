@@ -1,0 +1,116 @@
+"""`grpo-train run` end to end with a stand-in verl: data, launch, status reports, export, failures."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from grpo_trainer.checkpoints import COMPLETE_FILE
+from grpo_trainer.exitcodes import CONFIG_ERROR, OK, RETRYABLE
+from grpo_trainer.run import Options, run
+from grpo_trainer.spec import Attempt
+
+from .helpers import FakeAPI, example_job, hf_cached_dataset
+
+FAKE_VERL = Path(__file__).parent / "fake_verl"
+SMALL = {"trainBatchSize": 8, "miniBatchSize": 8, "microBatchSizePerDevice": 1}
+
+
+@pytest.fixture
+def fake_verl(tmp_path, monkeypatch, verl_configs):
+    """The stand-in verl on the path of this process and of the engine it starts, with 0.9.1's real config."""
+    root = tmp_path / "site"
+    shutil.copytree(FAKE_VERL, root)
+    shutil.copytree(verl_configs["0.9.1"], root / "verl" / "trainer" / "config")
+    monkeypatch.syspath_prepend(str(root))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
+    return root
+
+
+def geo3k_job(tmp_path, **changes):
+    model = tmp_path / "models" / "qwen3-vl"
+    model.mkdir(parents=True, exist_ok=True)
+    (model / "config.json").write_text(json.dumps({"model_type": "qwen3_vl"}))
+    job = example_job("geo3k-ascend-910b", tmp_path, model={"source": str(model)}, algorithm=SMALL, **changes)
+    hf_cached_dataset(Path(job.paths.cache_dir), rows={"train": 16, "validation": 2, "test": 4})
+    return job
+
+
+def attempt(job, number=1):
+    return Attempt.from_env(job, {"GRPO_ATTEMPT": str(number)})
+
+
+def test_a_successful_attempt(tmp_path, fake_verl, capsys):
+    job = geo3k_job(tmp_path)
+    api = FakeAPI()
+    assert run(job, attempt(job), Options(verl_version="0.9.1", progress=False), writer=api) == OK
+
+    out = capsys.readouterr().out
+    assert "training done" in out  # the engine's output is streamed through
+    status = api.patches[-1]["status"]
+    assert status["progress"]["steps"] == "3/30"  # 16 rows // 8 per step x 15 epochs
+    assert status["metrics"]["reward"] == pytest.approx(0.6)
+    assert status["metrics"]["valScore"] == 0.5
+    assert [p["step"] for p in status["history"]] == [1, 2, 3]
+    assert status["checkpoint"]["latestStep"] == 3
+    assert status["checkpoint"]["path"].endswith("global_step_3")
+
+    paths = job.paths
+    command = Path(paths.metrics_dir, "attempt-1.command.txt").read_text()
+    assert "reward.custom_reward_function.path=" in command
+    assert (Path(paths.job_dir) / COMPLETE_FILE).is_file()
+    record = json.loads(Path(paths.export_dir, "export.json").read_text())
+    assert record["step"] == 3
+    assert record["model"] == f"{paths.export_dir}/model"
+    assert json.loads(Path(record["model"], "config.json").read_text())["from"].endswith(
+        "global_step_3/actor"
+    )
+
+
+def test_after_training_finished_a_new_attempt_only_exports(tmp_path, fake_verl):
+    job = geo3k_job(tmp_path)
+    assert run(job, attempt(job), Options(verl_version="0.9.1", progress=False), writer=FakeAPI()) == OK
+    shutil.rmtree(job.paths.export_dir)
+    api = FakeAPI()
+    assert run(job, attempt(job, 2), Options(verl_version="0.9.1", progress=False), writer=api) == OK
+    assert api.patches == []  # no engine, no reports
+    assert json.loads(Path(job.paths.export_dir, "export.json").read_text())["step"] == 3
+
+
+def test_an_engine_oom_is_retryable_and_says_why(tmp_path, fake_verl, monkeypatch, capsys):
+    monkeypatch.setenv("FAKE_VERL_MODE", "oom")
+    job = geo3k_job(tmp_path)
+    assert (
+        run(job, attempt(job), Options(verl_version="0.9.1", progress=False), writer=FakeAPI()) == RETRYABLE
+    )
+    marker = capsys.readouterr().err.strip().splitlines()[-1]
+    assert marker.startswith("GRPO_FAILURE ")
+    assert json.loads(marker.removeprefix("GRPO_FAILURE "))["reason"] == "OutOfMemory"
+    assert not (Path(job.paths.job_dir) / COMPLETE_FILE).exists()
+
+
+def test_a_config_error_fails_before_the_engine_starts(tmp_path, fake_verl, capsys):
+    job = geo3k_job(tmp_path, rollout={"tensorParallelSize": 3})
+    assert (
+        run(job, attempt(job), Options(verl_version="0.9.1", progress=False), writer=FakeAPI())
+        == CONFIG_ERROR
+    )
+    err = capsys.readouterr().err
+    assert "tensorParallelSize 3 must divide devicesPerNode 8" in err
+    assert not Path(job.paths.metrics_dir, "attempt-1.jsonl").exists()
+
+
+def test_resume_with_another_world_size_fails_fast(tmp_path, fake_verl, capsys):
+    job = geo3k_job(tmp_path)
+    actor = Path(job.paths.checkpoint_dir, "global_step_20", "actor")
+    actor.mkdir(parents=True)
+    (actor / "fsdp_config.json").write_text(json.dumps({"world_size": 16}))
+    Path(job.paths.checkpoint_dir, "latest_checkpointed_iteration.txt").write_text("20")
+    assert (
+        run(job, attempt(job, 2), Options(verl_version="0.9.1", progress=False), writer=FakeAPI())
+        == CONFIG_ERROR
+    )
+    assert "written by 16 devices" in capsys.readouterr().err
