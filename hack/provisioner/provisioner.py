@@ -84,8 +84,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--interval", type=float, default=0.5, help="seconds between passes")
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request drowns the log
+    # WARNING for the libraries: the HTTP client logs every request at INFO.
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
+    log.setLevel(logging.INFO)
     running = True
 
     def stop(*_: object) -> None:
