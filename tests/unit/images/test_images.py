@@ -1,0 +1,238 @@
+"""Static checks of the images, which these machines cannot build.
+
+Versions are pinned once in images/versions.env; images/build.sh passes them as build args, the
+Dockerfiles repeat them as ARG defaults, and pyproject.toml's train-cuda extra pins the same
+Python packages as the CUDA image. These tests hold all of them together, and check what each
+image must be: the files it copies exist, the trainers run `grpo-train`, the operator runs as a
+numeric non-root user with only the operator's dependencies.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tomllib
+from pathlib import Path, PurePosixPath
+
+import pytest
+import yaml
+from grpo_operator.config import Settings
+from grpo_trainer.engines.verl_versions import PROFILES, SUPPORTED
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from .dockerfile import BUILD, DOCKERFILES, REPO, Dockerfile, build_args, versions
+
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
+CHART_VALUES = yaml.safe_load((REPO / "charts" / "grpo-operator" / "values.yaml").read_text())
+PREFIXES = {"OPERATOR_": "operator", "CUDA_": "cuda", "ASCEND_": "ascend", "SEED_A2_": "ascend-a2-seed"}
+# Build settings, not versions: they may differ per build machine.
+TUNING_ARGS = {"MAX_JOBS"}
+# Pinned in the CUDA image but not in the train-cuda extra: flash-attn compiles against the
+# installed torch (--no-build-isolation), which an extra cannot express.
+IMAGE_ONLY = {"flash-attn"}
+TRAINERS = ("cuda", "ascend", "ascend-a2-seed")
+UNIQUE_DOCKERFILES = sorted(set(DOCKERFILES.values()))
+
+
+def _package(arg: str) -> str:
+    """The Python package a *_VERSION build arg pins: TORCH_NPU_VERSION -> torch-npu."""
+    return canonicalize_name(arg.removesuffix("_VERSION").replace("_", "-"))
+
+
+def _version_args(dockerfile: Dockerfile) -> set[str]:
+    return {name for name in dockerfile.arg_defaults() if name.endswith("_VERSION")}
+
+
+@pytest.mark.parametrize("path", UNIQUE_DOCKERFILES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_copied_file_exists_and_is_in_the_build_context(path: Path) -> None:
+    dockerfile = Dockerfile.read(path)
+    ignore = Path(f"{path}.dockerignore")
+    assert ignore.is_file(), f"{ignore.name} keeps .venv and .cache out of the build context"
+    allowed = [line[1:] for line in ignore.read_text().splitlines() if line.startswith("!")]
+    copies = [c for c in dockerfile.copies() if "from" not in c.flags]
+    assert copies
+    for copy in copies:
+        for source in copy.sources:
+            assert (REPO / source).exists(), f"{path.name} copies {source}, which does not exist"
+            assert any(source == a or source.startswith(f"{a}/") for a in allowed), (
+                f"{path.name} copies {source}, which {ignore.name} leaves out of the context"
+            )
+
+
+@pytest.mark.parametrize("image", ["operator", "cuda", "ascend"])
+def test_arg_defaults_are_the_pinned_versions(image: str) -> None:
+    """A plain `docker build` and `make images` build the same image."""
+    dockerfile = Dockerfile.read(DOCKERFILES[image])
+    defaults = {k: v for k, v in dockerfile.arg_defaults().items() if k not in TUNING_ARGS}
+    assert build_args(image) == defaults
+
+
+def test_the_seed_stack_overrides_only_what_the_ascend_image_declares() -> None:
+    declared = Dockerfile.read(DOCKERFILES["ascend-a2-seed"]).arg_defaults()
+    seed = build_args("ascend-a2-seed")
+    assert set(seed) <= set(declared)
+    changed = {k for k in seed if seed[k] != build_args("ascend")[k]}
+    assert {
+        "CANN_BASE_IMAGE",
+        "TORCH_VERSION",
+        "TORCH_NPU_VERSION",
+        "VLLM_VERSION",
+        "VERL_VERSION",
+    } <= changed
+    assert seed["CANN_BASE_IMAGE"].split(":")[1].startswith("8.3.rc1")
+    assert seed["TORCH_NPU_VERSION"] == "2.7.1"
+
+
+def test_every_pin_belongs_to_an_image() -> None:
+    for key, value in versions().items():
+        prefix = next((p for p in PREFIXES if key.startswith(p)), None)
+        assert prefix, f"versions.env: {key} has no image prefix ({', '.join(PREFIXES)})"
+        assert not re.search(r"\s", value), f"versions.env: {key} has whitespace"
+
+
+@pytest.mark.parametrize("path", UNIQUE_DOCKERFILES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_arg_is_used_and_every_version_reaches_pip(path: Path) -> None:
+    dockerfile = Dockerfile.read(path)
+    body = "\n".join(f"{i.keyword} {i.arguments}" for i in dockerfile.instructions if i.keyword != "ARG")
+    for name in dockerfile.arg_defaults():
+        assert re.search(rf"\$\{{{name}\b|\${name}\b", body), f"{path.name}: ARG {name} is never used"
+    # Every *_VERSION lands in the constraints file as "<package>==${ARG}".
+    constrained = {canonicalize_name(p): a for p, a in re.findall(r'"([A-Za-z0-9_.\-]+)==\$\{(\w+)\}"', body)}
+    for arg in _version_args(dockerfile):
+        assert constrained.get(_package(arg)) == arg, f"{path.name}: {arg} does not pin {_package(arg)}"
+
+
+@pytest.mark.parametrize("path", UNIQUE_DOCKERFILES, ids=lambda p: str(p.relative_to(REPO)))
+def test_base_images_are_pinned_tags(path: Path) -> None:
+    dockerfile = Dockerfile.read(path)
+    defaults = dockerfile.arg_defaults()
+    for instruction in dockerfile.all("FROM"):
+        image = instruction.arguments.split()[0]
+        match = re.fullmatch(r"\$\{(\w+)\}", image)
+        assert match, f"{path.name}: FROM {image} should come from a pinned ARG"
+        pinned = defaults[match.group(1)]
+        assert pinned
+        assert ":" in pinned.rsplit("/", 1)[-1], f"{path.name}: {pinned} has no tag"
+        assert not pinned.endswith(":latest")
+
+
+def test_train_cuda_extra_pins_what_the_cuda_image_installs() -> None:
+    image = build_args("cuda")
+    expected = {
+        _package(arg): value
+        for arg, value in image.items()
+        if arg.endswith("_VERSION") and _package(arg) not in IMAGE_ONLY
+    }
+    pinned = {}
+    for line in PYPROJECT["project"]["optional-dependencies"]["train-cuda"]:
+        requirement = Requirement(line)
+        name = canonicalize_name(requirement.name)
+        if name == "grpo-operator":
+            continue
+        specs = list(requirement.specifier)
+        assert len(specs) == 1, f"train-cuda: {line} is not an exact pin"
+        assert specs[0].operator == "==", f"train-cuda: {line} is not an exact pin"
+        pinned[name] = specs[0].version
+    assert pinned == expected
+
+
+def test_ray_is_the_version_the_operator_writes_into_rayjobs() -> None:
+    ray = Settings().ray_version
+    assert CHART_VALUES["settings"]["rayVersion"] == ray
+    for image in TRAINERS:
+        assert build_args(image)["RAY_VERSION"] == ray, image
+
+
+def test_every_verl_has_a_tested_trainer_profile() -> None:
+    """The trainer emits version-specific verl keys; an image may only carry a verl it knows."""
+    families = {}
+    for image in TRAINERS:
+        verl = build_args(image)["VERL_VERSION"]
+        assert verl in SUPPORTED, (
+            f"{image}: verl {verl} has no profile in grpo_trainer/engines/verl_versions.py"
+        )
+        families[image] = next(p.family for p in PROFILES.values() if p.reference_version == verl)
+    assert families == {"cuda": "0.9", "ascend": "0.9", "ascend-a2-seed": "0.7"}
+
+
+def _installed_extras(dockerfile: Dockerfile) -> set[str]:
+    runs = " ".join(i.arguments for i in dockerfile.all("RUN"))
+    return {e for extras in re.findall(r'"\.\[([\w,-]+)\]"', runs) for e in extras.split(",")}
+
+
+@pytest.mark.parametrize("image", TRAINERS)
+def test_trainer_images_run_grpo_train(image: str) -> None:
+    dockerfile = Dockerfile.read(DOCKERFILES[image])
+    assert PYPROJECT["project"]["scripts"]["grpo-train"] == "grpo_trainer.cli:main"
+    assert _installed_extras(dockerfile) == {"trainer"}
+    (entrypoint,) = dockerfile.final("ENTRYPOINT")
+    command = entrypoint.exec_form()
+    assert command[-1] == "grpo-train"
+    # Anything before it is a wrapper the image ships, and the wrapper execs its arguments.
+    for wrapper in command[:-1]:
+        (copy,) = [c for c in dockerfile.copies() if PurePosixPath(c.destination) == PurePosixPath(wrapper)]
+        assert copy.flags.get("chmod") == "0755"
+        script = (REPO / copy.sources[0]).read_text()
+        assert script.rstrip().splitlines()[-1] == 'exec "$@"'
+        result = subprocess.run(["bash", "-n", str(REPO / copy.sources[0])], capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr
+
+
+def test_operator_image_is_small_and_unprivileged() -> None:
+    dockerfile = Dockerfile.read(DOCKERFILES["operator"])
+    assert dockerfile.stages >= 2, "build in one stage, run from a clean one"
+    assert _installed_extras(dockerfile) == {"operator"}
+    final_copies = [c for c in dockerfile.copies() if c.stage == dockerfile.stages]
+    assert final_copies
+    assert all("from" in c.flags for c in final_copies), "the final stage takes only the built venv"
+    assert not dockerfile.final("RUN"), "nothing is installed in the final stage"
+    (user,) = dockerfile.final("USER")
+    uid, _, gid = user.arguments.partition(":")
+    assert uid.isdigit(), "a numeric USER lets the kubelet verify runAsNonRoot"
+    assert gid.isdigit()
+    assert int(uid) != 0
+    assert int(uid) == CHART_VALUES["podSecurityContext"]["runAsUser"]
+    assert int(gid) == CHART_VALUES["podSecurityContext"]["runAsGroup"]
+    (entrypoint,) = dockerfile.final("ENTRYPOINT")
+    assert entrypoint.exec_form() == ["grpo-operator"]
+    assert PYPROJECT["project"]["scripts"]["grpo-operator"] == "grpo_operator.cli:main"
+
+
+def test_operator_extra_carries_no_trainer_dependencies() -> None:
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    operator = {canonicalize_name(Requirement(r).name) for r in extras["operator"]}
+    trainer = {canonicalize_name(Requirement(r).name) for r in extras["trainer"] + extras["train-cuda"]}
+    assert not operator & trainer
+
+
+def test_cuda_image_runs_as_a_numeric_unprivileged_user() -> None:
+    (user,) = Dockerfile.read(DOCKERFILES["cuda"]).final("USER")
+    uid = user.arguments.partition(":")[0]
+    assert uid.isdigit()
+    assert int(uid) != 0
+
+
+def test_build_script_tags_the_images_the_chart_and_operator_use() -> None:
+    result = subprocess.run(["bash", "-n", str(BUILD)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    out = subprocess.run(["bash", str(BUILD), "--dry-run"], capture_output=True, text=True, check=True).stdout
+    tags = re.findall(r" -t (\S+) ", out)
+    version = PYPROJECT["project"]["version"]
+    registry = "ghcr.io/grpo-operator"
+    assert tags == [
+        f"{registry}/operator:{version}",
+        f"{registry}/trainer-cuda:{version}",
+        f"{registry}/trainer-ascend:{version}",
+        f"{registry}/trainer-ascend:{version}-a2-seed",
+    ]
+    profiles = Settings().profiles
+    assert profiles["nvidia"].image == tags[1]
+    assert profiles["ascend"].image == tags[2]
+    assert f"{CHART_VALUES['image']['repository']}:{version}" == tags[0]
+
+
+def test_build_script_refuses_unknown_images() -> None:
+    result = subprocess.run(["bash", str(BUILD), "--dry-run", "rocm"], capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "unknown image 'rocm'" in result.stderr
