@@ -6,8 +6,8 @@ while a job's timers run), the garbage collector then deletes the job's RayJob, 
 the Ray job and removes the RayJob's finalizer. GRPOJobs are deleted in the background (the
 default) so the operator never sees a job that waits on its own children.
 
-The hook succeeds when no GRPOJob and no RayJob labelled grpo.dev/job is left in the watched
-namespaces. Otherwise it fails after GRPO_CLEANUP_TIMEOUT seconds with a list of what is left
+The hook succeeds when no GRPOJob and no RayJob that a GRPOJob owns is left in the watched
+namespaces (a RayJob without a GRPOJob owner is not the garbage collector's to delete, nor ours). Otherwise it fails after GRPO_CLEANUP_TIMEOUT seconds with a list of what is left
 and which finalizer holds it, and `helm uninstall` stops with the operator still installed.
 
 Environment: GRPO_CLEANUP_NAMESPACES (comma-separated; empty for every namespace) and
@@ -47,6 +47,14 @@ def namespaces_from(env: Mapping[str, str]) -> list[str] | None:
     """The namespaces to clean; None means every namespace."""
     names = [ns.strip() for ns in env.get("GRPO_CLEANUP_NAMESPACES", "").split(",") if ns.strip()]
     return sorted(set(names)) or None
+
+
+def owned_by_a_grpojob(obj: Mapping[str, Any]) -> bool:
+    """A child the garbage collector deletes once its GRPOJob is gone."""
+    owners = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return any(
+        o.get("kind") == "GRPOJob" and str(o.get("apiVersion", "")).startswith("grpo.dev/") for o in owners
+    )
 
 
 def leftover(kind: str, obj: Mapping[str, Any]) -> Leftover:
@@ -90,20 +98,16 @@ def main() -> int:
         found: list[Leftover] = []
         for namespace in scopes:
             try:
-                found += [
-                    leftover(kind, o.to_dict())
-                    for o in client.list(resource, namespace=namespace, **selector)
-                ]
+                objects = [o.to_dict() for o in client.list(resource, namespace=namespace, **selector)]
+                found += [leftover(kind, o) for o in objects if kind == "GRPOJob" or owned_by_a_grpojob(o)]
             except ApiError as error:
                 if getattr(error.status, "code", None) != 404:  # 404: that CRD is not installed
                     raise
         return found
 
     jobs = listed(grpojobs, "GRPOJob")
-    print(
-        f"grpo-operator cleanup: deleting {len(jobs)} GRPOJob(s) in {', '.join(scopes) if scopes != ['*'] else 'every namespace'}",
-        flush=True,
-    )
+    where = "every namespace" if scopes == ["*"] else ", ".join(scopes)
+    print(f"grpo-operator cleanup: deleting {len(jobs)} GRPOJob(s) in {where}", flush=True)
     for job in jobs:
         if not job.deleting:
             try:

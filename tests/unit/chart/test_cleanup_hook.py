@@ -146,3 +146,19 @@ def test_the_script_needs_nothing_but_lightkube_at_import() -> None:
         for line in top_level
     ), top_level
     assert "from lightkube import Client" in source
+
+
+def test_it_waits_only_for_rayjobs_a_grpojob_owns() -> None:
+    """The garbage collector deletes those; a RayJob without a GRPOJob owner would block for ever."""
+    script = _script()
+    owner = {
+        "apiVersion": "grpo.dev/v1alpha1",
+        "kind": "GRPOJob",
+        "name": "geo3k",
+        "uid": "u",
+        "controller": True,
+    }
+    assert script.owned_by_a_grpojob({"metadata": {"ownerReferences": [owner]}})
+    assert not script.owned_by_a_grpojob({"metadata": {"labels": {"grpo.dev/job": "geo3k"}}})
+    other = {**owner, "apiVersion": "example.com/v1"}
+    assert not script.owned_by_a_grpojob({"metadata": {"ownerReferences": [other]}})
