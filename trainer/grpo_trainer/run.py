@@ -113,8 +113,8 @@ def _run_verl(job: ResolvedJob, attempt: Attempt, options: Options, writer: Stat
     print("engine command:", " ".join(launch.command), flush=True)
 
     reporter = None
-    if options.report:
-        writer = writer or KubeStatusWriter(attempt.job_name, attempt.namespace, options.kubeconfig)
+    writer = writer or (_status_writer(attempt, options.kubeconfig) if options.report else None)
+    if writer is not None:
         reporter = start_reporter(job, attempt, writer, prepared.train_rows, resume.from_step)
     try:
         failure = verl_engine.run_engine(launch)
@@ -126,6 +126,15 @@ def _run_verl(job: ResolvedJob, attempt: Attempt, options: Options, writer: Stat
     checkpoints.mark_complete(job, attempt.number)
     checkpoints.prune(ckpt_dir, job.spec.checkpoint.keep)
     return _export(job)
+
+
+def _status_writer(attempt: Attempt, kubeconfig: str | None) -> StatusWriter | None:
+    """The job's status client; without credentials training still runs (status just stays empty)."""
+    try:
+        return KubeStatusWriter(attempt.job_name, attempt.namespace, kubeconfig)
+    except Exception as exc:  # lightkube's ConfigError, a missing or unreadable kubeconfig
+        log.error("no Kubernetes credentials for status reports (%s); training without them", exc)
+        return None
 
 
 def start_reporter(
