@@ -102,10 +102,12 @@ class Reporter:
 
     def _replay(self, path: Path) -> None:
         """Fold an earlier attempt's lines in, so the history plot spans the whole job."""
-        for line in Tail(path).lines():
-            parsed = parse_line(line)
-            if parsed:
-                self.state.add_line(*parsed)
+        tail = Tail(path)
+        while lines := tail.lines():  # a long run's file is read in several chunks
+            for line in lines:
+                parsed = parse_line(line)
+                if parsed:
+                    self.state.add_line(*parsed)
 
     def poll(self) -> bool:
         """Read whatever is new; True when the state changed."""

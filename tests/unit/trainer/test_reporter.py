@@ -155,6 +155,16 @@ def test_earlier_attempts_fill_the_history(files, tmp_path):
     assert status["history"][5]["reward"] == 0.6
 
 
+def test_a_long_earlier_attempt_is_replayed_whole(files, monkeypatch):
+    import grpo_trainer.reporter as reporter_module
+
+    monkeypatch.setattr(reporter_module, "_READ_LIMIT", 256)  # force many chunks
+    first = files[0].with_name("attempt-1.jsonl")
+    write(first, "".join(record(s, 0.1) for s in range(1, 101)))
+    reporter = make(FakeAPI(), files, previous_metrics=[first])
+    assert sorted(reporter.state.history) == list(range(1, 101))
+
+
 def test_thread_and_final_flush(files):
     api = FakeAPI(failures=2)
     reporter = make(api, files, min_interval=60.0)
