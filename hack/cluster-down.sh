@@ -5,6 +5,7 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$HACK_DIR/cluster-lib.sh"
+hold_cluster_lock "$@"
 
 if pid_of kube-apiserver >/dev/null && pid_of kuberay-operator >/dev/null; then
   delete_test_namespaces

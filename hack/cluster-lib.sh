@@ -12,6 +12,17 @@ RAYJOBAPI_URL="http://127.0.0.1:$RAYJOBAPI_PORT"
 # What the suite reads to find this cluster (tests/cluster/backend.py).
 ENV_FILE="$CLUSTER_DIR/cluster.env"
 
+# Several shells and pytest sessions share one cluster folder: cluster-up, cluster-down and
+# kind-up/down run one at a time. The script re-executes itself under flock; -o keeps the lock's
+# descriptor out of the components it starts, so the lock ends with the script.
+hold_cluster_lock() {  # hold_cluster_lock "$@" (first thing in an entry script)
+  if [[ -z "${GRPO_CLUSTER_LOCK_HELD:-}" ]]; then
+    mkdir -p "$CLUSTER_DIR"
+    GRPO_CLUSTER_LOCK_HELD=1 exec flock -o "$CLUSTER_DIR/.lock" "$0" "$@"
+  fi
+  unset GRPO_CLUSTER_LOCK_HELD
+}
+
 say() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 
 kubectl() { "$KUBECTL" --kubeconfig "$KUBECONFIG_PATH" "$@"; }
@@ -37,24 +48,29 @@ pid_of() {  # pid_of <name>: the recorded pid if that process is still ours and 
   [[ -f "$file" ]] || return 1
   { read -r pid; read -r marker; } <"$file"
   [[ -n "$marker" ]] || return 1
-  cmdline="$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" || return 1
+  cmdline="$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline")" || return 1
   [[ "$cmdline" == *"$marker"* ]] || return 1
   echo "$pid"
 }
 
+running() {  # running <pid>: alive and not a zombie waiting to be reaped
+  local state
+  state="$(ps -o stat= -p "$1" 2>/dev/null)" && [[ "$state" != Z* ]]
+}
+
 stop_process() {  # stop_process <name>: SIGTERM, then SIGKILL after 15 s
-  local name="$1" pid
+  local name="$1" pid started=$SECONDS
   if pid="$(pid_of "$name")"; then
     kill -TERM "$pid" 2>/dev/null || true
     for _ in $(seq 1 150); do
-      kill -0 "$pid" 2>/dev/null || break
+      running "$pid" || break
       sleep 0.1
     done
-    if kill -0 "$pid" 2>/dev/null; then
+    if running "$pid"; then
       say "$name (pid $pid) ignored SIGTERM; killing it"
       kill -KILL "$pid" 2>/dev/null || true
     fi
-    say "stopped $name (pid $pid)"
+    say "stopped $name (pid $pid) in $((SECONDS - started)) s"
   fi
   rm -f "$PID_DIR/$name.pid"
 }

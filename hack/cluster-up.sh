@@ -6,16 +6,25 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$HACK_DIR/cluster-lib.sh"
+hold_cluster_lock "$@"
 
 cluster_is_up() {
-  local name
+  local name attempt
   for name in "${LOCAL_COMPONENTS[@]}"; do
     pid_of "$name" >/dev/null || return 1
   done
-  [[ -f "$ENV_FILE" ]] &&
-    kubectl get --raw /readyz >/dev/null 2>&1 &&
-    http_ok "$RAYJOBAPI_URL/_control/healthz" >/dev/null &&
-    http_ok "http://127.0.0.1:$KUBERAY_PROBE_PORT/readyz" >/dev/null
+  [[ -f "$ENV_FILE" ]] || return 1
+  # Every process runs; a busy machine (other test sessions use this cluster too) may answer
+  # slowly, and a false "down" would restart the cluster under them: try a few times.
+  for attempt in 1 2 3; do
+    if kubectl get --raw /readyz >/dev/null 2>&1 &&
+      http_ok "$RAYJOBAPI_URL/_control/healthz" >/dev/null &&
+      http_ok "http://127.0.0.1:$KUBERAY_PROBE_PORT/readyz" >/dev/null; then
+      return 0
+    fi
+    ((attempt == 3)) || sleep 2
+  done
+  return 1
 }
 
 print_access() {
@@ -35,7 +44,9 @@ fi
 # Whatever is left of an earlier, partial start goes first: a start is always from scratch.
 stop_components "${LOCAL_COMPONENTS[@]}" >/dev/null
 rm -f "$ENV_FILE"
-# On failure stop what this run started; the logs stay in $LOG_DIR.
+# On failure say which step failed and stop what this run started; the logs stay in $LOG_DIR.
+set -o errtrace
+trap 'echo "cluster-up: failed: $BASH_COMMAND (line $LINENO)" >&2' ERR
 trap 'status=$?; if ((status != 0)); then stop_components "${LOCAL_COMPONENTS[@]}" >/dev/null; fi' EXIT
 
 started=$SECONDS

@@ -6,6 +6,7 @@ HACK="$(cd "$(dirname "$0")" && pwd)"
 export GRPO_CLUSTER_DIR="${GRPO_KIND_CLUSTER_DIR:-$HACK/../.cache/kind}"
 . "$HACK/lib.sh"
 . "$HACK/cluster-lib.sh"
+hold_cluster_lock "$@"
 KIND_CLUSTER_NAME="${GRPO_KIND_CLUSTER_NAME:-grpo-e2e}"
 
 if pid_of kuberay-operator >/dev/null; then

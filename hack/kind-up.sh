@@ -9,6 +9,7 @@ HACK="$(cd "$(dirname "$0")" && pwd)"
 export GRPO_CLUSTER_DIR="${GRPO_KIND_CLUSTER_DIR:-$HACK/../.cache/kind}"
 . "$HACK/lib.sh"
 . "$HACK/cluster-lib.sh"
+hold_cluster_lock "$@"
 KIND_CLUSTER_NAME="${GRPO_KIND_CLUSTER_NAME:-grpo-e2e}"
 KIND="$BIN_DIR/kind"
 
