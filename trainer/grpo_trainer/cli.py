@@ -22,8 +22,10 @@ import shlex
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
+from grpo_operator.api.v1alpha1 import ResolvedJob
 from grpo_operator.api.v1alpha1.resolved import SPEC_FILE
 
 from . import checkpoints, data, sources
@@ -59,7 +61,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grpo-train", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def command(name: str, handler, help_: str) -> argparse.ArgumentParser:
+    def command(
+        name: str, handler: Callable[[argparse.Namespace], int], help_: str
+    ) -> argparse.ArgumentParser:
         cmd = sub.add_parser(name, help=help_, description=help_)
         cmd.add_argument(
             "--spec",
@@ -99,7 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _attempt(job, number: int | None = None) -> Attempt:
+def _attempt(job: ResolvedJob, number: int | None = None) -> Attempt:
     env = dict(os.environ)
     if number is not None:
         env["GRPO_ATTEMPT"] = str(number)

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -78,7 +78,10 @@ def reward_function(job: ResolvedJob) -> RewardFunction:
 
 
 def engine_env(
-    job: ResolvedJob, attempt: Attempt, machine: str | None = None, exists=os.path.exists
+    job: ResolvedJob,
+    attempt: Attempt,
+    machine: str | None = None,
+    exists: Callable[[str], bool] = os.path.exists,
 ) -> dict[str, str]:
     """Environment main_ppo and every Ray worker need for this attempt.
 
@@ -160,7 +163,7 @@ def run_engine(
     return classify_engine_exit(returncode, "".join(tail))
 
 
-def _forward_signals(process: subprocess.Popen[str]):
+def _forward_signals(process: subprocess.Popen[str]) -> Callable[[], None]:
     """Install SIGTERM/SIGINT handlers that signal the engine's process group; returns an undo."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
