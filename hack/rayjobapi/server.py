@@ -383,7 +383,7 @@ class Handler(BaseHTTPRequestHandler):
         self._reply(status, payload)
 
     def _ray(self, method: str, host: str, segments: list[str], body: Any) -> tuple[HTTPStatus, Any]:
-        store, now = self.server.store, time.time()
+        store = self.server.store
         match method, segments:
             case "GET", ["api", "version"]:
                 return HTTPStatus.OK, {"version": "4", "ray_version": RAY_VERSION, "ray_commit": "fake"}
@@ -392,12 +392,14 @@ class Handler(BaseHTTPRequestHandler):
                     return HTTPStatus.BAD_REQUEST, {"error": "body must be a JSON object"}
                 return store.submit(host, body)
             case "GET", ["api", "jobs"]:
-                return HTTPStatus.OK, [job.ray_details(now) for job in store.list(host)]
+                jobs = store.list(host)
+                return HTTPStatus.OK, [job.ray_details(time.time()) for job in jobs]
             case "GET", ["api", "jobs", submission_id]:
                 job = store.get(host, submission_id)
                 if job is None:
                     return HTTPStatus.NOT_FOUND, f"Job {submission_id} does not exist"
-                return HTTPStatus.OK, job.ray_details(now)
+                # The clock is read after the lookup, which may just have created the job.
+                return HTTPStatus.OK, job.ray_details(time.time())
             case "GET", ["api", "jobs", submission_id, "logs"]:
                 job = store.get(host, submission_id)
                 if job is None:
