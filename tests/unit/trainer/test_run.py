@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from grpo_trainer.checkpoints import COMPLETE_FILE
+from grpo_trainer.engines.verl import engine_env
 from grpo_trainer.exitcodes import CONFIG_ERROR, OK, RETRYABLE
 from grpo_trainer.run import Options, run
 from grpo_trainer.spec import Attempt
@@ -114,3 +115,38 @@ def test_resume_with_another_world_size_fails_fast(tmp_path, fake_verl, capsys):
         == CONFIG_ERROR
     )
     assert "written by 16 devices" in capsys.readouterr().err
+
+
+def test_ascend_environment(tmp_path):
+    job = example_job("geo3k-ascend-910b", tmp_path)
+    arm = engine_env(
+        job,
+        attempt(job),
+        machine="aarch64",
+        exists=lambda p: p == "/usr/lib/aarch64-linux-gnu/libjemalloc.so.2",
+        environ={},
+    )
+    assert arm["VERL_PLATFORM"] == "huawei"
+    assert arm["USE_OPTIMIZED_MODEL"] == "0"
+    assert arm["VLLM_ASCEND_ENABLE_NZ"] == "0"
+    assert arm["HCCL_CONNECT_TIMEOUT"] == "1800"
+    assert arm["LD_PRELOAD"] == "/usr/lib/aarch64-linux-gnu/libjemalloc.so.2"
+    assert arm["VERL_FILE_LOGGER_PATH"] == f"{job.paths.metrics_dir}/attempt-1.jsonl"
+    # The operator's profile (tuned by the cluster admin) wins; an existing preload is kept.
+    tuned = engine_env(
+        job,
+        attempt(job),
+        machine="x86_64",
+        exists=lambda p: True,
+        environ={"HCCL_EXEC_TIMEOUT": "7200", "LD_PRELOAD": "/x.so"},
+    )
+    assert tuned["HCCL_EXEC_TIMEOUT"] == "7200"
+    assert tuned["LD_PRELOAD"] == "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2:/x.so"
+    without = engine_env(job, attempt(job), machine="aarch64", exists=lambda p: False, environ={})
+    assert "LD_PRELOAD" not in without
+
+
+def test_nvidia_environment_has_no_ascend_settings(tmp_path):
+    job = example_job("safegrpo-nvidia", tmp_path)
+    env = engine_env(job, attempt(job), environ={})
+    assert set(env) == {"VERL_FILE_LOGGER_PATH", "GRPO_METRICS_FILE", "GRPO_ATTEMPT"}

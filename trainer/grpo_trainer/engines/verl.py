@@ -82,12 +82,16 @@ def engine_env(
     attempt: Attempt,
     machine: str | None = None,
     exists: Callable[[str], bool] = os.path.exists,
+    environ: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """Environment main_ppo and every Ray worker need for this attempt.
 
     The metrics file goes to verl's file logger (which truncates on open: one file per attempt).
-    On Ascend, the seed's settings; jemalloc is preloaded when the image has it for this CPU.
+    On Ascend, the seed's settings, unless the pod already has a value (the operator's accelerator
+    profile, which cluster admins tune, wins); jemalloc is preloaded when the image has it for this
+    CPU, in front of whatever LD_PRELOAD already holds.
     """
+    environ = os.environ if environ is None else environ
     env = {
         "VERL_FILE_LOGGER_PATH": str(attempt.metrics_file),
         "GRPO_METRICS_FILE": str(attempt.metrics_file),
@@ -96,10 +100,11 @@ def engine_env(
     if job.spec.logging.tensorboard:
         env["TENSORBOARD_DIR"] = f"{job.paths.job_dir}/tensorboard"
     if job.spec.resources.accelerator == "ascend":
-        env.update(ASCEND_ENV)
+        env.update({key: environ.get(key, default) for key, default in ASCEND_ENV.items()})
         library = JEMALLOC.format(arch=machine or platform.machine())
-        if exists(library):
-            env["LD_PRELOAD"] = library
+        preload = environ.get("LD_PRELOAD", "")
+        if exists(library) and library not in preload.split(":"):
+            env["LD_PRELOAD"] = f"{library}:{preload}" if preload else library
     return env
 
 
