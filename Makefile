@@ -39,7 +39,7 @@ cluster-down:
 
 demo: cluster-up
 	@echo
-	"$(KUBECTL)" --kubeconfig "$(KUBECONFIG_LOCAL)" get nodes -o custom-columns='NAME:.metadata.name,POOL:.metadata.labels.grpo\.dev/pool,READY:.status.conditions[?(@.type=="Ready")].status,CPU:.status.allocatable.cpu,MEMORY:.status.allocatable.memory,NVIDIA-GPU:.status.allocatable.nvidia\.com/gpu,ASCEND-NPU:.status.allocatable.huawei\.com/Ascend910,PRODUCT:.metadata.labels.nvidia\.com/gpu\.product,ACCELERATOR:.metadata.labels.accelerator'
+	@"$(KUBECTL)" --kubeconfig "$(KUBECONFIG_LOCAL)" get nodes -o custom-columns='NAME:.metadata.name,POOL:.metadata.labels.grpo\.dev/pool,READY:.status.conditions[?(@.type=="Ready")].status,CPU:.status.allocatable.cpu,MEMORY:.status.allocatable.memory,NVIDIA-GPU:.status.allocatable.nvidia\.com/gpu,ASCEND-NPU:.status.allocatable.huawei\.com/Ascend910,PRODUCT:.metadata.labels.nvidia\.com/gpu\.product,ACCELERATOR:.metadata.labels.accelerator'
 	@echo
 	@echo "export KUBECONFIG=$(KUBECONFIG_LOCAL)"
 
