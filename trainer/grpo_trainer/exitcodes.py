@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from grpo_operator.api.exitcodes import (
     CONFIG_ERROR,
     DATA_ERROR,
+    FAILURE_MARKER,
     NOT_RETRYABLE,
     OK,
     RETRYABLE,
@@ -42,8 +43,6 @@ __all__ = [
     "TransientError",
     "classify_engine_exit",
 ]
-
-FAILURE_MARKER = "GRPO_FAILURE"
 
 
 @dataclass(frozen=True)

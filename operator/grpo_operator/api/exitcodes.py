@@ -8,6 +8,7 @@ the job at once.
 
 from __future__ import annotations
 
+import json
 import re
 
 OK = 0
@@ -23,7 +24,10 @@ RETRYABLE = 75
 """A transient fault the trainer recognised: device OOM, a collective (NCCL/HCCL) timeout, lost node."""
 
 NOT_RETRYABLE = frozenset({USAGE, CONFIG_ERROR, DATA_ERROR})
+FAILURE_MARKER = "GRPO_FAILURE"
+"""Prefix of the trainer's last line on a failure: `GRPO_FAILURE {"reason", "retryable", "exitCode", "message"}`."""
 _EXIT_CODE = re.compile(r"exit code (\d+)")
+_FAILURE_LINE = re.compile(FAILURE_MARKER + r" (\{.*\})")
 
 
 def exit_code_in(message: str) -> int | None:
@@ -59,3 +63,16 @@ def describe_exit(code: int) -> str:
     if code > 128:
         return f"killed by signal {code - 128}"
     return f"exit code {code}"
+
+
+def failure_in(message: str) -> dict[str, object] | None:
+    """The trainer's own account of a failure, from the log tail Ray copies into the message."""
+    found = None
+    for match in _FAILURE_LINE.finditer(message or ""):
+        try:
+            payload = json.loads(match.group(1))
+        except ValueError:
+            continue
+        if isinstance(payload, dict) and isinstance(payload.get("reason"), str):
+            found = payload
+    return found

@@ -66,6 +66,9 @@ class Reconciler:
             self.metrics.forget(namespace, name)
             self._locks.pop((namespace, name), None)
             return "gone"
+        if body["metadata"].get("deletionTimestamp"):
+            # Being deleted: its RayJob vanishing now is the cascade, not a lost attempt.
+            return "deleting"
         if (body.get("status") or {}).get("phase") in TERMINAL:
             self.metrics.phases[(namespace, name)] = body["status"]["phase"]
             return "terminal"

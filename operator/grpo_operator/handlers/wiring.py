@@ -40,6 +40,9 @@ def register(registry: kopf.OperatorRegistry, settings: Settings, reconciler: Re
             prefix=GROUP, key="last-handled-configuration"
         )
         settings.posting.level = logging.WARNING
+        # We name our resources explicitly; scanning would need cluster-wide CRD and namespace
+        # reads that least-privilege RBAC does not grant.
+        settings.scanning.disabled = True
         settings.watching.server_timeout = 300
         settings.networking.error_backoffs = [1, 2, 5, 10]
 

@@ -67,6 +67,12 @@ def observe_rayjob(rayjob: dict[str, Any]) -> Outcome:
     if job_status in ("FAILED", "STOPPED") or deployment in _DEPLOYMENT_FAILED:
         retryable = deployment != "ValidationFailed" and exitcodes.is_retryable(message)
         code = exitcodes.exit_code_in(message)
+        told = exitcodes.failure_in(message)
+        if told is not None:
+            # The trainer said what went wrong (OutOfMemory, CollectiveTimeout, ConfigError...).
+            return Outcome(
+                "failed", str(told["reason"]), f"trainer: {told.get('message', '')}".strip(), retryable
+            )
         if code is not None:
             reason = "TrainerFailed" if not retryable else "TrainerCrashed"
             detail = f"trainer exited: {exitcodes.describe_exit(code)}"

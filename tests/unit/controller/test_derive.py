@@ -243,3 +243,15 @@ def test_diff_writes_only_changes_and_deletes_dropped_fields() -> None:
     wanted = {"phase": "Restarting", "attempt": 2}
     assert diff(current, wanted) == {"phase": "Restarting", "attempt": 2, "rayClusterName": None}
     assert diff(wanted, wanted) == {}
+
+
+def test_the_trainers_failure_line_names_the_reason() -> None:
+    message = (
+        "Job entrypoint command failed with exit code 75, last available logs (truncated to 20,000 chars):\n"
+        "step 12 ...\n"
+        'GRPO_FAILURE {"reason": "OutOfMemory", "retryable": true, "exitCode": 75, "message": "CUDA out of memory on rank 3"}\n'
+    )
+    result = plan(_job(_running_status(), backoffLimit=1), _rayjob("Failed", "FAILED", message), [], NOW)
+    assert result.create_attempt == 2
+    assert result.status["failedAttempts"][0]["reason"] == "OutOfMemory"
+    assert "CUDA out of memory on rank 3" in result.status["failedAttempts"][0]["message"]
