@@ -85,7 +85,7 @@ class Watcher(threading.Thread):
     def run(self) -> None:
         while not self.stop:
             try:
-                for _, obj in self.client.watch(self.resource, namespace=self.namespace, timeout=30):
+                for _, obj in self.client.watch(self.resource, namespace=self.namespace):
                     now = time.monotonic()
                     body = obj.to_dict()
                     name = body["metadata"]["name"]

@@ -46,6 +46,14 @@ class Api:
             raise
         return obj.to_dict()
 
+    async def list_jobs(self, namespaces: list[str]) -> list[dict[str, Any]]:
+        """Every GRPOJob in the watched namespaces (all namespaces when the list is empty)."""
+        out: list[dict[str, Any]] = []
+        for namespace in namespaces or ["*"]:
+            async for obj in self._client.list(GRPOJobResource, namespace=namespace):
+                out.append(obj.to_dict())
+        return out
+
     async def get_rayjob(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
             obj = await self._client.get(RayJobResource, name, namespace=namespace)

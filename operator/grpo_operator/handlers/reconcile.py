@@ -49,23 +49,29 @@ class Reconciler:
         self.clock = clock
         self._locks: defaultdict[tuple[str, str], asyncio.Lock] = defaultdict(asyncio.Lock)
 
-    async def reconcile(self, namespace: str, name: str, *, trigger: str) -> None:
+    async def reconcile(
+        self, namespace: str, name: str, *, trigger: str, owner_uid: str | None = None
+    ) -> None:
+        """Bring one job forward. `owner_uid`, from a child's owner reference, must match the job's:
+        a RayJob left over from an earlier job of the same name must not drive the new one."""
         started = self.clock()
         outcome = "error"
         try:
             async with self._locks[(namespace, name)]:
-                outcome = await self._reconcile(namespace, name)
+                outcome = await self._reconcile(namespace, name, owner_uid)
         finally:
             elapsed = (self.clock() - started).total_seconds()
             self.metrics.handler_seconds.labels(trigger, outcome).observe(elapsed)
 
-    async def _reconcile(self, namespace: str, name: str) -> str:
+    async def _reconcile(self, namespace: str, name: str, owner_uid: str | None) -> str:
         # Read afresh under the lock: the body a handler was given may predate our last write.
         body = await self.api.get_job(namespace, name)
         if body is None:
             self.metrics.forget(namespace, name)
             self._locks.pop((namespace, name), None)
             return "gone"
+        if owner_uid is not None and body["metadata"].get("uid") != owner_uid:
+            return "stale"
         if body["metadata"].get("deletionTimestamp"):
             # Being deleted: its RayJob vanishing now is the cascade, not a lost attempt.
             return "deleting"
@@ -111,14 +117,19 @@ class Reconciler:
             kopf.event(body, type=event_type, reason=reason, message=message[:1024])
 
     async def _start_attempt(self, job: GRPOJob, attempt: int) -> None:
-        """Apply the job's children, then the attempt's RayJob (which mounts them)."""
-        await self.api.apply(build_spec_configmap(job))
-        for manifest in build_trainer_rbac(job):
-            await self.api.apply(manifest)
+        """Apply the job's children and the attempt's RayJob, all at once.
+
+        Order does not matter to the API server (a RoleBinding may name a Role that does not exist
+        yet; a pod waits for its ConfigMap and claim), and concurrent calls keep a burst of new
+        jobs from queueing behind each other's round trips.
+        """
         pvc = build_checkpoint_pvc(job, self.settings)
-        if pvc is not None:
-            await self.api.create_if_absent(pvc)
-        await self.api.apply(build_rayjob(job, self.settings, attempt))
+        await asyncio.gather(
+            self.api.apply(build_spec_configmap(job)),
+            *(self.api.apply(manifest) for manifest in build_trainer_rbac(job)),
+            *([self.api.create_if_absent(pvc)] if pvc is not None else []),
+            self.api.apply(build_rayjob(job, self.settings, attempt)),
+        )
         if attempt == 1:
             created = parse_time(job.metadata.get("creationTimestamp"))
             if created:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -11,9 +12,9 @@ from ..api.v1alpha1 import GROUP, KIND, PLURAL, VERSION
 from ..build.meta import JOB_LABEL
 from ..config import Settings
 from .reconcile import Reconciler
+from .resync import resync_forever
 
 log = logging.getLogger(__name__)
-DEADLINE_TICK_SECONDS = 5.0
 
 
 def _owner(body: kopf.Body) -> tuple[str, str] | None:
@@ -52,8 +53,17 @@ def register(registry: kopf.OperatorRegistry, settings: Settings, reconciler: Re
         # lightkube uses for our own calls, without another client library just for kopf.
         return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
 
+    @kopf.on.startup(registry=registry)
+    async def start_resync(memo: kopf.Memo, **_: Any) -> None:
+        # One loop for the whole operator instead of a kopf timer per job: timers make kopf put a
+        # finalizer on every GRPOJob, which would hold deletions hostage to the operator.
+        memo["resync"] = asyncio.create_task(resync_forever(reconciler, settings))
+
     @kopf.on.cleanup(registry=registry)
-    async def close(**_: Any) -> None:
+    async def close(memo: kopf.Memo, **_: Any) -> None:
+        task = memo.get("resync")
+        if task is not None:
+            task.cancel()
         await reconciler.api.close()
 
     async def reconcile(body: kopf.Body, trigger: str) -> None:
@@ -78,37 +88,6 @@ def register(registry: kopf.OperatorRegistry, settings: Settings, reconciler: Re
     async def on_resume(body: kopf.Body, **_: Any) -> None:
         await reconcile(body, "resume")
 
-    def unfinished(body: kopf.Body, **_: Any) -> bool:
-        return (body.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-
-    @kopf.timer(
-        GROUP,
-        VERSION,
-        PLURAL,
-        id="resync",
-        interval=settings.resync_seconds,
-        initial_delay=settings.resync_seconds,
-        when=unfinished,
-        registry=registry,
-    )
-    async def resync(body: kopf.Body, **_: Any) -> None:
-        await reconcile(body, "resync")
-
-    def has_deadline(body: kopf.Body, **kwargs: Any) -> bool:
-        return unfinished(body) and bool((body.spec.get("runPolicy") or {}).get("activeDeadlineSeconds"))
-
-    @kopf.timer(
-        GROUP,
-        VERSION,
-        PLURAL,
-        id="deadline",
-        interval=DEADLINE_TICK_SECONDS,
-        when=has_deadline,
-        registry=registry,
-    )
-    async def deadline(body: kopf.Body, **_: Any) -> None:
-        await reconcile(body, "deadline")
-
     @kopf.on.event(
         "ray.io", "v1", "rayjobs", labels={JOB_LABEL: kopf.PRESENT}, id="rayjob", registry=registry
     )
@@ -117,8 +96,4 @@ def register(registry: kopf.OperatorRegistry, settings: Settings, reconciler: Re
         if owner is None:
             return
         name, uid = owner
-        namespace = body.metadata["namespace"]
-        job = await reconciler.api.get_job(namespace, name)
-        if job is None or job["metadata"].get("uid") != uid:
-            return  # a leftover of an earlier job with the same name
-        await reconciler.reconcile(namespace, name, trigger="rayjob")
+        await reconciler.reconcile(body.metadata["namespace"], name, trigger="rayjob", owner_uid=uid)

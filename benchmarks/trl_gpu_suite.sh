@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Every GPU check of the TRL engine, for one device call: `memory` (Qwen3-VL-4B shapes, seed
+# recipe), `learning` (colour task, vision LoRA vs frozen control), `resume` (crash + resume in a
+# second process). Results go to the folder named first.
+#   bash benchmarks/trl_gpu_suite.sh OUTDIR learning resume
+#   bash benchmarks/trl_gpu_suite.sh OUTDIR memory
+set -u
+out=$1
+shift
+work=/tmp/trl-gpu-work
+mkdir -p "$out" "$work"
+export PYTHONPATH="$PWD/trainer${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 TRL_EXPERIMENTAL_SILENCE=1
+summary="$out/summary.txt"
+{
+  date -u +%FT%TZ
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  python3 -c 'import torch, transformers, trl, peft, accelerate, datasets
+print("torch", torch.__version__, "transformers", transformers.__version__, "trl", trl.__version__,
+      "peft", peft.__version__, "accelerate", accelerate.__version__, "datasets", datasets.__version__)'
+} >> "$summary" 2>&1
+
+for part in "$@"; do
+  start=$(date +%s)
+  case "$part" in
+    memory)
+      timeout 540 python3 benchmarks/trl_memory_4b.py --out "$work/memory" > "$work/memory.log" 2>&1
+      rc=$?; cp "$work/memory/memory-4b.json" "$work/memory/memory-steps.jsonl" "$out/" 2>/dev/null ;;
+    learning)
+      timeout 360 python3 benchmarks/trl_learning.py --out "$work/learning" > "$work/learning.log" 2>&1
+      rc=$?; cp "$work/learning/learning.json" "$work/learning/learning.png" "$out/" 2>/dev/null ;;
+    resume)
+      timeout 100 python3 -m grpo_trainer.testing.resume "$work/resume" first bf16 > "$work/resume.log" 2>&1
+      first=$?
+      timeout 100 python3 -m grpo_trainer.testing.resume "$work/resume" second bf16 >> "$work/resume.log" 2>&1
+      rc="first=$first second=$?"; cp "$work/resume/resume-check.json" "$out/" 2>/dev/null ;;
+    *) rc="unknown part" ;;
+  esac
+  echo "$part: rc=$rc seconds=$(( $(date +%s) - start ))" >> "$summary"
+done
+# Logs and per-step metrics in one archive (the device tool returns at most 8 files).
+tar -czf "$out/logs-$(echo "$@" | tr ' ' '-').tar.gz" -C "$work" \
+  $(cd "$work" && ls -d *.log */metrics.jsonl */*/metrics.jsonl */*.checkpoints.jsonl */*/*.checkpoints.jsonl 2>/dev/null)
+cat "$summary"

@@ -1,0 +1,163 @@
+"""Peak GPU memory and seconds per step of the seed's TRL recipe on a Qwen3-VL-4B-shaped model.
+
+The model has Qwen3-VL-4B-Instruct's shapes with random weights (memory and speed do not depend on
+the values), LoRA r=16 on the vision encoder, projector and language layers, G=2, prompts of
+`--prompt-tokens` (image placeholders included) and `--completion-tokens` new tokens, gradient
+checkpointing, bf16: the third seed's configuration through the engine's own code path. A random
+model never emits its end token, so every completion runs to the full length, the worst case.
+
+    PYTHONPATH=trainer python benchmarks/trl_memory_4b.py --out /tmp/mem4b
+    PYTHONPATH=trainer python benchmarks/trl_memory_4b.py --shape tiny --steps 2 \
+        --prompt-tokens 64 --completion-tokens 8 --image-side 64 --out /tmp/mem-smoke   # CPU smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
+
+GIB = 1024**3
+
+
+def filler_rows(processor: Any, count: int, prompt_tokens: int, image_side: int) -> list[dict[str, Any]]:
+    """Rows whose prompt (chat markup + image placeholders + text) is exactly `prompt_tokens` long."""
+    from grpo_trainer.engines.trl.data import prompt_length
+    from PIL import Image
+
+    rng = random.Random(0)
+    rows = []
+    for _ in range(count):
+        image = Image.frombytes("RGB", (image_side, image_side), rng.randbytes(image_side * image_side * 3))
+        row = {"prompt": [{"role": "user", "content": ""}], "image": image, "answer": "0"}
+        overhead = prompt_length(processor, row)
+        if overhead > prompt_tokens:
+            raise SystemExit(f"the image alone takes {overhead} tokens, more than --prompt-tokens")
+        row["prompt"][0]["content"] = " ".join(["the"] * (prompt_tokens - overhead))
+        rows.append(row)
+    return rows
+
+
+def random_reward(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:
+    """Distinct rewards within each group, so advantages are non-zero and the full backward runs."""
+    return [random.random() for _ in completions]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--shape", choices=["4b", "tiny"], default="4b")
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--prompt-tokens", type=int, default=1024)
+    parser.add_argument("--completion-tokens", type=int, default=1024)
+    parser.add_argument("--image-side", type=int, default=448)
+    parser.add_argument("--no-gradient-checkpointing", action="store_true")
+    args = parser.parse_args()
+
+    import torch
+    from grpo_trainer.engines.trl.metrics import read_records
+    from grpo_trainer.engines.trl.runner import RunRequest, train
+    from grpo_trainer.engines.trl.settings import TrlSettings
+    from grpo_trainer.testing.tiny_vlm import QWEN3_VL_4B, TINY, build_model, build_processor, build_tokenizer
+    from transformers import TrainerCallback
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    shape = QWEN3_VL_4B if args.shape == "4b" else TINY
+
+    tokenizer = build_tokenizer(vocab_size=shape.vocab_size)
+    processor = build_processor(tokenizer, patch_size=shape.patch_size, max_image_side=args.image_side)
+    started = time.perf_counter()
+    with device:
+        model = build_model(shape, tokenizer, dtype=torch.bfloat16 if cuda else torch.float32)
+    build_seconds = time.perf_counter() - started
+    weights_bytes = torch.cuda.memory_allocated() if cuda else 0
+    total_params = sum(p.numel() for p in model.parameters())
+
+    samples: list[dict[str, float]] = []
+
+    class MemoryProbe(TrainerCallback):
+        def on_train_begin(
+            self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any
+        ) -> None:
+            samples.append(
+                {"trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad)}
+            )
+            if cuda:
+                torch.cuda.reset_peak_memory_stats()
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if cuda:
+                samples.append(
+                    {
+                        "step": state.global_step,
+                        "peak_allocated_gib": torch.cuda.max_memory_allocated() / GIB,
+                        "peak_reserved_gib": torch.cuda.max_memory_reserved() / GIB,
+                    }
+                )
+                # Written as it goes, so a run cut short by a time limit still leaves its numbers.
+                with (out / "memory-steps.jsonl").open("a", encoding="utf-8") as handle:
+                    handle.write(json.dumps(samples[-1]) + "\n")
+
+    settings = replace(
+        TrlSettings(),
+        output_dir=str(out / "checkpoints"),
+        max_steps=args.steps,
+        save_steps=10**6,
+        max_prompt_length=args.prompt_tokens,
+        max_completion_length=args.completion_tokens,
+        bf16=cuda,
+        gradient_checkpointing=not args.no_gradient_checkpointing,
+    )
+    request = RunRequest(
+        settings=settings,
+        model_path="(built in memory)",
+        rows=filler_rows(processor, args.steps, args.prompt_tokens, args.image_side),
+        reward_funcs=[random_reward],
+        metrics_path=str(out / "metrics.jsonl"),
+        resume="never",
+        policy=(model, processor),
+        callbacks=[MemoryProbe()],
+    )
+    result = train(request)
+
+    steps = [r for r in read_records(out / "metrics.jsonl") if "data" in r]
+    step_seconds = [r["data"]["timing_s/step"] for r in steps if "timing_s/step" in r["data"]]
+    steady = step_seconds[1:] or step_seconds
+    report = {
+        "shape": args.shape,
+        "device": torch.cuda.get_device_name() if cuda else "cpu",
+        "torch": torch.__version__,
+        "total_params": total_params,
+        "trainable_params": samples[0]["trainable_params"] if samples else None,
+        "weights_gib": weights_bytes / GIB,
+        "model_build_seconds": build_seconds,
+        "prompt_tokens": args.prompt_tokens,
+        "completion_tokens": args.completion_tokens,
+        "gradient_checkpointing": not args.no_gradient_checkpointing,
+        "global_step": result.global_step,
+        "step_seconds": step_seconds,
+        "mean_step_seconds_after_first": sum(steady) / len(steady) if steady else None,
+        "completion_mean_length": [r["data"].get("response_length/mean") for r in steps],
+        "memory_by_step": samples[1:],
+        "peak_allocated_gib": max((s["peak_allocated_gib"] for s in samples[1:]), default=None),
+        "peak_reserved_gib": max((s["peak_reserved_gib"] for s in samples[1:]), default=None),
+        "trl_timings_last_step": {k: v for k, v in steps[-1]["data"].items() if "time" in k.lower()}
+        if steps
+        else {},
+    }
+    (out / "memory-4b.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    print(json.dumps({k: v for k, v in report.items() if k not in ("memory_by_step",)}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""The safety net: reconcile every unfinished job now and then, and jobs with deadlines often.
+
+Events drive the normal path; this loop catches what no event announces (a deadline passing,
+a missed watch event, an operator that was down while a RayJob changed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from ..config import Settings
+from .reconcile import Reconciler
+
+log = logging.getLogger(__name__)
+DEADLINE_TICK_SECONDS = 5.0
+PARALLEL_RECONCILES = 16
+
+
+async def resync_once(reconciler: Reconciler, settings: Settings, *, full: bool) -> int:
+    """Reconcile unfinished jobs (all of them when `full`, else those with a deadline)."""
+    jobs = await reconciler.api.list_jobs(settings.namespaces)
+    due = [
+        (job["metadata"]["namespace"], job["metadata"]["name"])
+        for job in jobs
+        if (job.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        and (full or (job.get("spec", {}).get("runPolicy") or {}).get("activeDeadlineSeconds"))
+    ]
+    gate = asyncio.Semaphore(PARALLEL_RECONCILES)
+
+    async def one(namespace: str, name: str) -> None:
+        async with gate:
+            try:
+                await reconciler.reconcile(namespace, name, trigger="resync" if full else "deadline")
+            except Exception:  # one bad job must not stop the others' safety net
+                log.exception("resync of %s/%s failed", namespace, name)
+
+    await asyncio.gather(*(one(ns, name) for ns, name in due))
+    return len(due)
+
+
+async def resync_forever(reconciler: Reconciler, settings: Settings) -> None:
+    last_full = time.monotonic()
+    while True:
+        await asyncio.sleep(min(DEADLINE_TICK_SECONDS, settings.resync_seconds))
+        full = time.monotonic() - last_full >= settings.resync_seconds
+        if full:
+            last_full = time.monotonic()
+        try:
+            await resync_once(reconciler, settings, full=full)
+        except Exception:  # the API may be briefly away; try again next tick
+            log.exception("resync pass failed")
