@@ -171,7 +171,10 @@ def run_operator_burst(
 
 
 def run_floor(client: Client, jobs: int, workers: int, timeout: float) -> dict[str, Any]:
-    """RayJobs created directly: what create -> RayJob costs with no operator in between."""
+    """RayJobs created directly: what create -> RayJob costs with no operator in between.
+
+    They are real RayJobs, so KubeRay loads the cluster as much as during the operator run.
+    """
     namespace = f"bench-floor-{int(time.time())}"
     client.create(Namespace(metadata={"name": namespace}))
     settings = load_settings(environ={})
@@ -182,7 +185,6 @@ def run_floor(client: Client, jobs: int, workers: int, timeout: float) -> dict[s
         body["metadata"] = {"name": f"floor-{i}", "namespace": namespace, "uid": f"0000-{i}"}
         rayjob = build_rayjob(GRPOJob.model_validate(body), settings, attempt=1)
         rayjob["metadata"].pop("ownerReferences")
-        rayjob["spec"]["suspend"] = True  # measure the create path only; no clusters needed
         manifests.append(rayjob)
     watcher = Watcher(client, RayJobResource, namespace, lambda b: True)
     watcher.start()

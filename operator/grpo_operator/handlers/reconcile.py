@@ -50,22 +50,42 @@ class Reconciler:
         self._locks: defaultdict[tuple[str, str], asyncio.Lock] = defaultdict(asyncio.Lock)
 
     async def reconcile(
-        self, namespace: str, name: str, *, trigger: str, owner_uid: str | None = None
+        self,
+        namespace: str,
+        name: str,
+        *,
+        trigger: str,
+        owner_uid: str | None = None,
+        body: dict[str, Any] | None = None,
+        rayjob: dict[str, Any] | None = None,
     ) -> None:
-        """Bring one job forward. `owner_uid`, from a child's owner reference, must match the job's:
-        a RayJob left over from an earlier job of the same name must not drive the new one."""
+        """Bring one job forward.
+
+        `owner_uid`, from a child's owner reference, must match the job's: a RayJob left over from
+        an earlier job of the same name must not drive the new one. `body` (a just-created job) and
+        `rayjob` (from a RayJob event) each save a read when they are current; a burst of new jobs
+        is mostly made of such round trips.
+        """
         started = self.clock()
         outcome = "error"
         try:
             async with self._locks[(namespace, name)]:
-                outcome = await self._reconcile(namespace, name, owner_uid)
+                outcome = await self._reconcile(namespace, name, owner_uid, body, rayjob)
         finally:
             elapsed = (self.clock() - started).total_seconds()
             self.metrics.handler_seconds.labels(trigger, outcome).observe(elapsed)
 
-    async def _reconcile(self, namespace: str, name: str, owner_uid: str | None) -> str:
-        # Read afresh under the lock: the body a handler was given may predate our last write.
-        body = await self.api.get_job(namespace, name)
+    async def _reconcile(
+        self,
+        namespace: str,
+        name: str,
+        owner_uid: str | None,
+        body: dict[str, Any] | None,
+        event_rayjob: dict[str, Any] | None,
+    ) -> str:
+        if body is None or body.get("status"):
+            # Read afresh under the lock: a handler's body may predate our last status write.
+            body = await self.api.get_job(namespace, name)
         if body is None:
             self.metrics.forget(namespace, name)
             self._locks.pop((namespace, name), None)
@@ -89,7 +109,13 @@ class Reconciler:
             return "invalid"
         problems = await self._problems(job)
         attempt = job.status.attempt
-        rayjob = await self.api.get_rayjob(namespace, rayjob_name(name, attempt)) if attempt else None
+        rayjob = None
+        if attempt:
+            current = rayjob_name(name, attempt)
+            if event_rayjob is not None and event_rayjob["metadata"]["name"] == current:
+                rayjob = event_rayjob
+            else:
+                rayjob = await self.api.get_rayjob(namespace, current)
         now = self.clock()
         result = plan(job, rayjob, problems, now)
         await self._carry_out(job, body, result)

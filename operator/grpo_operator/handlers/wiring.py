@@ -15,6 +15,8 @@ from .reconcile import Reconciler
 from .resync import resync_forever
 
 log = logging.getLogger(__name__)
+# The RayJob status fields the lifecycle reads (status/derive.py).
+_WATCHED_STATUS = ("jobDeploymentStatus", "jobStatus", "reason", "message", "rayClusterName", "dashboardURL")
 
 
 def _owner(body: kopf.Body) -> tuple[str, str] | None:
@@ -31,6 +33,7 @@ def _owner(body: kopf.Body) -> tuple[str, str] | None:
 
 def register(registry: kopf.OperatorRegistry, settings: Settings, reconciler: Reconciler) -> None:
     """Attach every handler to `registry`."""
+    seen: dict[tuple[str, str], tuple[str, ...]] = {}
 
     @kopf.on.startup(registry=registry)
     async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
@@ -71,7 +74,10 @@ def register(registry: kopf.OperatorRegistry, settings: Settings, reconciler: Re
 
     @kopf.on.create(GROUP, VERSION, PLURAL, id="create", registry=registry)
     async def on_create(body: kopf.Body, **_: Any) -> None:
-        await reconcile(body, "create")
+        # A job without status is as fresh as a read would be: hand it over and save the round trip.
+        await reconciler.reconcile(
+            body.metadata["namespace"], body.metadata["name"], trigger="create", body=dict(body)
+        )
 
     @kopf.on.update(
         GROUP,
@@ -95,5 +101,17 @@ def register(registry: kopf.OperatorRegistry, settings: Settings, reconciler: Re
         owner = _owner(body)
         if owner is None:
             return
+        key = (body.metadata["namespace"], body.metadata["name"])
+        rayjob: dict[str, Any] | None = None
+        if type == "DELETED":
+            seen.pop(key, None)
+        else:
+            # KubeRay rewrites its status often; only a change the lifecycle reads is worth a reconcile.
+            status = dict(body.get("status") or {})
+            fingerprint = tuple(str(status.get(k)) for k in _WATCHED_STATUS)
+            if seen.get(key) == fingerprint:
+                return
+            seen[key] = fingerprint
+            rayjob = {"metadata": dict(body.metadata), "spec": dict(body.spec), "status": status}
         name, uid = owner
-        await reconciler.reconcile(body.metadata["namespace"], name, trigger="rayjob", owner_uid=uid)
+        await reconciler.reconcile(key[0], name, trigger="rayjob", owner_uid=uid, rayjob=rayjob)
