@@ -1,4 +1,11 @@
-"""Registers the operator's kopf handlers on a registry, with settings bound in (no globals)."""
+"""Registers the operator's kopf handlers on a registry, with settings bound in (no globals).
+
+Every handler is an event handler feeding one level-triggered reconcile (handlers/reconcile.py):
+the lifecycle is derived from what exists, not from which kopf callback fired. kopf therefore
+keeps no state of its own on our objects — no progress or diff-base annotations, no finalizer —
+so a job never waits on the operator to be deleted, and the operator needs no write access to
+GRPOJobs beyond their status.
+"""
 
 from __future__ import annotations
 
@@ -33,34 +40,29 @@ def _owner(body: kopf.Body) -> tuple[str, str] | None:
 
 def register(registry: kopf.OperatorRegistry, settings: Settings, reconciler: Reconciler) -> None:
     """Attach every handler to `registry`."""
-    seen: dict[tuple[str, str], tuple[str, ...]] = {}
+    # Last seen, per object, of what makes an event worth a reconcile. Events that change nothing
+    # we read (our own status writes, the trainer's progress reports, KubeRay's heartbeats) are
+    # dropped here instead of costing API round trips.
+    seen_jobs: dict[tuple[str, str], tuple[str, ...]] = {}
+    seen_rayjobs: dict[tuple[str, str], tuple[str, ...]] = {}
+    ours = settings  # kopf passes its own `settings` to startup handlers
 
     @kopf.on.startup(registry=registry)
-    async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-        # Handler progress and diff bases in annotations under our own prefix; the status
-        # subresource is a contract with users and the trainer, not kopf's scratch space.
-        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
-        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-            prefix=GROUP, key="last-handled-configuration"
-        )
+    async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
         settings.posting.level = logging.WARNING
         # We name our resources explicitly; scanning would need cluster-wide CRD and namespace
         # reads that least-privilege RBAC does not grant.
         settings.scanning.disabled = True
         settings.watching.server_timeout = 300
         settings.networking.error_backoffs = [1, 2, 5, 10]
+        # One safety-net loop for the whole operator (a kopf timer per job would need a finalizer).
+        memo["resync"] = asyncio.create_task(resync_forever(reconciler, ours))
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
         # The pod's service account inside a cluster, otherwise $KUBECONFIG: the same sources
         # lightkube uses for our own calls, without another client library just for kopf.
         return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
-
-    @kopf.on.startup(registry=registry)
-    async def start_resync(memo: kopf.Memo, **_: Any) -> None:
-        # One loop for the whole operator instead of a kopf timer per job: timers make kopf put a
-        # finalizer on every GRPOJob, which would hold deletions hostage to the operator.
-        memo["resync"] = asyncio.create_task(resync_forever(reconciler, settings))
 
     @kopf.on.cleanup(registry=registry)
     async def close(memo: kopf.Memo, **_: Any) -> None:
@@ -69,30 +71,24 @@ def register(registry: kopf.OperatorRegistry, settings: Settings, reconciler: Re
             task.cancel()
         await reconciler.api.close()
 
-    async def reconcile(body: kopf.Body, trigger: str) -> None:
-        await reconciler.reconcile(body.metadata["namespace"], body.metadata["name"], trigger=trigger)
-
-    @kopf.on.create(GROUP, VERSION, PLURAL, id="create", registry=registry)
-    async def on_create(body: kopf.Body, **_: Any) -> None:
-        # A job without status is as fresh as a read would be: hand it over and save the round trip.
-        await reconciler.reconcile(
-            body.metadata["namespace"], body.metadata["name"], trigger="create", body=dict(body)
+    @kopf.on.event(GROUP, VERSION, PLURAL, id="grpojob", registry=registry)
+    async def on_job(body: kopf.Body, type: str | None, **_: Any) -> None:
+        meta = body.metadata
+        key = (meta["namespace"], meta["name"])
+        if type == "DELETED":
+            seen_jobs.pop(key, None)
+            return
+        # A new uid, a spec change (generation) or a deletion starting is worth a reconcile.
+        fingerprint = (
+            str(meta.get("uid")),
+            str(meta.get("generation")),
+            str(bool(meta.get("deletionTimestamp"))),
         )
-
-    @kopf.on.update(
-        GROUP,
-        VERSION,
-        PLURAL,
-        id="update",
-        field="spec",
-        registry=registry,
-    )
-    async def on_update(body: kopf.Body, **_: Any) -> None:
-        await reconcile(body, "update")
-
-    @kopf.on.resume(GROUP, VERSION, PLURAL, id="resume", registry=registry)
-    async def on_resume(body: kopf.Body, **_: Any) -> None:
-        await reconcile(body, "resume")
+        if seen_jobs.get(key) == fingerprint:
+            return
+        seen_jobs[key] = fingerprint
+        # A job without status is as fresh as a read would be: hand it over, save the round trip.
+        await reconciler.reconcile(*key, trigger="job", body=dict(body))
 
     @kopf.on.event(
         "ray.io", "v1", "rayjobs", labels={JOB_LABEL: kopf.PRESENT}, id="rayjob", registry=registry
@@ -104,14 +100,13 @@ def register(registry: kopf.OperatorRegistry, settings: Settings, reconciler: Re
         key = (body.metadata["namespace"], body.metadata["name"])
         rayjob: dict[str, Any] | None = None
         if type == "DELETED":
-            seen.pop(key, None)
+            seen_rayjobs.pop(key, None)
         else:
-            # KubeRay rewrites its status often; only a change the lifecycle reads is worth a reconcile.
             status = dict(body.get("status") or {})
             fingerprint = tuple(str(status.get(k)) for k in _WATCHED_STATUS)
-            if seen.get(key) == fingerprint:
+            if seen_rayjobs.get(key) == fingerprint:
                 return
-            seen[key] = fingerprint
+            seen_rayjobs[key] = fingerprint
             rayjob = {"metadata": dict(body.metadata), "spec": dict(body.spec), "status": status}
         name, uid = owner
         await reconciler.reconcile(key[0], name, trigger="rayjob", owner_uid=uid, rayjob=rayjob)
