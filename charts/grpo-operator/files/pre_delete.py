@@ -1,9 +1,8 @@
 """Helm pre-delete hook: delete the release's GRPOJobs and wait until nothing of them is left.
 
 It runs before Helm removes the operator, while the operator and KubeRay still run, so every
-finalizer is removed by its owner: the operator releases each GRPOJob (kopf holds a finalizer
-while a job's timers run), the garbage collector then deletes the job's RayJob, and KubeRay stops
-the Ray job and removes the RayJob's finalizer. GRPOJobs are deleted in the background (the
+finalizer is removed by its owner: a GRPOJob carries none of the operator's, the garbage collector
+deletes the job's RayJob, and KubeRay stops the Ray job and removes the RayJob's finalizer. GRPOJobs are deleted in the background (the
 default) so the operator never sees a job that waits on its own children.
 
 The hook succeeds when no GRPOJob and no RayJob that a GRPOJob owns is left in the watched

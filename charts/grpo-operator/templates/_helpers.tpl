@@ -116,11 +116,11 @@ What the operator does with the API, and nothing more. Shared by the ClusterRole
 per-namespace Roles. Every rule says why it exists.
 */}}
 {{- define "grpo-operator.operatorRules" -}}
-# GRPOJobs: watched, read by the reconciler, and patched by kopf, which keeps handler progress in
-# annotations under grpo.dev/ and adds and removes its finalizer while the job's timers run.
+# GRPOJobs: watched and read by the reconciler. The operator never writes a job's spec or
+# metadata (no annotations, no finalizer), only its status (next rule).
 - apiGroups: ["grpo.dev"]
   resources: ["grpojobs"]
-  verbs: ["get", "list", "watch", "patch"]
+  verbs: ["get", "list", "watch"]
 # GRPOJob status: phase, conditions, attempt and outputs are the operator's to write. Holding
 # get/patch here is also what lets it grant the same to each job's trainer Role.
 - apiGroups: ["grpo.dev"]

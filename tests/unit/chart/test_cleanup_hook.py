@@ -117,7 +117,7 @@ def test_the_report_says_what_is_left_and_how_to_free_it() -> None:
                 "metadata": {
                     "namespace": "team-a",
                     "name": "geo3k",
-                    "finalizers": ["kopf.zalando.org/KopfFinalizerMarker"],
+                    "finalizers": ["example.com/backup-hold"],
                     "deletionTimestamp": "2026-12-01T10:00:00Z",
                 }
             },
@@ -127,7 +127,7 @@ def test_the_report_says_what_is_left_and_how_to_free_it() -> None:
     report = script.report(left, 240)
     assert "240s" in report
     assert (
-        "GRPOJob team-a/geo3k: being deleted, held by finalizers kopf.zalando.org/KopfFinalizerMarker"
+        "GRPOJob team-a/geo3k: being deleted, held by finalizers example.com/backup-hold"
         in report
     )
     assert "RayJob team-a/geo3k-1: not deleted yet" in report

@@ -27,7 +27,7 @@ def test_namespaced_installs_point_at_a_watched_namespace(notes_copy: Path) -> N
 
 def test_stuck_finalizers_are_explained(notes_copy: Path) -> None:
     notes = render_notes(notes_copy)
-    assert "kopf.zalando.org/KopfFinalizerMarker" in notes
+    assert "puts no finalizer on GRPOJobs" in notes
     assert "ray.io/rayjob-finalizer" in notes
     assert (
         """kubectl patch rayjob <name> -n <namespace> --type=merge -p '{"metadata":{"finalizers":null}}'"""

@@ -15,7 +15,7 @@ from .helm import NAMESPACE, NAMESPACED, of_kind, render, render_text
 # (API group, resource) -> verbs: the operator's whole use of the API (operator/grpo_operator/k8s.py
 # and kopf). A change here is a change of the operator's privileges and must be deliberate.
 OPERATOR_RULES = {
-    ("grpo.dev", "grpojobs"): {"get", "list", "watch", "patch"},
+    ("grpo.dev", "grpojobs"): {"get", "list", "watch"},
     ("grpo.dev", "grpojobs/status"): {"get", "patch"},
     ("grpo.dev", "grpojobs/finalizers"): {"update"},
     ("ray.io", "rayjobs"): {"get", "list", "watch", "create", "patch", "delete"},
