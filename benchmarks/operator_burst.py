@@ -122,6 +122,12 @@ def wait_all(watcher: Watcher, names: list[str], timeout: float, what: str) -> N
     )
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def peak_rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -152,12 +158,14 @@ def run_operator_burst(
     rayjobs.start()
     grpojobs.start()
     time.sleep(1)
+    cpu_before = cpu_seconds(operator.proc.pid)  # type: ignore[union-attr]
     started = create_all(client, manifests, workers)
     names = [m["metadata"]["name"] for m in manifests]
     wait_all(grpojobs, names, timeout, "phase Running")
     create_to_rayjob = [rayjobs.added[f"{n}-1"] - started[n] for n in names]
     status_lag = [grpojobs.reached[n] - rayjobs.reached[f"{n}-1"] for n in names]
     peak = peak_rss_mib(operator.proc.pid)  # type: ignore[union-attr]
+    cpu = cpu_seconds(operator.proc.pid) - cpu_before  # type: ignore[union-attr]
     rayjobs.stop = grpojobs.stop = True
     operator.stop()
     client.delete(Namespace, namespace)
@@ -166,6 +174,7 @@ def run_operator_burst(
         "create_to_rayjob": summary(create_to_rayjob),
         "rayjob_status_to_grpojob_status": summary(status_lag),
         "operator_peak_rss_mib": round(peak, 1),
+        "operator_cpu_seconds": round(cpu, 1),
         "burst_seconds": round(max(grpojobs.reached.values()) - min(started.values()), 1),
     }
 

@@ -45,6 +45,32 @@ def filler_rows(processor: Any, count: int, prompt_tokens: int, image_side: int)
     return rows
 
 
+def time_generation(cuda: bool) -> dict[int, float]:
+    """Time TRL's generation call per step (the rest of a step is scoring, loss and backward).
+
+    TRL's own profiling goes only to wandb/trackio, so the benchmark wraps the method itself.
+    """
+    import torch
+    from trl import GRPOTrainer
+
+    seconds: dict[int, float] = {}
+    original = GRPOTrainer._generate_single_turn
+
+    def timed(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if cuda:
+            torch.cuda.synchronize()
+        started = time.perf_counter()
+        result = original(self, *args, **kwargs)
+        if cuda:
+            torch.cuda.synchronize()
+        step = self.state.global_step + 1
+        seconds[step] = seconds.get(step, 0.0) + time.perf_counter() - started
+        return result
+
+    GRPOTrainer._generate_single_turn = timed
+    return seconds
+
+
 def random_reward(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:
     """Distinct rewards within each group, so advantages are non-zero and the full backward runs."""
     return [random.random() for _ in completions]
@@ -84,6 +110,7 @@ def main() -> None:
     total_params = sum(p.numel() for p in model.parameters())
 
     samples: list[dict[str, float]] = []
+    generation_seconds = time_generation(cuda)
 
     class MemoryProbe(TrainerCallback):
         def on_train_begin(
@@ -102,6 +129,7 @@ def main() -> None:
                         "step": state.global_step,
                         "peak_allocated_gib": torch.cuda.max_memory_allocated() / GIB,
                         "peak_reserved_gib": torch.cuda.max_memory_reserved() / GIB,
+                        "generation_seconds": generation_seconds.get(state.global_step, 0.0),
                     }
                 )
                 # Written as it goes, so a run cut short by a time limit still leaves its numbers.
@@ -147,6 +175,9 @@ def main() -> None:
         "global_step": result.global_step,
         "step_seconds": step_seconds,
         "mean_step_seconds_after_first": sum(steady) / len(steady) if steady else None,
+        "generation_seconds": [
+            generation_seconds.get(step, 0.0) for step in range(1, result.global_step + 1)
+        ],
         "completion_mean_length": [r["data"].get("response_length/mean") for r in steps],
         "memory_by_step": samples[1:],
         "peak_allocated_gib": max((s["peak_allocated_gib"] for s in samples[1:]), default=None),

@@ -48,6 +48,10 @@ class Reconciler:
         self.metrics = metrics
         self.clock = clock
         self._locks: defaultdict[tuple[str, str], asyncio.Lock] = defaultdict(asyncio.Lock)
+        # RayJob creations in flight; the other children wait until there are none (see _start_attempt).
+        self._urgent = 0
+        self._no_urgent = asyncio.Event()
+        self._no_urgent.set()
 
     async def reconcile(
         self,
@@ -143,23 +147,31 @@ class Reconciler:
             kopf.event(body, type=event_type, reason=reason, message=message[:1024])
 
     async def _start_attempt(self, job: GRPOJob, attempt: int) -> None:
-        """Apply the job's children and the attempt's RayJob, all at once.
+        """Apply the attempt's RayJob, then the job's other children.
 
-        Order does not matter to the API server (a RoleBinding may name a Role that does not exist
-        yet; a pod waits for its ConfigMap and claim), and concurrent calls keep a burst of new
-        jobs from queueing behind each other's round trips.
+        The RayJob goes first and jumps the queue: in a burst of new jobs every RayJob is created
+        before any job's ConfigMap, PVC and RBAC, so KubeRay starts provisioning clusters while
+        the rest follows. Order does not matter to the API server (a pod just waits for its
+        claim, and KubeRay retries a pod whose service account is not there yet).
         """
+        self._urgent += 1
+        self._no_urgent.clear()
+        try:
+            await self.api.apply(build_rayjob(job, self.settings, attempt))
+            created = parse_time(job.metadata.get("creationTimestamp"))
+            if attempt == 1 and created:
+                self.metrics.create_to_rayjob_seconds.observe((self.clock() - created).total_seconds())
+        finally:
+            self._urgent -= 1
+            if not self._urgent:
+                self._no_urgent.set()
+        await self._no_urgent.wait()
         pvc = build_checkpoint_pvc(job, self.settings)
         await asyncio.gather(
             self.api.apply(build_spec_configmap(job)),
             *(self.api.apply(manifest) for manifest in build_trainer_rbac(job)),
             *([self.api.create_if_absent(pvc)] if pvc is not None else []),
-            self.api.apply(build_rayjob(job, self.settings, attempt)),
         )
-        if attempt == 1:
-            created = parse_time(job.metadata.get("creationTimestamp"))
-            if created:
-                self.metrics.create_to_rayjob_seconds.observe((self.clock() - created).total_seconds())
         log.info(
             "created Ray job %s", rayjob_name(job.name, attempt), extra={"job": job.name, "attempt": attempt}
         )
