@@ -1,0 +1,112 @@
+"""Per-step metrics and checkpoint events in the files the status reporter tails.
+
+`grpo_trainer.reporter` tails the attempt's metrics file of `{"step": N, "data": {metric: value}}`
+lines (what verl's file logger writes) and a sibling `<stem>.checkpoints.jsonl` of
+`{"step", "path", "savedAt"}` lines, and patches the job status. The TRL engine writes both, under
+verl's metric names, so one reporter serves both engines. Run events (`resumed`, `train_end`,
+`exported`) go to the metrics file as `{"event": ...}` lines, which the reporter skips.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+METRICS_FILE_ENV = "GRPO_METRICS_FILE"
+
+# TRL's log keys -> verl's names, which the status reporter and dashboards already know.
+_TRL_TO_VERL = {
+    "reward": "critic/score/mean",
+    "reward_std": "critic/score/std",
+    "completions/mean_length": "response_length/mean",
+    "completions/max_length": "response_length/max",
+    "completions/min_length": "response_length/min",
+    "completions/clipped_ratio": "response_length/clip_ratio",
+    "entropy": "actor/entropy",
+    "kl": "actor/kl_loss",
+    "loss": "actor/pg_loss",
+    "grad_norm": "actor/grad_norm",
+    "learning_rate": "actor/lr",
+    "epoch": "training/epoch",
+}
+
+
+def verl_metrics(logs: Mapping[str, Any], *, step: int, step_seconds: float | None) -> dict[str, float]:
+    """Translate one TRL log record into verl-named metrics.
+
+    Every numeric TRL value is kept under `trl/<key>` as well, so nothing TRL reports is lost;
+    non-finite and non-numeric values are dropped because JSON cannot carry NaN portably.
+    """
+    data: dict[str, float] = {}
+    for key, value in logs.items():
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            continue
+        data[f"trl/{key}"] = float(value)
+        if key in _TRL_TO_VERL:
+            data[_TRL_TO_VERL[key]] = float(value)
+        elif key.startswith("rewards/") and key.endswith("/mean"):
+            # Per-function reward means, e.g. rewards/correctness_reward_func/mean.
+            data[f"critic/rewards/{key.removeprefix('rewards/')}"] = float(value)
+    data["training/global_step"] = float(step)
+    if step_seconds is not None:
+        data["timing_s/step"] = float(step_seconds)
+    return data
+
+
+def checkpoint_events_path(metrics_path: str | os.PathLike[str]) -> Path:
+    """Where checkpoint events go: `grpo_trainer.spec.checkpoint_events_file`'s rule.
+
+    Repeated here (a unit test holds the two equal) because `spec` imports the API models, which
+    the GPU benchmark environment does not carry.
+    """
+    path = Path(metrics_path)
+    return path.with_name(path.stem + ".checkpoints.jsonl")
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class MetricsFile:
+    """Appends JSON lines and flushes each one, so a reporter tailing the file sees them at once.
+
+    The file is opened per write: the trainer writes a line every step or so, and a crash loses
+    nothing already written.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.events_path = checkpoint_events_path(self.path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    @classmethod
+    def from_env(cls, fallback: str | os.PathLike[str]) -> MetricsFile:
+        """The path the operator passes in `GRPO_METRICS_FILE`, else `fallback`."""
+        return cls(os.environ.get(METRICS_FILE_ENV) or fallback)
+
+    def write(self, record: Mapping[str, Any], *, path: Path | None = None) -> None:
+        with (path or self.path).open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, sort_keys=True) + "\n")
+            handle.flush()
+
+    def step(self, step: int, data: Mapping[str, float]) -> None:
+        self.write({"step": step, "data": dict(data)})
+
+    def event(self, event: str, step: int, **fields: Any) -> None:
+        self.write({"event": event, "step": step, **fields})
+
+    def checkpoint(self, step: int, path: str | os.PathLike[str]) -> None:
+        self.write({"step": step, "path": str(path), "savedAt": utc_now()}, path=self.events_path)
+
+
+def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Every JSON line of a metrics or events file (tests and benchmarks read curves back)."""
+    if not Path(path).is_file():
+        return []
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]

@@ -1,0 +1,64 @@
+"""Reward functions for TRL's GRPOTrainer, taken from `grpo_trainer.rewards`.
+
+TRL calls each reward function with the batch's prompts and completions and every extra dataset
+column as a keyword list. The `reasoning-format` builtin already has the seed's TRL-style pair
+(formatting, correctness); other builtins export verl's per-sample `compute_score`, which
+`per_sample_reward` adapts to the batch call.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+RewardFunc = Callable[..., list[float]]
+
+
+def completion_text(completion: Any) -> str:
+    """The text of one completion, conversational (`[{"role", "content"}]`) or plain."""
+    if isinstance(completion, list):
+        if not completion:
+            return ""
+        content = completion[-1].get("content", "")
+        if isinstance(content, list):
+            return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+        return str(content or "")
+    return str(completion or "")
+
+
+def per_sample_reward(compute_score: Callable[..., Any], name: str) -> RewardFunc:
+    """Wrap `compute_score(data_source, solution_str, ground_truth, extra_info)` for TRL."""
+
+    def reward(
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        answer: Sequence[str],
+        data_source: Sequence[str] | None = None,
+        extra_info: Sequence[str | None] | None = None,
+        **kwargs: Any,
+    ) -> list[float]:
+        scores = []
+        for index, completion in enumerate(completions):
+            info = extra_info[index] if extra_info is not None else None
+            result = compute_score(
+                data_source[index] if data_source is not None else name,
+                completion_text(completion),
+                answer[index],
+                extra_info=json.loads(info) if isinstance(info, str) else info,
+            )
+            # verl allows a dict with a "score" key as well as a number.
+            scores.append(float(result["score"] if isinstance(result, dict) else result))
+        return scores
+
+    reward.__name__ = f"{name.replace('-', '_')}_score"
+    return reward
+
+
+def builtin_reward_funcs(name: str) -> list[RewardFunc]:
+    """The reward functions of a builtin by its spec name (`reasoning-format`, `geo3k`, ...)."""
+    module = importlib.import_module(f"grpo_trainer.rewards.{name.replace('-', '_')}")
+    if name == "reasoning-format":
+        return [module.formatting_reward_func, module.correctness_reward_func]
+    return [per_sample_reward(module.compute_score, name)]

@@ -1,0 +1,155 @@
+"""One TRL engine run: load the policy, build GRPOTrainer, resume, train, export.
+
+Side effects live here and nowhere else in the engine; what to run is decided by the pure
+`settings.build_trl_config`. `run` turns any failure into an exit-code class the operator acts on.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .checkpoints import remove_incomplete, resolve_resume
+from .export import export_policy
+from .failures import ExitCode, classify
+from .metrics import MetricsFile
+from .rewards import RewardFunc
+from .settings import TrlSettings, build_trl_config
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunRequest:
+    """What one run trains on and where its outputs go."""
+
+    settings: TrlSettings
+    model_path: str
+    rows: list[dict[str, Any]]
+    reward_funcs: Sequence[RewardFunc]
+    # Used when the operator did not set GRPO_METRICS_FILE.
+    metrics_path: str | None = None
+    # `latest`, `never`, or a checkpoint folder.
+    resume: str = "latest"
+    export_dir: str | None = None
+    export_adapter: bool = True
+    export_merged: bool = True
+    filter_overlong_prompts: bool = True
+    # Test and benchmark hooks: a (model, processor) built in memory instead of loaded from
+    # `model_path`, a function that adjusts the model, extra callbacks.
+    policy: tuple[Any, Any] | None = None
+    prepare_model: Callable[[Any], None] | None = None
+    callbacks: Sequence[Any] = field(default_factory=tuple)
+
+
+@dataclass
+class RunResult:
+    global_step: int
+    resumed_from: int | None
+    dropped_prompts: int
+    exported: dict[str, str]
+    trainer: Any
+
+
+def load_policy(model_path: str, *, bf16: bool) -> tuple[Any, Any]:
+    """The base model and its processor from a local folder (no hub: jobs mount their models)."""
+    import torch
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    dtype = torch.bfloat16 if bf16 else torch.float32
+    model = AutoModelForImageTextToText.from_pretrained(model_path, dtype=dtype, local_files_only=True)
+    processor = AutoProcessor.from_pretrained(model_path, padding_side="left", local_files_only=True)
+    return model, processor
+
+
+def make_trainer(
+    request: RunRequest, model: Any, processor: Any, rows: list[dict[str, Any]], callbacks: list[Any]
+) -> Any:
+    from datasets import Dataset
+    from peft import LoraConfig
+    from trl import GRPOConfig, GRPOTrainer
+
+    grpo_kwargs, lora_kwargs = build_trl_config(request.settings)
+    return GRPOTrainer(
+        model=model,
+        reward_funcs=list(request.reward_funcs),
+        args=GRPOConfig(**grpo_kwargs),
+        train_dataset=Dataset.from_list(rows),
+        processing_class=processor,
+        peft_config=LoraConfig(**lora_kwargs),
+        callbacks=callbacks,
+    )
+
+
+def train(request: RunRequest) -> RunResult:
+    """Train to the end (resuming when a checkpoint exists) and export; raises on failure."""
+    from .callbacks import ProgressCallback
+    from .data import filter_overlong_prompts
+
+    settings = request.settings
+    output_dir = Path(settings.output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    metrics = MetricsFile.from_env(request.metrics_path or output_dir / "metrics.jsonl")
+
+    if request.policy is not None:
+        model, processor = request.policy
+    else:
+        model, processor = load_policy(request.model_path, bf16=settings.bf16)
+    if request.prepare_model is not None:
+        request.prepare_model(model)
+
+    rows, dropped = request.rows, 0
+    if request.filter_overlong_prompts:
+        rows, dropped = filter_overlong_prompts(rows, processor, settings.max_prompt_length)
+        if dropped:
+            log.warning("dropped %d prompts longer than %d tokens", dropped, settings.max_prompt_length)
+    if not rows:
+        raise ValueError("no training prompt fits max_prompt_length")
+
+    progress = ProgressCallback(metrics, keep=settings.keep_checkpoints)
+    trainer = make_trainer(request, model, processor, rows, [progress, *request.callbacks])
+
+    removed = remove_incomplete(output_dir)
+    if removed:
+        log.warning("removed incomplete checkpoints: %s", ", ".join(str(p) for p in removed))
+    checkpoint = resolve_resume(output_dir, request.resume)
+    if checkpoint is not None:
+        metrics.event("resumed", checkpoint.step, path=str(checkpoint.path))
+    trainer.train(resume_from_checkpoint=str(checkpoint.path) if checkpoint else None)
+
+    exported: dict[str, str] = {}
+    if request.export_dir and (request.export_adapter or request.export_merged):
+        exported = export_policy(
+            trainer.model,
+            processor,
+            request.export_dir,
+            step=trainer.state.global_step,
+            adapter=request.export_adapter,
+            merged=request.export_merged,
+        )
+        metrics.event("exported", trainer.state.global_step, **exported)
+    return RunResult(
+        global_step=trainer.state.global_step,
+        resumed_from=checkpoint.step if checkpoint else None,
+        dropped_prompts=dropped,
+        exported=exported,
+        trainer=trainer,
+    )
+
+
+def run(request: RunRequest) -> ExitCode:
+    """`train`, with the failure mapped to the exit code the operator reads."""
+    try:
+        train(request)
+    except BaseException as error:
+        if isinstance(error, KeyboardInterrupt | SystemExit):
+            raise
+        code = classify(error)
+        log.exception("TRL engine failed (exit %d, %s)", int(code), code.name)
+        print(f"grpo-train: {type(error).__name__}: {error}", file=sys.stderr)
+        return code
+    return ExitCode.OK

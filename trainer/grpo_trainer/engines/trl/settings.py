@@ -1,0 +1,252 @@
+"""The TRL engine's settings and the pure mapping from them to TRL's and peft's configuration.
+
+`TrlSettings` holds the third seed's recipe as defaults, so a GRPOJob that says only
+`engine: trl` trains the way the seed does; every value can be changed by the job. The mapping
+(`build_trl_config`) is pure, so what reaches `GRPOConfig` and `LoraConfig` is unit-tested
+without importing torch or TRL, and every seed value is written explicitly: TRL 1.16's defaults
+differ from the seed's (`loss_type` is `dapo` there, `importance_sampling_level` is `token`,
+`learning_rate` 1e-6, `logging_steps` 10).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+# Module-name fragments, matched as regular expressions by peft against full module names.
+# The Qwen-VL family names its vision tower `visual` and its language model `language_model`;
+# LLaVA-style models use `vision_tower`/`vision_model`, `multi_modal_projector` and
+# `language_model`/`text_model`. Matching by family fragments keeps the engine model-agnostic
+# without loading the model in this pure module.
+_VISION_TOWER = r"(?:visual|vision_tower|vision_model)"
+_LANGUAGE_MODEL = r"(?:language_model|text_model)"
+_VISION_ATTENTION_LEAVES = r"(?:attn|self_attn|attention)\.(?:qkv|proj|q_proj|k_proj|v_proj|o_proj|out_proj)"
+_VISION_MLP_LEAVES = r"mlp\.(?:linear_fc1|linear_fc2|fc1|fc2|gate_proj|up_proj|down_proj)"
+# The projector that turns vision features into language-model embeddings (the seed trains it
+# together with the encoder: "ViT + Projector + Decoder").
+_PROJECTOR = (
+    r"(?:visual\.merger|visual\.deepstack_merger_list\.\d+|multi_modal_projector|mm_projector)"
+    r"\.(?:linear_fc1|linear_fc2|mlp\.0|mlp\.2|linear_1|linear_2)"
+)
+_LANGUAGE_ATTENTION_LEAVES = r"self_attn\.(?:q_proj|k_proj|v_proj|o_proj)"
+_LANGUAGE_MLP_LEAVES = r"mlp\.(?:gate_proj|up_proj|down_proj)"
+
+
+@dataclass(frozen=True)
+class TrlSettings:
+    """Everything the TRL engine needs to know about one run, with the third seed's values.
+
+    Lengths are in tokens. `per_device_train_batch_size` counts completions, as in TRL; the seed's
+    value 1 is raised to a multiple of `num_generations` by `build_trl_config` (see there).
+    """
+
+    output_dir: str = "outputs"
+    # Optimiser and schedule (seed: AdamW 5e-6, betas 0.9/0.99, weight decay 0.1, cosine, warmup 0.1).
+    learning_rate: float = 5e-6
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.99
+    weight_decay: float = 0.1
+    # The seed uses `adamw_8bit`, which needs bitsandbytes; on LoRA's few parameters the saving
+    # is tens of megabytes, so the portable optimiser is the default.
+    optim: str = "adamw_torch"
+    lr_scheduler_type: str = "cosine"
+    warmup_ratio: float = 0.1
+    max_grad_norm: float = 0.1
+    # Batch and group (seed: batch 1, no accumulation, G=2).
+    per_device_train_batch_size: int = 1
+    gradient_accumulation_steps: int = 1
+    num_generations: int = 2
+    # Lengths (seed: 1024 + 1024). TRL 1.16 has no `max_prompt_length`: the engine filters longer
+    # prompts out of the dataset instead (see `data.filter_overlong_prompts`).
+    max_prompt_length: int = 1024
+    max_completion_length: int = 1024
+    # Length of the run: `max_steps` wins when positive (seed: 60 steps).
+    max_steps: int = 60
+    num_train_epochs: float = 1.0
+    # Objective (seed: Dr. GRPO loss, sequence-level importance sampling, no KL term).
+    loss_type: str = "dr_grpo"
+    importance_sampling_level: str = "sequence"
+    beta: float = 0.0
+    epsilon: float = 0.2
+    scale_rewards: str = "group"
+    num_iterations: int = 1
+    temperature: float = 1.0
+    reward_weights: tuple[float, ...] | None = None
+    # Checkpoints and logs (seed: save every 60 steps, log every step, no external reporter).
+    save_steps: int = 60
+    # Checkpoints kept on the shared volume, over all attempts of the job (the engine prunes).
+    keep_checkpoints: int = 3
+    logging_steps: int = 1
+    report_to: str = "none"
+    seed: int = 42
+    # Precision and memory.
+    bf16: bool = True
+    gradient_checkpointing: bool = True
+    # LoRA (seed: r=16, alpha=16, dropout 0, vision and language layers, attention and MLP).
+    lora_rank: int = 16
+    lora_alpha: int = 16
+    lora_dropout: float = 0.0
+    lora_vision_layers: bool = True
+    lora_language_layers: bool = True
+    lora_attention_modules: bool = True
+    lora_mlp_modules: bool = True
+    # Explicit module names or one regular expression; replaces the four switches above.
+    lora_target_modules: tuple[str, ...] | str | None = None
+    lora_exclude_modules: tuple[str, ...] | None = None
+    # `key=value` escape hatch onto GRPOConfig (`beta=0.04`) or LoraConfig (`lora.use_rslora=true`).
+    overrides: tuple[str, ...] = ()
+
+
+def lora_target_regex(settings: TrlSettings) -> str | list[str]:
+    """Return peft's `target_modules` for the switches, or the explicit list when one is given.
+
+    The result is one regular expression (peft full-matches a string against each module name),
+    so only the Linear layers inside the chosen towers are adapted; embeddings, norms and the
+    language-model head stay frozen as in the seed.
+    """
+    if settings.lora_target_modules is not None:
+        if isinstance(settings.lora_target_modules, str):
+            return settings.lora_target_modules
+        return list(settings.lora_target_modules)
+    alternatives: list[str] = []
+    if settings.lora_vision_layers:
+        leaves = []
+        if settings.lora_attention_modules:
+            leaves.append(_VISION_ATTENTION_LEAVES)
+        if settings.lora_mlp_modules:
+            leaves.append(_VISION_MLP_LEAVES)
+        if leaves:
+            alternatives.append(rf".*{_VISION_TOWER}\..*(?:{'|'.join(leaves)})")
+        alternatives.append(rf".*{_PROJECTOR}")
+    if settings.lora_language_layers:
+        leaves = []
+        if settings.lora_attention_modules:
+            leaves.append(_LANGUAGE_ATTENTION_LEAVES)
+        if settings.lora_mlp_modules:
+            leaves.append(_LANGUAGE_MLP_LEAVES)
+        if leaves:
+            alternatives.append(rf".*{_LANGUAGE_MODEL}\..*(?:{'|'.join(leaves)})")
+    if not alternatives:
+        raise ValueError("LoRA targets nothing: enable vision or language layers, or name target modules")
+    return "|".join(f"(?:{a})" for a in alternatives)
+
+
+def parse_override_value(raw: str) -> Any:
+    """Read an override's value as JSON where it is JSON (numbers, booleans, lists), else as text.
+
+    `true`, `1e-5` and `[0.5, 1]` become typed values; `cosine` stays a string, so users need no
+    quoting for the common case.
+    """
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+
+
+def split_overrides(overrides: Iterable[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Split `key=value` overrides into GRPOConfig ones and LoraConfig ones (`lora.` prefix)."""
+    trainer: dict[str, Any] = {}
+    lora: dict[str, Any] = {}
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"engine override {item!r} is not of the form key=value")
+        value = parse_override_value(raw.strip())
+        if key.startswith("lora."):
+            lora[key.removeprefix("lora.")] = value
+        else:
+            trainer[key] = value
+    return trainer, lora
+
+
+def effective_batch_size(settings: TrlSettings) -> int:
+    """The per-device batch TRL can run: a multiple of the group size.
+
+    TRL requires each generation batch to hold whole groups of `num_generations` completions; the
+    seed's batch of 1 with G=2 is rejected by stock TRL. Unsloth, which the seed ran on, raises the
+    batch to `num_generations`; rounding up to the next multiple does the same here, so one step
+    is one prompt with its G completions.
+    """
+    per_step = settings.per_device_train_batch_size * settings.gradient_accumulation_steps
+    if per_step % settings.num_generations == 0:
+        return settings.per_device_train_batch_size
+    g = settings.num_generations
+    return math.ceil(settings.per_device_train_batch_size / g) * g
+
+
+def build_trl_config(settings: TrlSettings) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Map settings to (`GRPOConfig` keyword arguments, `LoraConfig` keyword arguments).
+
+    Pure: no TRL import, so the mapping is tested on any machine. Overrides are applied last and
+    win over every derived value.
+    """
+    grpo: dict[str, Any] = {
+        "output_dir": settings.output_dir,
+        "learning_rate": settings.learning_rate,
+        "adam_beta1": settings.adam_beta1,
+        "adam_beta2": settings.adam_beta2,
+        "weight_decay": settings.weight_decay,
+        "optim": settings.optim,
+        "lr_scheduler_type": settings.lr_scheduler_type,
+        # transformers 5 dropped `warmup_ratio`: a float below 1 in `warmup_steps` is the ratio.
+        "warmup_steps": settings.warmup_ratio,
+        "max_grad_norm": settings.max_grad_norm,
+        "per_device_train_batch_size": effective_batch_size(settings),
+        "gradient_accumulation_steps": settings.gradient_accumulation_steps,
+        "num_generations": settings.num_generations,
+        "max_completion_length": settings.max_completion_length,
+        "max_steps": settings.max_steps,
+        "num_train_epochs": settings.num_train_epochs,
+        "loss_type": settings.loss_type,
+        "importance_sampling_level": settings.importance_sampling_level,
+        "beta": settings.beta,
+        "epsilon": settings.epsilon,
+        "scale_rewards": settings.scale_rewards,
+        "num_iterations": settings.num_iterations,
+        "temperature": settings.temperature,
+        "reward_weights": list(settings.reward_weights) if settings.reward_weights is not None else None,
+        # Checkpoints are pruned by the engine (all attempts share one folder), not by the Trainer.
+        "save_strategy": "steps",
+        "save_steps": settings.save_steps,
+        "save_total_limit": None,
+        "save_only_model": False,
+        "logging_steps": settings.logging_steps,
+        "logging_first_step": True,
+        "report_to": settings.report_to,
+        "seed": settings.seed,
+        "bf16": settings.bf16,
+        "fp16": False,
+        "gradient_checkpointing": settings.gradient_checkpointing,
+        # Non-reentrant checkpointing works with frozen inputs and LoRA without extra hooks.
+        "gradient_checkpointing_kwargs": {"use_reentrant": False},
+        # Images and answers travel in extra columns the reward functions read.
+        "remove_unused_columns": False,
+        "dataloader_num_workers": 0,
+    }
+    lora: dict[str, Any] = {
+        "r": settings.lora_rank,
+        "lora_alpha": settings.lora_alpha,
+        "lora_dropout": settings.lora_dropout,
+        "bias": "none",
+        "target_modules": lora_target_regex(settings),
+        "task_type": "CAUSAL_LM",
+    }
+    if settings.lora_exclude_modules:
+        lora["exclude_modules"] = list(settings.lora_exclude_modules)
+    trainer_overrides, lora_overrides = split_overrides(settings.overrides)
+    grpo.update(trainer_overrides)
+    lora.update(lora_overrides)
+    return grpo, lora
+
+
+def settings_with(settings: TrlSettings, values: Mapping[str, Any]) -> TrlSettings:
+    """Return a copy with `values` applied, rejecting names `TrlSettings` does not have."""
+    known = {f.name for f in fields(TrlSettings)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"unknown TRL engine settings: {', '.join(unknown)}")
+    return replace(settings, **dict(values))
