@@ -133,7 +133,7 @@ def main(argv: list[str]) -> int:
     if phase == "first":
         build_model_dir(workdir, PLAN)
     report: dict[str, Any] = {}
-    code = run(request(workdir, phase, report, bf16=bf16))
+    code = run(request(workdir, phase, report, bf16=bf16)).code
     if phase == "second":
         steps = [r["step"] for r in read_records(workdir / "metrics.jsonl") if "data" in r]
         events = [r for r in read_records(workdir / "metrics.jsonl") if "event" in r]

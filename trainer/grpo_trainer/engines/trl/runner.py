@@ -15,7 +15,7 @@ from typing import Any
 
 from .checkpoints import remove_incomplete, resolve_resume
 from .export import export_policy
-from .failures import ExitCode, classify
+from .failures import Classified, ExitCode, classify
 from .metrics import MetricsFile
 from .rewards import RewardFunc
 from .settings import TrlSettings, build_trl_config
@@ -141,15 +141,21 @@ def train(request: RunRequest) -> RunResult:
     )
 
 
-def run(request: RunRequest) -> ExitCode:
-    """`train`, with the failure mapped to the exit code the operator reads."""
+@dataclass(frozen=True)
+class Outcome:
+    code: ExitCode
+    reason: str
+    message: str
+
+
+def run(request: RunRequest) -> Outcome:
+    """`train`, with a failure mapped to the exit-code class the operator acts on."""
     try:
         train(request)
-    except BaseException as error:
-        if isinstance(error, KeyboardInterrupt | SystemExit):
-            raise
-        code = classify(error)
-        log.exception("TRL engine failed (exit %d, %s)", int(code), code.name)
-        print(f"grpo-train: {type(error).__name__}: {error}", file=sys.stderr)
-        return code
-    return ExitCode.OK
+    except Exception as error:
+        classified: Classified = classify(error)
+        log.exception("TRL engine failed (exit %d, %s)", int(classified.code), classified.reason)
+        message = f"{type(error).__name__}: {error}"
+        print(f"grpo-train: {message}", file=sys.stderr)
+        return Outcome(classified.code, classified.reason, message)
+    return Outcome(ExitCode.OK, "Succeeded", "")

@@ -59,6 +59,8 @@ class TrlSettings:
     per_device_train_batch_size: int = 1
     gradient_accumulation_steps: int = 1
     num_generations: int = 2
+    # Optimiser steps per generation round (None: TRL's default, one round per step).
+    steps_per_generation: int | None = None
     # Lengths (seed: 1024 + 1024). TRL 1.16 has no `max_prompt_length`: the engine filters longer
     # prompts out of the dataset instead (see `data.filter_overlong_prompts`).
     max_prompt_length: int = 1024
@@ -73,6 +75,7 @@ class TrlSettings:
     epsilon: float = 0.2
     scale_rewards: str = "group"
     num_iterations: int = 1
+    entropy_coef: float = 0.0
     temperature: float = 1.0
     reward_weights: tuple[float, ...] | None = None
     # Checkpoints and logs (seed: save every 60 steps, log every step, no external reporter).
@@ -171,8 +174,9 @@ def effective_batch_size(settings: TrlSettings) -> int:
     batch to `num_generations`; rounding up to the next multiple does the same here, so one step
     is one prompt with its G completions.
     """
-    per_step = settings.per_device_train_batch_size * settings.gradient_accumulation_steps
-    if per_step % settings.num_generations == 0:
+    rounds = settings.steps_per_generation or settings.gradient_accumulation_steps
+    per_round = settings.per_device_train_batch_size * rounds
+    if per_round % settings.num_generations == 0:
         return settings.per_device_train_batch_size
     g = settings.num_generations
     return math.ceil(settings.per_device_train_batch_size / g) * g
@@ -197,6 +201,7 @@ def build_trl_config(settings: TrlSettings) -> tuple[dict[str, Any], dict[str, A
         "max_grad_norm": settings.max_grad_norm,
         "per_device_train_batch_size": effective_batch_size(settings),
         "gradient_accumulation_steps": settings.gradient_accumulation_steps,
+        "steps_per_generation": settings.steps_per_generation,
         "num_generations": settings.num_generations,
         "max_completion_length": settings.max_completion_length,
         "max_steps": settings.max_steps,
@@ -207,6 +212,7 @@ def build_trl_config(settings: TrlSettings) -> tuple[dict[str, Any], dict[str, A
         "epsilon": settings.epsilon,
         "scale_rewards": settings.scale_rewards,
         "num_iterations": settings.num_iterations,
+        "entropy_coef": settings.entropy_coef,
         "temperature": settings.temperature,
         "reward_weights": list(settings.reward_weights) if settings.reward_weights is not None else None,
         # Checkpoints are pruned by the engine (all attempts share one folder), not by the Trainer.
