@@ -26,7 +26,6 @@ CHILD_KINDS = {
     "rolebindings",
     "persistentvolumeclaims",
 }
-FORBIDDEN = re.compile(r"forbidden", re.IGNORECASE)
 
 
 def apply_example(cluster: Cluster, namespace: str, name: str) -> str:
@@ -110,23 +109,6 @@ def event_reasons(cluster: Cluster, namespace: str, job: str) -> dict[str, str]:
         for e in cluster.events(namespace)
         if e["involvedObject"].get("kind") == "GRPOJob" and e["involvedObject"].get("name") == job
     }
-
-
-def forbidden_lines(log: str) -> list[str]:
-    return [line for line in log.splitlines() if FORBIDDEN.search(line)]
-
-
-def error_lines(log: str) -> list[str]:
-    """The operator's JSON log records at error level or above: a handler that failed."""
-    found = []
-    for line in log.splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and record.get("severity") in ("error", "critical"):
-            found.append(str(record.get("message", line))[:500])
-    return found
 
 
 def eventually(check: Callable[[], bool], *, timeout: float, what: Callable[[], str]) -> None:

@@ -162,3 +162,14 @@ def account_kubeconfig(cluster: Cluster, namespace: str, account: str, path: Pat
     path.write_text(yaml.safe_dump(config))
     path.chmod(0o600)
     return path
+
+
+def describe(objects: list[dict[str, Any]]) -> list[str]:
+    return [f"{o['kind']} {o['metadata'].get('namespace', '')}/{o['metadata']['name']}" for o in objects]
+
+
+def existing(cluster: Cluster, objects: list[dict[str, Any]]) -> list[str]:
+    """Which of these objects (as Helm rendered them) exist in the cluster now."""
+    return describe(
+        [o for o in objects if cluster.get(o["kind"], o["metadata"]["name"], o["metadata"].get("namespace"))]
+    )
