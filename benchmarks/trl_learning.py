@@ -42,7 +42,7 @@ def plot(out: Path, curves: dict[str, list[float]], blind: float) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
-    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--steps", type=int, default=None, help="default: the plan's")
     parser.add_argument("--small", action="store_true", help="the CI plan's sizes (the CPU test's)")
     args = parser.parse_args()
 
@@ -53,7 +53,7 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     base = CI_PLAN if args.small else GPU_PLAN
-    plan = replace(base, steps=args.steps, bf16=torch.cuda.is_available() and not args.small)
+    plan = replace(base, steps=args.steps or base.steps, bf16=torch.cuda.is_available() and not args.small)
     model_dir = build_model_dir(out, plan)
     curves: dict[str, list[float]] = {}
     seconds: dict[str, float] = {}
