@@ -11,7 +11,7 @@ settings are exactly what it gets. Nothing here is specific to the local backend
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import pytest
 from cluster.backend import Cluster
@@ -36,7 +36,9 @@ def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     if report.failed:
         for name, value in getattr(item, "funcargs", {}).items():

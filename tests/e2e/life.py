@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cluster.backend import Cluster
-from integration.jobs import EXAMPLES, create_source_claims, example
+from integration.jobs import EXAMPLES, condition, create_source_claims, example
 
 # `kubectl get grpojobs -o wide`: the CRD's printer columns, the wide-only ones last.
 COLUMNS = ["NAME", "PHASE", "STEP", "REWARD", "VAL", "ATTEMPT", "AGE", "ACCELERATOR", "RAYJOB"]
@@ -57,6 +57,13 @@ def wait_condition(
     )
     assert obj is not None
     return obj
+
+
+def condition_status(obj: dict[str, Any], ctype: str) -> str:
+    """The status ("True"/"False") of one of the object's conditions, which must exist."""
+    found = condition(obj, ctype)
+    assert found is not None, f"no {ctype} condition in {obj.get('status')}"
+    return str(found["status"])
 
 
 def grpojob_rows(cluster: Cluster, namespace: str) -> dict[str, dict[str, str]]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from cluster.backend import Cluster
 from cluster.rayjobapi import RUNNING_FOREVER, RayJobAPI
-from integration.jobs import EXAMPLES, condition, example, owned_children
+from integration.jobs import EXAMPLES, example, owned_children
 from integration.operator_process import OperatorProcess
 
 from .access import Access, accesses, assert_access, never_granted, service_account_user
@@ -22,6 +22,7 @@ from .life import (
     CHILD_KINDS,
     appliers,
     apply_example,
+    condition_status,
     event_reasons,
     eventually,
     ray_job_id,
@@ -133,7 +134,7 @@ def test_install_creates_the_operator_and_its_identity(cluster: Cluster, release
     assert [p["status"]["phase"] for p in selected] == ["Running"]
 
     crd = cluster.get("crd", "grpojobs.grpo.dev")
-    assert condition(crd, "Established")["status"] == "True"
+    assert condition_status(crd, "Established") == "True"
 
 
 def test_operator_account_may_do_exactly_what_the_operator_does(
@@ -182,7 +183,7 @@ def test_example_whole_life(
     job_api.finish(ray_job_id(cluster, namespace, f"{job}-1"), "FAILED", RETRYABLE_FAILURE)
     restarting = wait_condition(cluster, namespace, job, "Restarting")
     assert restarting["status"]["attempt"] == 2
-    assert condition(restarting, "Running")["status"] == "False"
+    assert condition_status(restarting, "Running") == "False"
     [failed] = restarting["status"]["failedAttempts"]
     assert (failed["attempt"], failed["retryable"]) == (1, True)
     assert "exit code 75" in failed["message"]
@@ -193,12 +194,12 @@ def test_example_whole_life(
     job_api.configure_job(second, RUNNING_FOREVER)
     resumed = wait_condition(cluster, namespace, job, "Running")
     assert resumed["status"]["attempt"] == 2
-    assert condition(resumed, "Restarting")["status"] == "False"
+    assert condition_status(resumed, "Restarting") == "False"
 
     job_api.finish(second, "SUCCEEDED")
     done = wait_condition(cluster, namespace, job, "Succeeded")
     assert done["status"]["completionTime"]
-    assert condition(done, "Running")["status"] == "False"
+    assert condition_status(done, "Running") == "False"
     row = row_of(cluster, namespace, job)
     assert (row["PHASE"], row["ATTEMPT"]) == ("Succeeded", "2")
     reasons = event_reasons(cluster, namespace, job)
