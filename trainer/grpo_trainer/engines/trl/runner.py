@@ -67,13 +67,18 @@ def load_policy(model_path: str, *, bf16: bool) -> tuple[Any, Any]:
 
 
 def make_trainer(
-    request: RunRequest, model: Any, processor: Any, rows: list[dict[str, Any]], callbacks: list[Any]
+    request: RunRequest,
+    configs: tuple[dict[str, Any], dict[str, Any]],
+    model: Any,
+    processor: Any,
+    rows: list[dict[str, Any]],
+    callbacks: list[Any],
 ) -> Any:
     from datasets import Dataset
     from peft import LoraConfig
     from trl import GRPOConfig, GRPOTrainer
 
-    grpo_kwargs, lora_kwargs = build_trl_config(request.settings)
+    grpo_kwargs, lora_kwargs = configs
     return GRPOTrainer(
         model=model,
         reward_funcs=list(request.reward_funcs),
@@ -95,10 +100,12 @@ def train(request: RunRequest) -> RunResult:
     output_dir.mkdir(parents=True, exist_ok=True)
     metrics = MetricsFile.from_env(request.metrics_path or output_dir / "metrics.jsonl")
 
+    grpo_kwargs, lora_kwargs = build_trl_config(settings)
     if request.policy is not None:
         model, processor = request.policy
     else:
-        model, processor = load_policy(request.model_path, bf16=settings.bf16)
+        # After overrides: `bf16=false` in engine.overrides must also load fp32 weights.
+        model, processor = load_policy(request.model_path, bf16=bool(grpo_kwargs["bf16"]))
     if request.prepare_model is not None:
         request.prepare_model(model)
 
@@ -111,7 +118,9 @@ def train(request: RunRequest) -> RunResult:
         raise ValueError("no training prompt fits max_prompt_length")
 
     progress = ProgressCallback(metrics, keep=settings.keep_checkpoints)
-    trainer = make_trainer(request, model, processor, rows, [progress, *request.callbacks])
+    trainer = make_trainer(
+        request, (grpo_kwargs, lora_kwargs), model, processor, rows, [progress, *request.callbacks]
+    )
 
     removed = remove_incomplete(output_dir)
     if removed:

@@ -1,0 +1,112 @@
+"""`grpo-train run` with engine: trl, end to end on CPU: spec -> data -> training -> export."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("trl")
+
+from grpo_operator.api.v1alpha1 import GRPOJob, ResolvedJob
+from grpo_operator.api.v1alpha1.resolved import JobPaths
+from grpo_trainer.engines import trl as trl_engine
+from grpo_trainer.spec import Attempt
+from grpo_trainer.testing.colour_task import QUESTION, make_rows
+
+
+def verl_parquet(path: Path, count: int) -> Path:
+    """Colour rows in the verl format the data step produces (prompt with <image>, image bytes)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = []
+    for row in make_rows(count):
+        buffer = io.BytesIO()
+        row["image"].save(buffer, format="PNG")
+        rows.append(
+            {
+                "prompt": [{"role": "user", "content": f"<image>{QUESTION}"}],
+                "images": [{"bytes": buffer.getvalue(), "path": None}],
+                "reward_model": {"style": "rule", "ground_truth": row["answer"]},
+                "data_source": "colours",
+                "extra_info": {"split": "train"},
+            }
+        )
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    return path
+
+
+def job(tmp_path: Path, model_dir: Path, data: Path) -> ResolvedJob:
+    manifest = GRPOJob.model_validate(
+        {
+            "apiVersion": "grpo.dev/v1alpha1",
+            "kind": "GRPOJob",
+            "metadata": {"name": "colours", "namespace": "default", "uid": "u"},
+            "spec": {
+                "model": {"source": str(model_dir)},
+                "dataset": {"train": [str(data)], "maxPromptLength": 64, "maxResponseLength": 16},
+                "reward": {"builtin": "reasoning-format"},
+                "resources": {"accelerator": "nvidia", "devicesPerNode": 1, "nodes": 1},
+                "algorithm": {"groupSize": 4, "trainBatchSize": 2, "miniBatchSize": 2, "totalSteps": 2},
+                "engine": {
+                    "name": "trl",
+                    "lora": {"rank": 4, "alpha": 8},
+                    "overrides": ["bf16=false", "gradient_checkpointing=false"],
+                },
+                "checkpoint": {"saveInterval": 1, "keep": 1},
+            },
+        }
+    )
+    root = tmp_path / "job"
+    paths = JobPaths(
+        job_dir=str(root),
+        checkpoint_dir=str(root / "checkpoints"),
+        metrics_dir=str(root / "metrics"),
+        data_dir=str(root / "data"),
+        cache_dir=str(root / "cache"),
+        export_dir=str(root / "export"),
+    )
+    return ResolvedJob(name="colours", namespace="default", uid="u", spec=manifest.spec, paths=paths)
+
+
+def test_run_job_trains_reports_checkpoints_and_exports(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import grpo_trainer.run
+
+    monkeypatch.setattr(grpo_trainer.run, "_status_writer", lambda attempt, kubeconfig: None)
+    monkeypatch.delenv("GRPO_METRICS_FILE", raising=False)
+    resolved = job(tmp_path, tiny_model_dir, verl_parquet(tmp_path / "train.parquet", 8))
+    attempt = Attempt("colours", "default", 1, Path(resolved.paths.metrics_dir) / "attempt-1.jsonl")
+
+    assert trl_engine.run_job(resolved, attempt) == 0
+
+    lines = [json.loads(line) for line in attempt.metrics_file.read_text().splitlines()]
+    steps = [line["step"] for line in lines if "data" in line]
+    assert steps == [1, 2]
+    assert all("critic/score/mean" in line["data"] for line in lines if "data" in line)
+    events = [json.loads(line) for line in attempt.checkpoint_events_file.read_text().splitlines()]
+    assert [e["step"] for e in events] == [1, 2]
+    assert sorted(p.name for p in Path(resolved.paths.checkpoint_dir).glob("checkpoint-*")) == [
+        "checkpoint-2"
+    ]
+    record = json.loads((Path(resolved.paths.export_dir) / "export.json").read_text())
+    assert record["step"] == 2
+    assert Path(record["model"], "config.json").is_file()
+    assert Path(record["loraAdapter"], "adapter_config.json").is_file()
+
+
+def test_a_bad_override_is_a_configuration_error(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import grpo_trainer.run
+
+    monkeypatch.setattr(grpo_trainer.run, "_status_writer", lambda attempt, kubeconfig: None)
+    resolved = job(tmp_path, tiny_model_dir, verl_parquet(tmp_path / "train.parquet", 4))
+    resolved.spec.engine.overrides.append("no_such_option=1")
+    attempt = Attempt("colours", "default", 1, tmp_path / "attempt-1.jsonl")
+    assert trl_engine.run_job(resolved, attempt) == 3
+    assert "GRPO_FAILURE" in capsys.readouterr().err
