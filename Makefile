@@ -31,7 +31,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
-cluster-up:
+# The volume provisioner runs from the virtualenv (lightkube).
+cluster-up: install
 	hack/cluster-up.sh
 
 cluster-down:

@@ -267,6 +267,23 @@ start_kwok() {
     kubectl wait --for=condition=Ready node -l type=kwok --timeout=2s
 }
 
+start_provisioner() {
+  # Claims of the default StorageClass `standard` are bound by a small fake provisioner
+  # (hack/provisioner/), as a real cluster's CSI provisioner would: without it a pod with a claim
+  # never schedules. kind ships its own `standard` class (local-path), whose helper pods cannot
+  # run on KWOK nodes: ours replaces it.
+  local python="$REPO_ROOT/.venv/bin/python"
+  [[ -x "$python" ]] || die_with_log provisioner "$python is missing: run \`make install\` first"
+  if [[ "$(kubectl get storageclass standard -o jsonpath='{.provisioner}' 2>/dev/null)" != grpo.dev/fake-local ]]; then
+    kubectl delete storageclass standard --ignore-not-found >/dev/null
+  fi
+  kubectl apply -f "$HACK_DIR/provisioner/storageclass.yaml" >/dev/null
+  start_process provisioner env KUBECONFIG="$KUBECONFIG_PATH" "$python" "$HACK_DIR/provisioner/provisioner.py"
+  # It has no health endpoint; one that cannot import or reach the API server exits at once.
+  sleep 2
+  pid_of provisioner >/dev/null || die_with_log provisioner "the volume provisioner exited at start"
+}
+
 write_env_file() {  # write_env_file <backend>
   {
     echo "GRPO_TEST_CLUSTER=$1"
@@ -278,7 +295,7 @@ write_env_file() {  # write_env_file <backend>
 }
 
 # The components in start order; cluster-down stops them in reverse.
-LOCAL_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler rayjobapi kuberay-operator kwok)
+LOCAL_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler rayjobapi kuberay-operator provisioner kwok)
 
 stop_components() {  # stop_components <name>...: in reverse order of the arguments
   local i

@@ -69,6 +69,8 @@ say "starting the fake Ray job API"
 start_rayjobapi
 say "starting the KubeRay operator"
 start_kuberay
+say "starting the volume provisioner"
+start_provisioner
 say "starting kwok"
 start_kwok
 write_env_file local

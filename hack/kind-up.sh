@@ -36,7 +36,7 @@ for node in $(kubectl get nodes -l 'type!=kwok' -o name); do
   kubectl cordon "$node" >/dev/null
 done
 
-KIND_COMPONENTS=(rayjobapi kuberay-operator kwok)
+KIND_COMPONENTS=(rayjobapi kuberay-operator provisioner kwok)
 stop_components "${KIND_COMPONENTS[@]}" >/dev/null
 trap 'status=$?; if ((status != 0)); then stop_components "${KIND_COMPONENTS[@]}" >/dev/null; fi' EXIT
 install_crds
@@ -44,6 +44,8 @@ say "starting the fake Ray job API"
 start_rayjobapi
 say "starting the KubeRay operator"
 start_kuberay
+say "starting the volume provisioner"
+start_provisioner
 say "starting kwok"
 start_kwok
 write_env_file kind

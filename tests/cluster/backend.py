@@ -14,6 +14,7 @@ scripts): kubeconfig, kubectl, the Ray job API's URL and the component log folde
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import shlex
@@ -123,14 +124,18 @@ class Cluster:
     def events(self, namespace: str) -> list[dict[str, Any]]:
         return self.get("events", namespace=namespace)["items"]
 
-    def log_tails(self, lines: int = 30) -> dict[str, str]:
-        """The last lines of every component's log (local and kind backends)."""
+    def log_tails(self, lines: int = 20, width: int = 400) -> dict[str, str]:
+        """The last lines of every component's log (local and kind backends), long lines cut."""
         if self.log_dir is None or not self.log_dir.is_dir():
             return {}
         tails = {}
         for log in sorted(self.log_dir.glob("*.log")):
             with log.open(errors="replace") as f:
-                tails[log.stem] = "".join(f.readlines()[-lines:])
+                last = collections.deque(f, maxlen=lines)
+            # KubeRay logs whole objects on one line: keep the start of each.
+            tails[log.stem] = "".join(
+                line if len(line) <= width else line[:width] + " [...]\n" for line in last
+            )
         return tails
 
 
