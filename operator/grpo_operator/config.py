@@ -138,5 +138,5 @@ def load_settings(path: str | Path | None = None, environ: dict[str, str] | None
             value: Any = env[var]
             if field == "namespaces":
                 value = [ns.strip() for ns in value.split(",") if ns.strip()]
-            data[field] = value
+            data[to_camel(field)] = value  # the file's spelling, so the two cannot collide
     return Settings.model_validate(data)

@@ -151,8 +151,8 @@ class Reconciler:
 
         The RayJob goes first and jumps the queue: in a burst of new jobs every RayJob is created
         before any job's ConfigMap, PVC and RBAC, so KubeRay starts provisioning clusters while
-        the rest follows. Order does not matter to the API server (a pod just waits for its
-        claim, and KubeRay retries a pod whose service account is not there yet).
+        the rest follows. A pod just waits for its claim, and KubeRay retries a pod whose service
+        account is not there yet.
         """
         self._urgent += 1
         self._no_urgent.clear()
@@ -166,12 +166,17 @@ class Reconciler:
             if not self._urgent:
                 self._no_urgent.set()
         await self._no_urgent.wait()
+        account, role, binding = build_trainer_rbac(job)
         pvc = build_checkpoint_pvc(job, self.settings)
         await asyncio.gather(
             self.api.apply(build_spec_configmap(job)),
-            *(self.api.apply(manifest) for manifest in build_trainer_rbac(job)),
+            self.api.apply(account),
+            self.api.apply(role),
             *([self.api.create_if_absent(pvc)] if pvc is not None else []),
         )
+        # Only after its Role: without the `bind` verb, the API server lets us bind a Role only
+        # when it exists (and we hold what it grants).
+        await self.api.apply(binding)
         log.info(
             "created Ray job %s", rayjob_name(job.name, attempt), extra={"job": job.name, "attempt": attempt}
         )

@@ -1,0 +1,31 @@
+"""Operator settings: defaults, the file the chart renders, environment overrides."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from grpo_operator.config import load_settings
+
+
+def test_defaults_have_both_profiles() -> None:
+    settings = load_settings(environ={})
+    assert settings.profile("nvidia").device_resource == "nvidia.com/gpu"
+    assert settings.profile("ascend").env["VERL_PLATFORM"] == "huawei"
+    assert settings.profile("tpu") is None
+
+
+def test_file_overrides_merge_per_key(tmp_path: Path) -> None:
+    path = tmp_path / "settings.yaml"
+    path.write_text("profiles:\n  nvidia:\n    image: registry.local/trainer:1\nresyncSeconds: 30\n")
+    settings = load_settings(path, environ={})
+    assert settings.profile("nvidia").image == "registry.local/trainer:1"
+    assert settings.profile("nvidia").device_resource == "nvidia.com/gpu", "the rest of the profile stays"
+    assert settings.resync_seconds == 30
+
+
+def test_environment_wins_over_a_file_that_sets_the_same_key(tmp_path: Path) -> None:
+    path = tmp_path / "settings.yaml"
+    path.write_text("metricsPort: 8080\nnamespaces: [a]\n")
+    settings = load_settings(path, environ={"GRPO_METRICS_PORT": "9999", "GRPO_NAMESPACES": "team-a, team-b"})
+    assert settings.metrics_port == 9999
+    assert settings.namespaces == ["team-a", "team-b"]
