@@ -36,11 +36,11 @@ def filler_rows(processor: Any, count: int, prompt_tokens: int, image_side: int)
     rows = []
     for _ in range(count):
         image = Image.frombytes("RGB", (image_side, image_side), rng.randbytes(image_side * image_side * 3))
-        row = {"prompt": [{"role": "user", "content": ""}], "image": image, "answer": "0"}
+        row: dict[str, Any] = {"prompt": [{"role": "user", "content": ""}], "image": image, "answer": "0"}
         overhead = prompt_length(processor, row)
         if overhead > prompt_tokens:
             raise SystemExit(f"the image alone takes {overhead} tokens, more than --prompt-tokens")
-        row["prompt"][0]["content"] = " ".join(["the"] * (prompt_tokens - overhead))
+        row["prompt"] = [{"role": "user", "content": " ".join(["the"] * (prompt_tokens - overhead))}]
         rows.append(row)
     return rows
 
@@ -67,7 +67,7 @@ def time_generation(cuda: bool) -> dict[int, float]:
         seconds[step] = seconds.get(step, 0.0) + time.perf_counter() - started
         return result
 
-    GRPOTrainer._generate_single_turn = timed
+    GRPOTrainer._generate_single_turn = timed  # type: ignore[method-assign]
     return seconds
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from grpo_trainer.engines.trl.metrics import MetricsFile, checkpoint_events_path, read_records, verl_metrics
 from grpo_trainer.report import parse_line, step_metrics
 from grpo_trainer.spec import checkpoint_events_file
@@ -68,6 +69,6 @@ def test_checkpoint_events_go_where_the_reporter_looks(tmp_path: Path) -> None:
     json.dumps(event)
 
 
-def test_env_path_wins_over_the_fallback(tmp_path: Path, monkeypatch) -> None:
+def test_env_path_wins_over_the_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GRPO_METRICS_FILE", str(tmp_path / "from-env.jsonl"))
     assert MetricsFile.from_env(tmp_path / "fallback.jsonl").path == tmp_path / "from-env.jsonl"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,7 @@ from grpo_trainer.testing.tiny_vlm import (  # noqa: E402
 )
 
 
-def encode(processor, colours: list[str]):
+def encode(processor: Any, colours: list[str]) -> Any:
     from trl.data_utils import prepare_multimodal_messages
 
     rng = random.Random(0)

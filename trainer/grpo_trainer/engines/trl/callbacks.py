@@ -59,9 +59,9 @@ class ProgressCallback(TrainerCallback):
     def on_save(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
-        path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-        self.metrics.checkpoint(state.global_step, path)
-        prune_checkpoints(args.output_dir, self.keep)
+        output_dir = Path(str(args.output_dir))
+        self.metrics.checkpoint(state.global_step, output_dir / f"checkpoint-{state.global_step}")
+        prune_checkpoints(output_dir, self.keep)
 
     def on_train_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any

@@ -81,7 +81,7 @@ def make_trainer(
     grpo_kwargs, lora_kwargs = configs
     return GRPOTrainer(
         model=model,
-        reward_funcs=list(request.reward_funcs),
+        reward_funcs=list[Any](request.reward_funcs),
         args=GRPOConfig(**grpo_kwargs),
         train_dataset=Dataset.from_list(rows),
         processing_class=processor,
