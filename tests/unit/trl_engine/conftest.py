@@ -9,7 +9,6 @@ import pytest
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("trl")
     from grpo_trainer.testing.colour_task import WORDS
     from grpo_trainer.testing.tiny_vlm import build_tiny_vlm
 

@@ -6,7 +6,6 @@ import io
 import json
 from pathlib import Path
 
-import pytest
 from grpo_trainer.engines.trl.data import rows_from_parquet, trl_row
 from PIL import Image
 
@@ -37,7 +36,7 @@ def test_verl_row_becomes_a_trl_row() -> None:
 
 
 def test_rows_from_parquet(tmp_path: Path) -> None:
-    pa = pytest.importorskip("pyarrow")
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     path = tmp_path / "train.parquet"

@@ -6,14 +6,11 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-import pytest
-
-torch = pytest.importorskip("torch")
-pytest.importorskip("trl")
-
-from grpo_trainer.engines.trl.runner import RunRequest, load_policy, train  # noqa: E402
-from grpo_trainer.testing.colour_task import colour_reward, make_rows  # noqa: E402
-from grpo_trainer.testing.learning import LearningPlan, learning_settings  # noqa: E402
+import torch
+import trl  # noqa: F401  (the trl-cpu extra; make install brings it, CI never skips)
+from grpo_trainer.engines.trl.runner import RunRequest, load_policy, train
+from grpo_trainer.testing.colour_task import colour_reward, make_rows
+from grpo_trainer.testing.learning import LearningPlan, learning_settings
 
 
 def test_trains_and_exports_adapter_and_merged_model(tiny_model_dir: Path, tmp_path: Path) -> None:

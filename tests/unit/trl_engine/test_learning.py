@@ -10,9 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("trl")
-
+import trl  # noqa: F401  (the trl-cpu extra; make install brings it, CI never skips)
 from grpo_trainer.testing.colour_task import blind_optimum
 from grpo_trainer.testing.learning import CI_PLAN, build_model_dir, run_colour_grpo, window_mean
 

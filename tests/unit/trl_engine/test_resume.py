@@ -9,9 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("trl")
-
+import trl  # noqa: F401  (the trl-cpu extra; make install brings it, CI never skips)
 from grpo_trainer.engines.trl.failures import ExitCode
 from grpo_trainer.testing.resume import CRASH_AT_STEP, PLAN
 

@@ -7,9 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("trl")
-
+import trl  # noqa: F401  (the trl-cpu extra; make install brings it, CI never skips)
 from grpo_operator.api.v1alpha1 import GRPOJob, ResolvedJob
 from grpo_operator.api.v1alpha1.resolved import JobPaths
 from grpo_trainer.engines import trl as trl_engine

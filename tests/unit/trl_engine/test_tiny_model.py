@@ -6,15 +6,12 @@ import random
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-torch = pytest.importorskip("torch")
-pytest.importorskip("trl")
-
-from grpo_trainer.engines.trl.runner import load_policy  # noqa: E402
-from grpo_trainer.engines.trl.settings import TrlSettings, build_trl_config, settings_with  # noqa: E402
-from grpo_trainer.testing.colour_task import QUESTION, render_square  # noqa: E402
-from grpo_trainer.testing.tiny_vlm import (  # noqa: E402
+import torch
+import trl  # noqa: F401  (the trl-cpu extra; make install brings it, CI never skips)
+from grpo_trainer.engines.trl.runner import load_policy
+from grpo_trainer.engines.trl.settings import TrlSettings, build_trl_config, settings_with
+from grpo_trainer.testing.colour_task import QUESTION, render_square
+from grpo_trainer.testing.tiny_vlm import (
     QWEN3_VL_4B,
     SPECIAL_TOKENS,
     build_config,
