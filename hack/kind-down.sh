@@ -3,7 +3,7 @@
 # out-of-cluster processes by pid file, then the kind cluster.
 set -euo pipefail
 HACK="$(cd "$(dirname "$0")" && pwd)"
-export GRPO_CLUSTER_DIR="${GRPO_KIND_CLUSTER_DIR:-$HACK/../.cache/kind}"
+export GRPO_CLUSTER_DIR="${GRPO_KIND_CLUSTER_DIR:-${GRPO_CACHE_DIR:-$HACK/../.cache}/kind}"
 . "$HACK/lib.sh"
 . "$HACK/cluster-lib.sh"
 hold_cluster_lock "$@"

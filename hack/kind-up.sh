@@ -6,7 +6,7 @@
 set -euo pipefail
 HACK="$(cd "$(dirname "$0")" && pwd)"
 # Its own state folder (kubeconfig, pids, logs, cluster.env), apart from the local cluster's.
-export GRPO_CLUSTER_DIR="${GRPO_KIND_CLUSTER_DIR:-$HACK/../.cache/kind}"
+export GRPO_CLUSTER_DIR="${GRPO_KIND_CLUSTER_DIR:-${GRPO_CACHE_DIR:-$HACK/../.cache}/kind}"
 . "$HACK/lib.sh"
 . "$HACK/cluster-lib.sh"
 hold_cluster_lock "$@"
