@@ -9,18 +9,19 @@ PY := $(VENV)/bin/python
 KUBECTL = $(shell . hack/lib.sh && echo "$$BIN_DIR/kubectl")
 KUBECONFIG_LOCAL = $(shell . hack/lib.sh && echo "$$CLUSTER_DIR/kubeconfig")
 PYTEST_ARGS ?=
-LINT_PATHS := operator trainer tests hack
+LINT_PATHS := operator trainer tests hack charts benchmarks
 
-.PHONY: help install demo cluster-up cluster-down test e2e-kind lint
+.PHONY: help install demo cluster-up cluster-down test e2e-kind lint images
 
 help:
-	@echo "make demo         build and start the local cluster, show its node pools"
+	@echo "make demo         local cluster + Helm install + the operator + an example GRPOJob, until Running"
 	@echo "make test         install, start the local cluster, run the whole test suite"
 	@echo "make install      virtualenv in $(VENV) with the development extras"
 	@echo "make cluster-up   build (cached) and start the local test cluster"
 	@echo "make cluster-down stop it (test namespaces first)"
 	@echo "make e2e-kind     the same suite on a kind cluster (needs Docker)"
 	@echo "make lint         ruff check and format check"
+	@echo "make images       build the operator and trainer images (Docker)"
 
 install: $(VENV)/.installed
 
@@ -28,7 +29,8 @@ install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	# trl-cpu: torch and TRL for the TRL engine's CPU tests (PyPI's Linux torch, ~2.7 GB, once).
+	$(PY) -m pip install --quiet -e '.[dev,trl-cpu]'
 	touch $@
 
 # The volume provisioner runs from the virtualenv (lightkube).
@@ -38,11 +40,10 @@ cluster-up: install
 cluster-down:
 	hack/cluster-down.sh
 
-demo: cluster-up
-	@echo
-	@"$(KUBECTL)" --kubeconfig "$(KUBECONFIG_LOCAL)" get nodes -o custom-columns='NAME:.metadata.name,POOL:.metadata.labels.grpo\.dev/pool,READY:.status.conditions[?(@.type=="Ready")].status,CPU:.status.allocatable.cpu,MEMORY:.status.allocatable.memory,NVIDIA-GPU:.status.allocatable.nvidia\.com/gpu,ASCEND-NPU:.status.allocatable.huawei\.com/Ascend910,PRODUCT:.metadata.labels.nvidia\.com/gpu\.product,ACCELERATOR:.metadata.labels.accelerator'
-	@echo
-	@echo "export KUBECONFIG=$(KUBECONFIG_LOCAL)"
+# The main job on the local default: cluster, `helm install`, the operator with the chart's
+# ServiceAccount, and the Ascend geo3k example until it is Running (hack/demo.sh).
+demo: install
+	hack/demo.sh
 
 # The one test command (CI runs it through .ci/run). pytest's exit code 5, "no tests ran",
 # fails too. Under CI the cluster is stopped afterwards so no process outlives the job.
@@ -64,3 +65,7 @@ e2e-kind: install
 lint: install
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
+
+# Needs Docker with BuildKit. IMAGES=cuda builds one; REGISTRY, TAG, PLATFORM, PUSH=1 pass through.
+images:
+	images/build.sh $(IMAGES)

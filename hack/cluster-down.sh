@@ -10,6 +10,8 @@ hold_cluster_lock "$@"
 if pid_of kube-apiserver >/dev/null && pid_of kuberay-operator >/dev/null; then
   delete_test_namespaces
 fi
+# The operator `make demo` started, before the API server it talks to.
+stop_process grpo-operator
 stop_components "${LOCAL_COMPONENTS[@]}"
 rm -f "$ENV_FILE"
 echo "cluster: stopped"
