@@ -97,6 +97,16 @@ wait_until() {  # wait_until <name> <seconds> <what> <command...>: poll until th
 
 http_ok() { curl -fsS --max-time 2 "$@"; }
 
+ensure_ports_free() {  # ensure_ports_free <port>...: fail at once if something already listens
+  local port
+  for port in "$@"; do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      echo "cluster: 127.0.0.1:$port is already in use (another cluster?); move it with the GRPO_*_PORT variables in hack/lib.sh" >&2
+      exit 1
+    fi
+  done
+}
+
 # --- certificates and kubeconfigs ---------------------------------------------------------------
 
 issue_cert() {  # issue_cert <name> <subject> <extendedKeyUsage> [subjectAltName]
@@ -140,10 +150,13 @@ ensure_pki() {  # CA, serving and client certificates, service-account keys; kep
   issue_cert scheduler "/CN=system:kube-scheduler" clientAuth
   openssl genrsa -out "$PKI_DIR/sa.key" 2048 2>/dev/null
   openssl rsa -in "$PKI_DIR/sa.key" -pubout -out "$PKI_DIR/sa.pub" 2>/dev/null
+  touch "$PKI_DIR/.complete"
+}
+
+write_kubeconfigs() {  # on every start: they name the API server's port, which may have moved
   write_kubeconfig "$KUBECONFIG_PATH" admin
   write_kubeconfig "$PKI_DIR/controller-manager.kubeconfig" controller-manager
   write_kubeconfig "$PKI_DIR/scheduler.kubeconfig" scheduler
-  touch "$PKI_DIR/.complete"
 }
 
 # --- control plane (local backend only) ---------------------------------------------------------

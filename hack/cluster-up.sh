@@ -49,8 +49,11 @@ set -o errtrace
 trap 'echo "cluster-up: failed: $BASH_COMMAND (line $LINENO)" >&2' ERR
 trap 'status=$?; if ((status != 0)); then stop_components "${LOCAL_COMPONENTS[@]}" >/dev/null; fi' EXIT
 
+ensure_ports_free "$ETCD_PORT" "$ETCD_PEER_PORT" "$APISERVER_PORT" "$CONTROLLER_MANAGER_PORT" \
+  "$SCHEDULER_PORT" "$RAYJOBAPI_PORT" "$KUBERAY_METRICS_PORT" "$KUBERAY_PROBE_PORT" "$KWOK_PORT"
 started=$SECONDS
 ensure_pki
+write_kubeconfigs
 say "starting etcd"
 start_etcd
 say "starting kube-apiserver"

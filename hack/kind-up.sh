@@ -38,6 +38,7 @@ done
 
 KIND_COMPONENTS=(rayjobapi kuberay-operator provisioner kwok)
 stop_components "${KIND_COMPONENTS[@]}" >/dev/null
+ensure_ports_free "$RAYJOBAPI_PORT" "$KUBERAY_METRICS_PORT" "$KUBERAY_PROBE_PORT" "$KWOK_PORT"
 trap 'status=$?; if ((status != 0)); then stop_components "${KIND_COMPONENTS[@]}" >/dev/null; fi' EXIT
 install_crds
 say "starting the fake Ray job API"
