@@ -26,7 +26,7 @@ run() {
 }
 
 wrapper() {  # wrapper <dir> : a fresh throwaway module to build other modules' mains in
-  rm -rf "$WORK/$1"; mkdir -p "$WORK/$1"; cd "$WORK/$1"
+  rm -rf "${WORK:?}/${1:?}"; mkdir -p "$WORK/$1"; cd "$WORK/$1"
   run go mod init "local/$1"
 }
 
