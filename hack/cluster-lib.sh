@@ -102,6 +102,8 @@ ensure_ports_free() {  # ensure_ports_free <port>...: fail at once if something 
   for port in "$@"; do
     if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
       echo "cluster: 127.0.0.1:$port is already in use (another cluster?); move it with the GRPO_*_PORT variables in hack/lib.sh" >&2
+      # Who holds it, when ss can tell: a component left without its pid file shows up here.
+      ss -Hltnp "sport = :$port" 2>/dev/null | sed 's/^.*users:/  held by: /' >&2 || true
       exit 1
     fi
   done
