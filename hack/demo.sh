@@ -44,8 +44,8 @@ kubectl -n "$RELEASE_NS" get "$settings_cm" -o jsonpath='{.data.settings\.yaml}'
 if ! pid_of grpo-operator >/dev/null; then
   say "starting the operator with the chart's ServiceAccount ($sa)"
   start_process grpo-operator env KUBECONFIG="$operator_kubeconfig" GRPO_OPERATOR_CONFIG="$DEMO_DIR/settings.yaml" \
-    GRPO_METRICS_PORT=18080 GRPO_HEALTH_PORT=18081 "$REPO_ROOT/.venv/bin/python" -m grpo_operator run
-  wait_until grpo-operator 60 "the operator's /healthz" http_ok "http://127.0.0.1:18081/healthz"
+    GRPO_METRICS_PORT=18090 GRPO_HEALTH_PORT=18091 "$REPO_ROOT/.venv/bin/python" -m grpo_operator run
+  wait_until grpo-operator 60 "the operator's /healthz" http_ok "http://127.0.0.1:18091/healthz"
 fi
 
 say "applying $(basename "$EXAMPLE") in namespace $DEMO_NS"

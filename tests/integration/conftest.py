@@ -13,9 +13,13 @@ from .operator_process import OperatorProcess
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
-    """The operator, started once per session with the admin kubeconfig."""
+    """The operator with the admin kubeconfig, for the modules that ask for it.
+
+    Module scope: tests that drive status by hand (the trainer's reporter) must not have an
+    operator reconciling the same jobs behind their back.
+    """
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
     cluster.kubectl("wait", "--for=condition=Established", "crd/grpojobs.grpo.dev", "--timeout=60s")
     process = OperatorProcess(cluster.kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log")

@@ -83,15 +83,20 @@ def test_success(cluster: Cluster, namespace: str, operator: OperatorProcess, jo
 def test_retryable_failure_restarts_then_fails_after_backoff_limit(
     cluster: Cluster, namespace: str, operator: OperatorProcess, job_api: RayJobAPI
 ) -> None:
-    job_api.configure_namespace(namespace, fails_after(3, "Job entrypoint command failed with exit code 75."))
+    # Each attempt is held PENDING for a few seconds first, so attempt 2's Restarting phase lasts
+    # long enough to be seen before it runs and fails in its turn.
+    job_api.configure_namespace(
+        namespace,
+        [("PENDING", 0), ("RUNNING", 4), ("FAILED", 7, "Job entrypoint command failed with exit code 75.")],
+    )
     job = _apply(cluster, namespace, example("geo3k-ascend-910b", **{"runPolicy.backoffLimit": 1}))
     restarting = cluster.wait_for(
         "grpojob",
         job,
         namespace,
-        lambda o: (o.get("status") or {}).get("attempt") == 2,
+        lambda o: (o.get("status") or {}).get("attempt") == 2 and phase_is("Restarting")(o),
         timeout=120,
-        what="attempt 2",
+        what="attempt 2, Restarting",
     )
     assert condition(restarting, "Restarting")["status"] == "True"
     assert restarting["status"]["failedAttempts"][0]["retryable"] is True
