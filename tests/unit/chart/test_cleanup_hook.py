@@ -126,10 +126,7 @@ def test_the_report_says_what_is_left_and_how_to_free_it() -> None:
     ]
     report = script.report(left, 240)
     assert "240s" in report
-    assert (
-        "GRPOJob team-a/geo3k: being deleted, held by finalizers example.com/backup-hold"
-        in report
-    )
+    assert "GRPOJob team-a/geo3k: being deleted, held by finalizers example.com/backup-hold" in report
     assert "RayJob team-a/geo3k-1: not deleted yet" in report
     assert (
         """kubectl patch rayjob <name> -n <namespace> --type=merge -p '{"metadata":{"finalizers":null}}'"""
