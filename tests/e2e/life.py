@@ -13,19 +13,13 @@ from collections.abc import Callable
 from typing import Any
 
 from cluster.backend import Cluster
+from integration.jobs import CHILD_KINDS as JOB_CHILD_KINDS
 from integration.jobs import EXAMPLES, condition, create_source_claims, example
 
 # `kubectl get grpojobs -o wide`: the CRD's printer columns, the wide-only ones last.
 COLUMNS = ["NAME", "PHASE", "STEP", "REWARD", "VAL", "ATTEMPT", "AGE", "ACCELERATOR", "RAYJOB"]
-# What the operator creates for a running attempt (integration.jobs.owned_children's kinds).
-CHILD_KINDS = {
-    "rayjobs.ray.io",
-    "configmaps",
-    "serviceaccounts",
-    "roles",
-    "rolebindings",
-    "persistentvolumeclaims",
-}
+# What the operator creates for a running attempt.
+CHILD_KINDS = set(JOB_CHILD_KINDS)
 
 
 def apply_example(cluster: Cluster, namespace: str, name: str) -> str:

@@ -57,17 +57,21 @@ def condition(obj: dict[str, Any], ctype: str) -> dict[str, Any] | None:
     return next((c for c in (obj.get("status") or {}).get("conditions", []) if c["type"] == ctype), None)
 
 
+# What the operator creates for a running attempt, each kind labelled grpo.dev/job=<job>.
+CHILD_KINDS = (
+    "rayjobs.ray.io",
+    "configmaps",
+    "serviceaccounts",
+    "roles",
+    "rolebindings",
+    "persistentvolumeclaims",
+)
+
+
 def owned_children(cluster: Cluster, namespace: str, job: str) -> dict[str, list[str]]:
     """Names of every object labelled as this job's child, by kind."""
     out: dict[str, list[str]] = {}
-    for kind in (
-        "rayjobs.ray.io",
-        "configmaps",
-        "serviceaccounts",
-        "roles",
-        "rolebindings",
-        "persistentvolumeclaims",
-    ):
+    for kind in CHILD_KINDS:
         items = cluster.get(kind, namespace=namespace)["items"]
         names = [
             i["metadata"]["name"] for i in items if i["metadata"].get("labels", {}).get("grpo.dev/job") == job

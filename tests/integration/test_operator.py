@@ -12,7 +12,7 @@ import pytest
 from cluster.backend import Cluster
 from cluster.rayjobapi import RayJobAPI, fails_after, succeeds_after
 
-from .jobs import condition, create_source_claims, example, owned_children, phase_is
+from .jobs import CHILD_KINDS, condition, create_source_claims, example, owned_children, phase_is
 from .operator_process import OperatorProcess
 
 pytestmark = pytest.mark.cluster
@@ -168,14 +168,7 @@ def test_deletion_cascades_and_keeps_checkpoints(
 ) -> None:
     job = _apply(cluster, namespace, example("lora-single-gpu"))
     cluster.wait_for("grpojob", job, namespace, phase_is("Running"), timeout=120, what="Running")
-    assert set(owned_children(cluster, namespace, job)) == {
-        "rayjobs.ray.io",
-        "configmaps",
-        "serviceaccounts",
-        "roles",
-        "rolebindings",
-        "persistentvolumeclaims",
-    }
+    assert set(owned_children(cluster, namespace, job)) == set(CHILD_KINDS)
     cluster.kubectl("delete", "grpojob", job, "-n", namespace, "--wait=true", timeout=90)
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
