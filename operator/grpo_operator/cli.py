@@ -45,7 +45,14 @@ def _run(args: argparse.Namespace) -> int:
     logging.getLogger(__name__).info(
         "grpo-operator %s starting", __version__, extra={"namespaces": settings.namespaces or "all"}
     )
-    asyncio.run(main())
+    # uvloop where it is installed (the operator extra brings it): the operator's event handling
+    # and HTTP calls all run on this one loop, and bursts of new jobs are loop-bound.
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main())
+    else:
+        uvloop.run(main())
     return 0
 
 
