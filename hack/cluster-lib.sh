@@ -299,6 +299,18 @@ start_provisioner() {
   pid_of provisioner >/dev/null || die_with_log provisioner "the volume provisioner exited at start"
 }
 
+start_out_of_cluster_components() {  # what both backends run beside the API server, in order
+  install_crds
+  say "starting the fake Ray job API"
+  start_rayjobapi
+  say "starting the KubeRay operator"
+  start_kuberay
+  say "starting the volume provisioner"
+  start_provisioner
+  say "starting kwok"
+  start_kwok
+}
+
 write_env_file() {  # write_env_file <backend>
   {
     echo "GRPO_TEST_CLUSTER=$1"

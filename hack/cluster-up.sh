@@ -67,15 +67,7 @@ wait_until kube-scheduler 60 "kube-scheduler /healthz" http_ok -k "https://127.0
 # Pods cannot be created in a namespace before its `default` service account exists.
 wait_until kube-controller-manager 60 "the default service account" \
   kubectl get serviceaccount default --namespace default
-install_crds
-say "starting the fake Ray job API"
-start_rayjobapi
-say "starting the KubeRay operator"
-start_kuberay
-say "starting the volume provisioner"
-start_provisioner
-say "starting kwok"
-start_kwok
+start_out_of_cluster_components
 write_env_file local
 say "ready in $((SECONDS - started)) s"
 print_access

@@ -40,14 +40,6 @@ KIND_COMPONENTS=(rayjobapi kuberay-operator provisioner kwok)
 stop_components "${KIND_COMPONENTS[@]}" >/dev/null
 ensure_ports_free "$RAYJOBAPI_PORT" "$KUBERAY_METRICS_PORT" "$KUBERAY_PROBE_PORT" "$KWOK_PORT"
 trap 'status=$?; if ((status != 0)); then stop_components "${KIND_COMPONENTS[@]}" >/dev/null; fi' EXIT
-install_crds
-say "starting the fake Ray job API"
-start_rayjobapi
-say "starting the KubeRay operator"
-start_kuberay
-say "starting the volume provisioner"
-start_provisioner
-say "starting kwok"
-start_kwok
+start_out_of_cluster_components
 write_env_file kind
 say "kind backend ready: export KUBECONFIG=$KUBECONFIG_PATH"
