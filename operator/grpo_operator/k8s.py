@@ -4,16 +4,22 @@ and patches the reconciler needs. Everything that talks to Kubernetes goes throu
 
 from __future__ import annotations
 
+import logging
+import socket
+from datetime import UTC, datetime
 from typing import Any
 
 from lightkube import AsyncClient, codecs
 from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_namespaced_resource
-from lightkube.resources.core_v1 import PersistentVolumeClaim
+from lightkube.models.core_v1 import EventSource, ObjectReference
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import Event, PersistentVolumeClaim
 from lightkube.types import CascadeType, PatchType
 
 from .api.v1alpha1 import GROUP, KIND, PLURAL, VERSION
 
+log = logging.getLogger(__name__)
 GRPOJobResource = create_namespaced_resource(GROUP, VERSION, KIND, PLURAL)
 RayJobResource = create_namespaced_resource("ray.io", "v1", "RayJob", "rayjobs")
 
@@ -103,3 +109,35 @@ class Api:
             namespace=namespace,
             patch_type=PatchType.MERGE,
         )
+
+    async def post_event(self, obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
+        """A core/v1 Event on `obj`. Posted by us rather than through kopf, whose poster only works
+        inside its own handlers: the resync loop changes phases too. A lost Event is logged, never
+        fatal to the reconcile that caused it."""
+        meta = obj["metadata"]
+        now = datetime.now(UTC)
+        event = Event(
+            metadata=ObjectMeta(generateName=f"{meta['name']}.", namespace=meta["namespace"]),
+            involvedObject=ObjectReference(
+                apiVersion=obj.get("apiVersion"),
+                kind=obj.get("kind"),
+                name=meta["name"],
+                namespace=meta["namespace"],
+                uid=meta.get("uid"),
+            ),
+            type=type_,
+            reason=reason,
+            message=message[:1024],
+            source=EventSource(component=self._manager),
+            reportingComponent=self._manager,
+            reportingInstance=socket.gethostname()[:128],
+            firstTimestamp=now,
+            lastTimestamp=now,
+            count=1,
+        )
+        try:
+            await self._client.create(event, namespace=meta["namespace"])
+        except ApiError as error:
+            log.warning(
+                "could not post event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], error
+            )

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-import kopf
 from pydantic import ValidationError
 
 from ..api.v1alpha1 import GRPOJob
@@ -144,7 +143,7 @@ class Reconciler:
         if result.create_attempt:
             await self._start_attempt(job, result.create_attempt)
         for event_type, reason, message in result.events:
-            kopf.event(body, type=event_type, reason=reason, message=message[:1024])
+            await self.api.post_event(body, event_type, reason, message)
 
     async def _start_attempt(self, job: GRPOJob, attempt: int) -> None:
         """Apply the attempt's RayJob, then the job's other children.
@@ -199,4 +198,4 @@ class Reconciler:
             "completionTime": now,
         }
         await self.api.patch_job_status(meta["namespace"], meta["name"], status)
-        kopf.event(body, type="Warning", reason="InvalidSpec", message=message[:1024])
+        await self.api.post_event(body, "Warning", "InvalidSpec", message)
