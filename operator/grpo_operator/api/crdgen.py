@@ -90,13 +90,10 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
     for key, value in node.items():
         if key in _DROP:
             continue
-        if key == "default":
-            if value is None or value == [] or value == {}:
-                continue
-            if isinstance(value, dict):
-                # Object defaults are `{}`: the API server then applies each nested field's own
-                # default, so every default is written down exactly once, in the models.
-                value = {}
+        # Empty and object defaults are left out here; _object_defaults writes each section's
+        # whole default object, which is what the API server's CEL checks need.
+        if key == "default" and (value is None or value == [] or isinstance(value, dict)):
+            continue
         if key == "additionalProperties" and value is False:
             # extra="forbid" in the models; the API server prunes unknown fields instead.
             continue

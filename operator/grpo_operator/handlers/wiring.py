@@ -21,7 +21,6 @@ from ..config import Settings
 from .reconcile import Reconciler
 from .resync import resync_forever
 
-log = logging.getLogger(__name__)
 # The RayJob status fields the lifecycle reads (status/derive.py).
 _WATCHED_STATUS = ("jobDeploymentStatus", "jobStatus", "reason", "message", "rayClusterName", "dashboardURL")
 
