@@ -40,7 +40,17 @@ start_process() {  # start_process <name> <command> [args...]
   # setsid: the component outlives the shell that started it (make, pytest) and keeps no
   # terminal; stdin from /dev/null and output to a file, so no CI pipe waits on it.
   setsid "${@:2}" </dev/null >"$LOG_DIR/$name.log" 2>&1 &
-  printf '%s\n%s\n' "$!" "$marker" >"$PID_DIR/$name.pid"
+  local pid=$!
+  printf '%s\n%s\n' "$pid" "$marker" >"$PID_DIR/$name.pid"
+  # Until the forked shell has exec'd the command, /proc/<pid>/cmdline is still this script's and
+  # pid_of would report the component as gone; on a loaded machine that window is long enough
+  # for the caller's first readiness check to fail a healthy start. Wait for the exec (5 s at most).
+  local _
+  for _ in $(seq 1 100); do
+    pid_of "$name" >/dev/null && return 0
+    running "$pid" || return 0 # exited already: the caller's wait reports it with its log
+    sleep 0.05
+  done
 }
 
 pid_of() {  # pid_of <name>: the recorded pid if that process is still ours and alive
@@ -191,7 +201,7 @@ start_apiserver() {
     --service-account-signing-key-file="$PKI_DIR/sa.key" \
     --service-cluster-ip-range=10.96.0.0/16 \
     --allow-privileged=true \
-    --profiling=false
+    --profiling="${GRPO_APISERVER_PROFILING:-false}"
   wait_until kube-apiserver 90 "kube-apiserver /readyz" kubectl get --raw /readyz
 }
 
