@@ -24,9 +24,6 @@ def _run(args: argparse.Namespace) -> int:
         log_format=kopf.LogFormat.JSON if settings.log_format == "json" else kopf.LogFormat.PLAIN,
         verbose=args.verbose,
     )
-    # The HTTP client under lightkube logs every request at INFO: far too much for an operator.
-    for noisy in ("httpx", "httpx2", "httpcore"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
     metrics = Metrics()
     metrics.serve(settings.metrics_port)
     registry = kopf.OperatorRegistry()
