@@ -28,6 +28,7 @@ from ..k8s import Api
 from ..metrics import Metrics
 from ..status.derive import TERMINAL, Plan, diff, parse_time, plan, rfc3339
 from ..validation import Problem, validate
+from .urgency import Urgency
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +48,9 @@ class Reconciler:
         self.metrics = metrics
         self.clock = clock
         self._locks: defaultdict[tuple[str, str], asyncio.Lock] = defaultdict(asyncio.Lock)
-        # RayJob creations in flight; the other children wait until there are none (see _start_attempt).
-        self._urgent = 0
-        self._no_urgent = asyncio.Event()
-        self._no_urgent.set()
+        self.urgency = Urgency()
+        # Unfinished jobs with an activeDeadlineSeconds: the deadline pass visits only these.
+        self.with_deadline: set[tuple[str, str]] = set()
 
     async def reconcile(
         self,
@@ -69,11 +69,22 @@ class Reconciler:
         `rayjob` (from a RayJob event) each save a read when they are current; a burst of new jobs
         is mostly made of such round trips.
         """
+        # A job without status is new: its reconcile leads to a RayJob and goes first. Following a
+        # RayJob's status and the resync pass wait their turn; a user's change to a job does not.
+        new_job = body is not None and not body.get("status")
+        if trigger != "job":
+            await self.urgency.wait_turn()
         started = self.clock()
         outcome = "error"
         try:
             async with self._locks[(namespace, name)]:
-                outcome = await self._reconcile(namespace, name, owner_uid, body, rayjob)
+                # Held only inside the lock, so work queued on this lock is never counted urgent.
+                release = self.urgency.hold() if new_job else None
+                try:
+                    outcome = await self._reconcile(namespace, name, owner_uid, body, rayjob, release)
+                finally:
+                    if release is not None:
+                        release()
         finally:
             elapsed = (self.clock() - started).total_seconds()
             self.metrics.handler_seconds.labels(trigger, outcome).observe(elapsed)
@@ -85,13 +96,16 @@ class Reconciler:
         owner_uid: str | None,
         body: dict[str, Any] | None,
         event_rayjob: dict[str, Any] | None,
+        release: Callable[[], None] | None,
     ) -> str:
+        key = (namespace, name)
         if body is None or body.get("status"):
             # Read afresh under the lock: a handler's body may predate our last status write.
             body = await self.api.get_job(namespace, name)
         if body is None:
             self.metrics.forget(namespace, name)
-            self._locks.pop((namespace, name), None)
+            self._locks.pop(key, None)
+            self.with_deadline.discard(key)
             return "gone"
         if owner_uid is not None and body["metadata"].get("uid") != owner_uid:
             return "stale"
@@ -99,7 +113,8 @@ class Reconciler:
             # Being deleted: its RayJob vanishing now is the cascade, not a lost attempt.
             return "deleting"
         if (body.get("status") or {}).get("phase") in TERMINAL:
-            self.metrics.phases[(namespace, name)] = body["status"]["phase"]
+            self.metrics.phases[key] = body["status"]["phase"]
+            self.with_deadline.discard(key)
             return "terminal"
         try:
             job = GRPOJob.model_validate(body)
@@ -110,6 +125,10 @@ class Reconciler:
             ]
             await self._fail_unparseable(body, problems)
             return "invalid"
+        if job.spec.run_policy.active_deadline_seconds:
+            self.with_deadline.add(key)
+        else:
+            self.with_deadline.discard(key)
         problems = await self._problems(job)
         attempt = job.status.attempt
         rayjob = None
@@ -121,8 +140,8 @@ class Reconciler:
                 rayjob = await self.api.get_rayjob(namespace, current)
         now = self.clock()
         result = plan(job, rayjob, problems, now)
-        await self._carry_out(job, body, result)
-        self.metrics.phases[(namespace, name)] = result.status.get("phase", "Pending")
+        await self._carry_out(job, body, result, release)
+        self.metrics.phases[key] = result.status.get("phase", "Pending")
         return "invalid" if problems else "ok"
 
     async def _problems(self, job: GRPOJob) -> list[Problem]:
@@ -131,7 +150,9 @@ class Reconciler:
             modes = await self.api.claim_access_modes(job.namespace, job.spec.checkpoint.claim_name)
         return validate(job, self.settings, claim_access_modes=modes)
 
-    async def _carry_out(self, job: GRPOJob, body: dict[str, Any], result: Plan) -> None:
+    async def _carry_out(
+        self, job: GRPOJob, body: dict[str, Any], result: Plan, release: Callable[[], None] | None
+    ) -> None:
         current = {k: v for k, v in (body.get("status") or {}).items() if k in OPERATOR_STATUS_FIELDS}
         patch = diff(current, result.status)
         # Child names go into status before the children exist, so a crash in between is
@@ -141,30 +162,28 @@ class Reconciler:
         if result.delete_rayjob:
             await self.api.delete_rayjob(job.namespace, result.delete_rayjob)
         if result.create_attempt:
-            await self._start_attempt(job, result.create_attempt)
+            await self._start_attempt(job, result.create_attempt, release)
         for event_type, reason, message in result.events:
             await self.api.post_event(body, event_type, reason, message)
 
-    async def _start_attempt(self, job: GRPOJob, attempt: int) -> None:
+    async def _start_attempt(self, job: GRPOJob, attempt: int, release: Callable[[], None] | None) -> None:
         """Apply the attempt's RayJob, then the job's other children.
 
-        The RayJob goes first and jumps the queue: in a burst of new jobs every RayJob is created
+        The RayJob is urgent (handlers/urgency.py): in a burst of new jobs every RayJob is created
         before any job's ConfigMap, PVC and RBAC, so KubeRay starts provisioning clusters while
         the rest follows. A pod just waits for its claim, and KubeRay retries a pod whose service
         account is not there yet.
         """
-        self._urgent += 1
-        self._no_urgent.clear()
+        release = release or self.urgency.hold()
         try:
-            await self.api.apply(build_rayjob(job, self.settings, attempt))
+            # Ahead of queued requests too: the status writes of newer jobs wait behind it.
+            await self.api.apply(build_rayjob(job, self.settings, attempt), first=True)
             created = parse_time(job.metadata.get("creationTimestamp"))
             if attempt == 1 and created:
                 self.metrics.create_to_rayjob_seconds.observe((self.clock() - created).total_seconds())
         finally:
-            self._urgent -= 1
-            if not self._urgent:
-                self._no_urgent.set()
-        await self._no_urgent.wait()
+            release()
+        await self.urgency.wait_turn()
         account, role, binding = build_trainer_rbac(job)
         pvc = build_checkpoint_pvc(job, self.settings)
         await asyncio.gather(

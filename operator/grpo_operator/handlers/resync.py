@@ -11,6 +11,7 @@ import logging
 import time
 
 from ..config import Settings
+from ..status.derive import TERMINAL
 from .reconcile import Reconciler
 
 log = logging.getLogger(__name__)
@@ -19,14 +20,21 @@ PARALLEL_RECONCILES = 16
 
 
 async def resync_once(reconciler: Reconciler, settings: Settings, *, full: bool) -> int:
-    """Reconcile unfinished jobs (all of them when `full`, else those with a deadline)."""
-    jobs = await reconciler.api.list_jobs(settings.namespaces)
-    due = [
-        (job["metadata"]["namespace"], job["metadata"]["name"])
-        for job in jobs
-        if (job.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-        and (full or (job.get("spec", {}).get("runPolicy") or {}).get("activeDeadlineSeconds"))
-    ]
+    """Reconcile unfinished jobs: all of them when `full`, else those with a deadline.
+
+    The deadline pass does not list: every job has been reconciled since the operator started
+    (kopf's initial listing), so the reconciler knows which unfinished jobs carry a deadline.
+    Listing hundreds of jobs every few seconds would compete with the jobs being started.
+    """
+    if full:
+        jobs = await reconciler.api.list_jobs(settings.namespaces)
+        due = [
+            (job["metadata"]["namespace"], job["metadata"]["name"])
+            for job in jobs
+            if (job.get("status") or {}).get("phase") not in TERMINAL
+        ]
+    else:
+        due = sorted(reconciler.with_deadline)
     gate = asyncio.Semaphore(PARALLEL_RECONCILES)
 
     async def one(namespace: str, name: str) -> None:

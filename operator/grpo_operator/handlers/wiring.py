@@ -25,6 +25,24 @@ from .resync import resync_forever
 _WATCHED_STATUS = ("jobDeploymentStatus", "jobStatus", "reason", "message", "rayClusterName", "dashboardURL")
 
 
+class _NoDiffBase(kopf.DiffBaseStorage):
+    """kopf's diff base, switched off.
+
+    kopf deep-copies every object on every watch event to diff it against the last handled
+    state; only change handlers (on.create/update/field) read that diff, and we register none.
+    In a burst of new jobs that copy was 7% of the operator's CPU.
+    """
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> Any:
+        return {}
+
+    def fetch(self, *, body: kopf.Body) -> None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: Any) -> None:
+        return None
+
+
 def _owner(body: kopf.Body) -> tuple[str, str] | None:
     """The GRPOJob (name, uid) that controls a RayJob, if one does."""
     for ref in body.metadata.get("ownerReferences", []) or []:
@@ -52,6 +70,7 @@ def register(registry: kopf.OperatorRegistry, settings: Settings, reconciler: Re
         # We name our resources explicitly; scanning would need cluster-wide CRD and namespace
         # reads that least-privilege RBAC does not grant.
         settings.scanning.disabled = True
+        settings.persistence.diffbase_storage = _NoDiffBase()
         settings.watching.server_timeout = 300
         settings.networking.error_backoffs = [1, 2, 5, 10]
         # One safety-net loop for the whole operator (a kopf timer per job would need a finalizer).
