@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import multiprocessing
 import os
 import statistics
 import sys
@@ -72,54 +73,101 @@ def bench_nodes(count: int) -> list[dict[str, Any]]:
     return nodes
 
 
-class Watcher(threading.Thread):
-    """Records when each object was first seen and when a predicate first held, by name."""
+def rayjob_running(body: dict[str, Any]) -> bool:
+    return (body.get("status") or {}).get("jobStatus") == "RUNNING"
 
-    def __init__(self, client: Client, resource: Any, namespace: str, predicate: Any) -> None:
-        super().__init__(daemon=True)
-        self.client, self.resource, self.namespace, self.predicate = client, resource, namespace, predicate
+
+def grpojob_running(body: dict[str, Any]) -> bool:
+    return (body.get("status") or {}).get("phase") == "Running"
+
+
+def exists(body: dict[str, Any]) -> bool:
+    return True
+
+
+RESOURCES = {"rayjobs": RayJobResource, "grpojobs": GRPOJobResource}
+
+
+def _watch(resource: str, namespace: str, names: list[str], predicate: Any, timeout: float, out: Any) -> None:
+    """Watcher process body: timestamps per object until every name reached the predicate."""
+    client = Client()
+    added: dict[str, float] = {}
+    reached: dict[str, float] = {}
+    has_status: dict[str, float] = {}
+    wanted = set(names)
+    deadline = time.monotonic() + timeout
+    while not wanted <= reached.keys() and time.monotonic() < deadline:
+        try:
+            for _, obj in client.watch(RESOURCES[resource], namespace=namespace):
+                now = time.monotonic()
+                body = obj.to_dict()
+                name = body["metadata"]["name"]
+                added.setdefault(name, now)
+                if body.get("status"):
+                    has_status.setdefault(name, now)
+                if name not in reached and predicate(body):
+                    reached[name] = now
+                if wanted <= reached.keys() or now > deadline:
+                    break
+        except Exception:  # a dropped watch is re-opened; timestamps already taken stay
+            time.sleep(0.2)
+    out.put({"added": added, "reached": reached, "has_status": has_status})
+
+
+class Watcher:
+    """Records when each object was first seen, first had a status, and first met a predicate.
+
+    It runs in a process of its own (CLOCK_MONOTONIC is shared by all processes): in the process
+    whose 16 threads create the objects, a watcher thread waits for the GIL, and its timestamps
+    would include that wait.
+    """
+
+    def __init__(
+        self, resource: str, namespace: str, names: list[str], predicate: Any, timeout: float
+    ) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self._queue = ctx.Queue()
+        self._proc = ctx.Process(
+            target=_watch, args=(resource, namespace, names, predicate, timeout, self._queue), daemon=True
+        )
+        self.names, self.what, self.timeout = names, predicate.__name__, timeout
         self.added: dict[str, float] = {}
         self.reached: dict[str, float] = {}
-        self.stop = False
+        self.has_status: dict[str, float] = {}
 
-    def run(self) -> None:
-        while not self.stop:
-            try:
-                for _, obj in self.client.watch(self.resource, namespace=self.namespace):
-                    now = time.monotonic()
-                    body = obj.to_dict()
-                    name = body["metadata"]["name"]
-                    self.added.setdefault(name, now)
-                    if name not in self.reached and self.predicate(body):
-                        self.reached[name] = now
-                    if self.stop:
-                        return
-            except Exception:  # a dropped watch is re-opened; timestamps already taken stay
-                time.sleep(0.2)
+    def start(self) -> None:
+        self._proc.start()
+
+    def wait(self) -> None:
+        """Block until the watcher is done; exit when some objects never reached the predicate."""
+        result = self._queue.get(timeout=self.timeout + 60)
+        self._proc.join(10)
+        self.added, self.reached, self.has_status = result["added"], result["reached"], result["has_status"]
+        missing = [n for n in self.names if n not in self.reached]
+        if missing:
+            raise SystemExit(
+                f"{len(missing)} of {len(self.names)} did not reach {self.what} in {self.timeout} s"
+                f" (e.g. {missing[:3]})"
+            )
 
 
-def create_all(client: Client, manifests: list[dict[str, Any]], workers: int) -> dict[str, float]:
+def create_all(
+    client: Client, manifests: list[dict[str, Any]], workers: int, done: dict[str, float] | None = None
+) -> dict[str, float]:
+    """Create everything from `workers` threads; when each create was sent (and, into `done`,
+    when its response came back)."""
     started: dict[str, float] = {}
 
     def create(manifest: dict[str, Any]) -> None:
-        started[manifest["metadata"]["name"]] = time.monotonic()
+        name = manifest["metadata"]["name"]
+        started[name] = time.monotonic()
         client.create(codecs.from_dict(manifest))
+        if done is not None:
+            done[name] = time.monotonic()
 
     with ThreadPoolExecutor(workers) as pool:
         list(pool.map(create, manifests))
     return started
-
-
-def wait_all(watcher: Watcher, names: list[str], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if all(n in watcher.reached for n in names):
-            return
-        time.sleep(0.5)
-    missing = [n for n in names if n not in watcher.reached]
-    raise SystemExit(
-        f"{len(missing)} of {len(names)} did not reach {what} in {timeout} s (e.g. {missing[:3]})"
-    )
 
 
 def cpu_seconds(pid: int) -> float:
@@ -128,11 +176,75 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def cpu_by_process(named: dict[int, str]) -> dict[int, tuple[str, float]]:
+    """Per pid: a name (from `named`, else the command; a kernel worker's command names its current
+    work queue, so that part is cut) and the CPU seconds it has used so far."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    out: dict[int, tuple[str, float]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            head, rest = stat.read_text().rsplit(")", 1)
+        except OSError:
+            continue
+        pid = int(stat.parent.name)
+        fields = rest.split()
+        comm = head.split("(", 1)[1]
+        name = named.get(pid, comm.split("-", 1)[0] if comm.startswith("kworker") else comm)
+        out[pid] = (name, (int(fields[11]) + int(fields[12])) / ticks)
+    return out
+
+
+class CpuSampler(threading.Thread):
+    """Snapshots of `cpu_by_process` four times a second, to split a window's CPU by component."""
+
+    def __init__(self, named: dict[int, str]) -> None:
+        super().__init__(daemon=True)
+        self.named = named
+        self.samples: list[tuple[float, dict[int, tuple[str, float]]]] = []
+        self.stop = False
+
+    def run(self) -> None:
+        while not self.stop:
+            self.samples.append((time.monotonic(), cpu_by_process(self.named)))
+            time.sleep(0.25)
+
+    def used_between(self, start: float, end: float) -> dict[str, float]:
+        """CPU seconds by name between the last sample before `start` and the first after `end`."""
+        before = max((s for s in self.samples if s[0] <= start), key=lambda s: s[0], default=self.samples[0])
+        after = min((s for s in self.samples if s[0] >= end), key=lambda s: s[0], default=self.samples[-1])
+        used: dict[str, float] = {}
+        for pid, (name, cpu) in after[1].items():
+            used[name] = used.get(name, 0.0) + cpu - before[1].get(pid, (name, 0.0))[1]
+        return {k: round(v, 2) for k, v in sorted(used.items(), key=lambda kv: -kv[1]) if v >= 0.05}
+
+
 def peak_rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def timeline(
+    started: dict[str, float], done: dict[str, float], grpojobs: Watcher, rayjobs: Watcher, names: list[str]
+) -> list[dict[str, Any]]:
+    """Per job, seconds after the first create: where each job's time to its RayJob went."""
+    t0 = min(started.values())
+
+    def at(table: dict[str, float], key: str) -> float | None:
+        return round(table[key] - t0, 3) if key in table else None
+
+    return [
+        {
+            "job": n,
+            "create_sent": at(started, n),
+            "create_answered": at(done, n),
+            "job_seen": at(grpojobs.added, n),
+            "status_written": at(grpojobs.has_status, n),
+            "rayjob_seen": at(rayjobs.added, f"{n}-1"),
+        }
+        for n in names
+    ]
 
 
 def run_operator_burst(
@@ -149,24 +261,25 @@ def run_operator_burst(
         manifests.append(body)
     operator = OperatorProcess(kubeconfig, Path(f"/tmp/{namespace}-operator.log"), resync_seconds=60)
     operator.start()
-    rayjobs = Watcher(
-        client, RayJobResource, namespace, lambda b: (b.get("status") or {}).get("jobStatus") == "RUNNING"
-    )
-    grpojobs = Watcher(
-        client, GRPOJobResource, namespace, lambda b: (b.get("status") or {}).get("phase") == "Running"
-    )
+    names = [m["metadata"]["name"] for m in manifests]
+    rayjobs = Watcher("rayjobs", namespace, [f"{n}-1" for n in names], rayjob_running, timeout)
+    grpojobs = Watcher("grpojobs", namespace, names, grpojob_running, timeout)
     rayjobs.start()
     grpojobs.start()
-    time.sleep(1)
+    time.sleep(3)  # both watches open before the first create
     cpu_before = cpu_seconds(operator.proc.pid)  # type: ignore[union-attr]
-    started = create_all(client, manifests, workers)
-    names = [m["metadata"]["name"] for m in manifests]
-    wait_all(grpojobs, names, timeout, "phase Running")
+    sampler = CpuSampler({operator.proc.pid: "grpo-operator", os.getpid(): "benchmark client"})  # type: ignore[union-attr]
+    sampler.start()
+    time.sleep(0.3)
+    answered: dict[str, float] = {}
+    started = create_all(client, manifests, workers, answered)
+    grpojobs.wait()
+    rayjobs.wait()
+    sampler.stop = True
     create_to_rayjob = [rayjobs.added[f"{n}-1"] - started[n] for n in names]
     status_lag = [grpojobs.reached[n] - rayjobs.reached[f"{n}-1"] for n in names]
     peak = peak_rss_mib(operator.proc.pid)  # type: ignore[union-attr]
     cpu = cpu_seconds(operator.proc.pid) - cpu_before  # type: ignore[union-attr]
-    rayjobs.stop = grpojobs.stop = True
     operator.stop()
     client.delete(Namespace, namespace)
     return {
@@ -176,6 +289,12 @@ def run_operator_burst(
         "operator_peak_rss_mib": round(peak, 1),
         "operator_cpu_seconds": round(cpu, 1),
         "burst_seconds": round(max(grpojobs.reached.values()) - min(started.values()), 1),
+        "creates_sent_over_seconds": round(max(started.values()) - min(started.values()), 2),
+        # CPU seconds by process from the first create to the last RayJob: who the burst ran on.
+        "cpu_until_last_rayjob": sampler.used_between(
+            min(started.values()), max(rayjobs.added[f"{n}-1"] for n in names)
+        ),
+        "timeline": timeline(started, answered, grpojobs, rayjobs, names),
     }
 
 
@@ -195,13 +314,13 @@ def run_floor(client: Client, jobs: int, workers: int, timeout: float) -> dict[s
         rayjob = build_rayjob(GRPOJob.model_validate(body), settings, attempt=1)
         rayjob["metadata"].pop("ownerReferences")
         manifests.append(rayjob)
-    watcher = Watcher(client, RayJobResource, namespace, lambda b: True)
+    names = [m["metadata"]["name"] for m in manifests]
+    watcher = Watcher("rayjobs", namespace, names, exists, timeout)
     watcher.start()
-    time.sleep(1)
+    time.sleep(3)
     started = create_all(client, manifests, workers)
-    wait_all(watcher, [m["metadata"]["name"] for m in manifests], timeout, "created")
-    latencies = [watcher.added[m["metadata"]["name"]] - started[m["metadata"]["name"]] for m in manifests]
-    watcher.stop = True
+    watcher.wait()
+    latencies = [watcher.added[n] - started[n] for n in names]
     client.delete(Namespace, namespace)
     return {"namespace": namespace, "create_to_rayjob": summary(latencies)}
 
@@ -233,10 +352,10 @@ def main() -> int:
     finally:
         for node in nodes:
             client.delete(Node, node["metadata"]["name"])
-    text = json.dumps(result, indent=2)
-    print(text)
     if args.out:
-        args.out.write_text(text + "\n")
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+    result["operator"].pop("timeline")  # per-job detail goes to --out only
+    print(json.dumps(result, indent=2))
     return 0
 
 
