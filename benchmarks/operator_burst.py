@@ -170,27 +170,29 @@ def create_all(
     return started
 
 
+def process_cpu(pid: int) -> tuple[str, float]:
+    """A process's command and its user + system CPU seconds so far, from /proc/<pid>/stat."""
+    head, rest = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)
+    fields = rest.split()
+    return head.split("(", 1)[1], (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return process_cpu(pid)[1]
 
 
 def cpu_by_process(named: dict[int, str]) -> dict[int, tuple[str, float]]:
     """Per pid: a name (from `named`, else the command; a kernel worker's command names its current
     work queue, so that part is cut) and the CPU seconds it has used so far."""
-    ticks = os.sysconf("SC_CLK_TCK")
     out: dict[int, tuple[str, float]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            head, rest = stat.read_text().rsplit(")", 1)
-        except OSError:
-            continue
         pid = int(stat.parent.name)
-        fields = rest.split()
-        comm = head.split("(", 1)[1]
+        try:
+            comm, seconds = process_cpu(pid)
+        except OSError:  # the process ended between the listing and the read
+            continue
         name = named.get(pid, comm.split("-", 1)[0] if comm.startswith("kworker") else comm)
-        out[pid] = (name, (int(fields[11]) + int(fields[12])) / ticks)
+        out[pid] = (name, seconds)
     return out
 
 

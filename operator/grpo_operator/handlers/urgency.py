@@ -5,8 +5,8 @@ the API server share what CPU there is. So work that leads to a RayJob holds the
 and work that can wait a moment (following RayJob status, the resync pass, a job's ConfigMap,
 volume and RBAC) waits until no urgent work has been in flight for `settle` seconds. The watch
 hands new jobs over in clumps under load, with gaps of up to about a second between them, and
-without that pause every gap would let deferred work flood the API server mid-burst. The wait is bounded by `max_wait`, so a
-steady stream of new jobs cannot starve the rest.
+without that pause every gap would let deferred work flood the API server mid-burst. The wait is
+bounded by `max_wait`, so a steady stream of new jobs cannot starve the rest.
 """
 
 from __future__ import annotations
