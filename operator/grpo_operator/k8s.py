@@ -16,9 +16,12 @@ import heapq
 import itertools
 import json
 import logging
+import os
 import socket
 import ssl
-from collections.abc import Callable
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -110,6 +113,27 @@ class ApiError(Exception):
         self.message = message
 
 
+def proxy_for(server: str, environ: Mapping[str, str]) -> str | None:
+    """The proxy to reach `server` through, from `https_proxy`/`http_proxy` and `no_proxy` as curl
+    and kubectl read them (lower case first).
+
+    Looked up once. With aiohttp's `trust_env` this lookup, and a read of ~/.netrc, ran in a worker
+    thread for every request.
+    """
+    url = urllib.parse.urlsplit(server)
+
+    def read(name: str) -> str:
+        return environ.get(name) or environ.get(name.upper()) or ""
+
+    proxy = read(f"{url.scheme}_proxy")
+    if not proxy:
+        return None
+    no_proxy = read("no_proxy")
+    if no_proxy and urllib.request.proxy_bypass_environment(url.netloc, {"no": no_proxy}):
+        return None
+    return proxy
+
+
 class Credentials:
     """The server, its TLS context and the Authorization header, from lightkube's config lookup.
 
@@ -118,11 +142,18 @@ class Credentials:
     the operator runs with a service account, a token or a client certificate.
     """
 
-    def __init__(self, server: str, context: ssl.SSLContext | None, header: Callable[[], str | None]) -> None:
+    def __init__(
+        self,
+        server: str,
+        context: ssl.SSLContext | None,
+        header: Callable[[], str | None],
+        proxy: str | None = None,
+    ) -> None:
         self.server = server
         self.ssl = context
         self._header = header
         self.authorization = header()
+        self.proxy = proxy
 
     def refresh(self) -> None:
         self.authorization = self._header()
@@ -154,7 +185,7 @@ class Credentials:
 
         secure = config.cluster.server.startswith("https:")
         context = verify_cluster(config.cluster, user, config.abs_file) if secure and user else None
-        return cls(config.cluster.server, context, header)
+        return cls(config.cluster.server, context, header, proxy_for(config.cluster.server, os.environ))
 
 
 class Api:
@@ -188,7 +219,6 @@ class Api:
                     limit=self._max_in_flight,
                 ),
                 timeout=aiohttp.ClientTimeout(total=TIMEOUT_SECONDS),
-                trust_env=True,
             )
         return self._session
 
@@ -214,7 +244,7 @@ class Api:
             await self._slots.acquire(first=first)
             try:
                 async with self._http().request(
-                    method, url, data=data, params=params, headers=headers
+                    method, url, data=data, params=params, headers=headers, proxy=self._credentials.proxy
                 ) as response:
                     status, raw = response.status, await response.read()
             finally:

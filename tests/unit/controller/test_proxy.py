@@ -1,0 +1,38 @@
+"""Which proxy the operator's API client goes through, read once from the environment."""
+
+from __future__ import annotations
+
+import pytest
+from grpo_operator.k8s import proxy_for
+
+SERVER = "https://10.96.0.1:443"
+
+
+def test_no_proxy_variables_means_a_direct_connection() -> None:
+    assert proxy_for(SERVER, {}) is None
+
+
+@pytest.mark.parametrize("name", ["https_proxy", "HTTPS_PROXY"])
+def test_https_proxy_is_used_for_an_https_server(name: str) -> None:
+    assert proxy_for(SERVER, {name: "http://proxy:3128"}) == "http://proxy:3128"
+
+
+def test_lower_case_wins_as_in_curl() -> None:
+    env = {"https_proxy": "http://lower:3128", "HTTPS_PROXY": "http://upper:3128"}
+    assert proxy_for(SERVER, env) == "http://lower:3128"
+
+
+def test_http_proxy_does_not_apply_to_an_https_server() -> None:
+    assert proxy_for(SERVER, {"http_proxy": "http://proxy:3128"}) is None
+    assert proxy_for("http://127.0.0.1:8001", {"http_proxy": "http://proxy:3128"}) == "http://proxy:3128"
+
+
+@pytest.mark.parametrize("no_proxy", ["10.96.0.1", "*", "example.com,10.96.0.1"])
+def test_no_proxy_bypasses_the_proxy(no_proxy: str) -> None:
+    env = {"HTTPS_PROXY": "http://proxy:3128", "NO_PROXY": no_proxy}
+    assert proxy_for(SERVER, env) is None
+
+
+def test_no_proxy_for_other_hosts_keeps_the_proxy() -> None:
+    env = {"https_proxy": "http://proxy:3128", "no_proxy": "kubernetes.default.svc,.cluster.local"}
+    assert proxy_for(SERVER, env) == "http://proxy:3128"
