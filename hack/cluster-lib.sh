@@ -95,11 +95,22 @@ die_with_log() {  # die_with_log <name> <message>: the failing component's log t
   exit 1
 }
 
+still_running() {  # still_running <name>: pid_of, asked again over a second before saying no
+  # A command started through a launcher that execs more than once (a pyenv shim execs bash, then
+  # pyenv, then python) shows no command line of its own for a moment at each exec.
+  local _
+  for _ in 1 2 3 4 5; do
+    pid_of "$1" >/dev/null && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
 wait_until() {  # wait_until <name> <seconds> <what> <command...>: poll until the command succeeds
   local name="$1" timeout="$2" what="$3"
   local deadline=$((SECONDS + timeout))
   until "${@:4}" >/dev/null 2>&1; do
-    pid_of "$name" >/dev/null || die_with_log "$name" "$name exited while waiting for $what"
+    still_running "$name" || die_with_log "$name" "$name exited while waiting for $what"
     ((SECONDS < deadline)) || die_with_log "$name" "timed out after ${timeout}s waiting for $what"
     sleep 0.5
   done
@@ -247,7 +258,10 @@ install_crds() {
 }
 
 start_rayjobapi() {
-  start_process rayjobapi "${PYTHON:-python3}" "$HACK_DIR/rayjobapi/server.py" \
+  # The interpreter itself, not a launcher (a pyenv shim) that execs its way to it.
+  local python
+  python="$("${PYTHON:-python3}" -c 'import sys; print(sys.executable)')"
+  start_process rayjobapi "$python" "$HACK_DIR/rayjobapi/server.py" \
     --listen "127.0.0.1:$RAYJOBAPI_PORT"
   wait_until rayjobapi 15 "the fake Ray job API" http_ok "$RAYJOBAPI_URL/_control/healthz"
 }
