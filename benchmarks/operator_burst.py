@@ -73,6 +73,22 @@ def bench_nodes(count: int) -> list[dict[str, Any]]:
     return nodes
 
 
+def wait_until_ready(client: Client, names: list[str], timeout: float = 120) -> None:
+    """Block until every node is Ready: KWOK's and the controller manager's writes that bring a new
+    node up must not land inside the burst being measured."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready = {
+            node.metadata.name
+            for node in client.list(Node, labels={BENCH_LABEL: "true"})
+            if any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
+        }
+        if ready >= set(names):
+            return
+        time.sleep(0.5)
+    raise SystemExit(f"the benchmark's nodes were not Ready within {timeout:.0f} s")
+
+
 def rayjob_running(body: dict[str, Any]) -> bool:
     return (body.get("status") or {}).get("jobStatus") == "RUNNING"
 
@@ -345,6 +361,7 @@ def main() -> int:
     for node in nodes:
         client.apply(codecs.from_dict(node), field_manager="grpo-bench", force=True)
     try:
+        wait_until_ready(client, [node["metadata"]["name"] for node in nodes])
         result = {
             "jobs": args.jobs,
             "machine": f"{os.cpu_count()} CPUs, {round(os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30)} GiB",
