@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import heapq
+import ipaddress
 import itertools
 import json
 import logging
@@ -129,9 +130,28 @@ def proxy_for(server: str, environ: Mapping[str, str]) -> str | None:
     if not proxy:
         return None
     no_proxy = read("no_proxy")
-    if no_proxy and urllib.request.proxy_bypass_environment(url.netloc, {"no": no_proxy}):
+    if no_proxy and (
+        urllib.request.proxy_bypass_environment(url.netloc, {"no": no_proxy})
+        or _in_cidr(url.hostname or "", no_proxy)
+    ):
         return None
     return proxy
+
+
+def _in_cidr(host: str, no_proxy: str) -> bool:
+    """Whether an IP address host falls in a CIDR entry of `no_proxy` (`10.96.0.0/12`), which
+    kubectl honours and urllib does not."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    for entry in no_proxy.split(","):
+        try:
+            if "/" in entry and address in ipaddress.ip_network(entry.strip(), strict=False):
+                return True
+        except ValueError:
+            continue
+    return False
 
 
 class Credentials:

@@ -36,3 +36,15 @@ def test_no_proxy_bypasses_the_proxy(no_proxy: str) -> None:
 def test_no_proxy_for_other_hosts_keeps_the_proxy() -> None:
     env = {"https_proxy": "http://proxy:3128", "no_proxy": "kubernetes.default.svc,.cluster.local"}
     assert proxy_for(SERVER, env) == "http://proxy:3128"
+
+
+@pytest.mark.parametrize("no_proxy", ["10.96.0.0/12", "192.168.0.0/16, 10.0.0.0/8"])
+def test_no_proxy_cidr_bypasses_the_proxy_as_in_kubectl(no_proxy: str) -> None:
+    env = {"https_proxy": "http://proxy:3128", "no_proxy": no_proxy}
+    assert proxy_for(SERVER, env) is None
+
+
+def test_no_proxy_cidr_elsewhere_keeps_the_proxy() -> None:
+    env = {"https_proxy": "http://proxy:3128", "no_proxy": "192.168.0.0/16,not-a-network/99"}
+    assert proxy_for(SERVER, env) == "http://proxy:3128"
+    assert proxy_for("https://api.example.com", env) == "http://proxy:3128"
