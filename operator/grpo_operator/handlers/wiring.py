@@ -10,7 +10,10 @@ GRPOJobs beyond their status.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import os
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -18,6 +21,7 @@ import kopf
 from ..api.v1alpha1 import GROUP, KIND, PLURAL, VERSION
 from ..build.meta import JOB_LABEL
 from ..config import Settings
+from ..k8s import proxy_for
 from .reconcile import Reconciler
 from .resync import resync_forever
 
@@ -55,6 +59,19 @@ def _owner(body: kopf.Body) -> tuple[str, str] | None:
     return None
 
 
+def with_proxy(
+    info: kopf.ConnectionInfo | None, environ: Mapping[str, str] = os.environ
+) -> kopf.ConnectionInfo | None:
+    """kopf's connection with the proxy our own API calls use (k8s.proxy_for).
+
+    kopf ignores the proxy variables unless told to trust the environment, and then it cannot
+    read CIDR entries in `no_proxy`; its watches and our writes must reach the same server the same way.
+    """
+    if info is None:
+        return None
+    return dataclasses.replace(info, proxy_url=proxy_for(info.server, environ))
+
+
 def register(registry: kopf.OperatorRegistry, settings: Settings, reconciler: Reconciler) -> None:
     """Attach every handler to `registry`."""
     # Last seen, per object, of what makes an event worth a reconcile. Events that change nothing
@@ -80,7 +97,7 @@ def register(registry: kopf.OperatorRegistry, settings: Settings, reconciler: Re
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
         # The pod's service account inside a cluster, otherwise $KUBECONFIG: the same sources
         # lightkube uses for our own calls, without another client library just for kopf.
-        return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+        return with_proxy(kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs))
 
     @kopf.on.cleanup(registry=registry)
     async def close(memo: kopf.Memo, **_: Any) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import kopf
 import pytest
+from grpo_operator.handlers.wiring import with_proxy
 from grpo_operator.k8s import proxy_for
 
 SERVER = "https://10.96.0.1:443"
@@ -48,3 +50,15 @@ def test_no_proxy_cidr_elsewhere_keeps_the_proxy() -> None:
     env = {"https_proxy": "http://proxy:3128", "no_proxy": "192.168.0.0/16,not-a-network/99"}
     assert proxy_for(SERVER, env) == "http://proxy:3128"
     assert proxy_for("https://api.example.com", env) == "http://proxy:3128"
+
+
+def test_kopf_watches_take_the_same_proxy_as_our_calls() -> None:
+    info = kopf.ConnectionInfo(server=SERVER, token="t")
+    env = {"https_proxy": "http://proxy:3128"}
+    proxied = with_proxy(info, env)
+    direct = with_proxy(info, {**env, "no_proxy": "10.96.0.0/12"})
+    assert proxied is not None
+    assert proxied.proxy_url == "http://proxy:3128"
+    assert direct is not None
+    assert direct.proxy_url is None
+    assert with_proxy(None, env) is None
