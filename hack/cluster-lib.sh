@@ -240,16 +240,29 @@ start_scheduler() {
 
 # --- what both backends add ---------------------------------------------------------------------
 
+crds_established() {  # crds_established: every CRD Established, within 60 s
+  # kubectl wait fails at once, instead of waiting, on a CRD whose status.conditions the API
+  # server has not set yet ("accessor error: <nil>"), which happens just after creation.
+  local deadline=$((SECONDS + 60))
+  until kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null 2>&1; do
+    if ((SECONDS >= deadline)); then
+      kubectl wait --for=condition=Established crd --all --timeout=1s >/dev/null # shows why
+      return 1
+    fi
+    sleep 0.5
+  done
+}
+
 install_crds() {
   say "installing the CRDs (KubeRay's, and this repository's crds/*.yaml)"
   # Server-side apply: the KubeRay CRDs exceed the annotation size limit of client-side apply.
   kubectl apply --server-side --force-conflicts -f "$BIN_DIR/kuberay-crds/" >/dev/null
-  kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null
+  crds_established
   # Our own CRDs are the product under test, not part of the cluster: one the API server rejects
   # is reported here and fails the tests that need it, while the cluster itself stays up.
   if compgen -G "$REPO_ROOT/crds/*.yaml" >/dev/null; then
     if kubectl apply --server-side --force-conflicts -f "$REPO_ROOT/crds/" >"$LOG_DIR/crds.log" 2>&1; then
-      kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null
+      crds_established
     else
       echo "WARNING: the API server rejected this repository's crds/ (the cluster stays up):" >&2
       sed 's/^/  /' "$LOG_DIR/crds.log" >&2
