@@ -15,6 +15,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from .api.contract import DeviceType
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
@@ -34,9 +36,15 @@ class AcceleratorProfile(_Model):
     """Ray resource name the engine schedules on (GPU, NPU)."""
     declare_ray_resource: bool = False
     """Pass the Ray resource to `ray start` explicitly (KubeRay derives GPU itself, not NPU)."""
-    collective: Literal["nccl", "hccl"]
+    device_type: DeviceType
+    """torch's device type on this pool (cuda, npu): the engine's `trainer.device`."""
+    torch_compile: bool = True
+    """Whether torch.compile works here; when not, the trainer turns it off unless a job asks."""
+    preload_libraries: list[str] = Field(default_factory=list)
+    """Libraries the trainer preloads (LD_PRELOAD) when the image has them; `{arch}` is the CPU."""
     env: dict[str, str] = Field(default_factory=dict)
-    """Environment for every trainer pod on this accelerator."""
+    """Environment for every trainer pod on this accelerator (the trainer also sets it itself
+    when it runs outside a pod)."""
     image: str
     """Default trainer image."""
     memory_per_device: str = "96Gi"
@@ -50,7 +58,7 @@ def _default_profiles() -> dict[str, AcceleratorProfile]:
             product_label="nvidia.com/gpu.product",
             tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
             ray_resource="GPU",
-            collective="nccl",
+            device_type="cuda",
             env={"NCCL_DEBUG": "WARN", "NCCL_TIMEOUT": "1800", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"},
             image="ghcr.io/grpo-operator/trainer-cuda:0.1.0",
         ),
@@ -61,7 +69,11 @@ def _default_profiles() -> dict[str, AcceleratorProfile]:
             tolerations=[{"key": "huawei.com/Ascend910", "operator": "Exists", "effect": "NoSchedule"}],
             ray_resource="NPU",
             declare_ray_resource=True,
-            collective="hccl",
+            device_type="npu",
+            # The NPU backend lacks torch.compile; verl's Ascend recipes run eager.
+            torch_compile=False,
+            # The Ascend seed preloads jemalloc against host-memory fragmentation.
+            preload_libraries=["/usr/lib/{arch}-linux-gnu/libjemalloc.so.2"],
             env={
                 "VERL_PLATFORM": "huawei",
                 "HCCL_CONNECT_TIMEOUT": "1800",

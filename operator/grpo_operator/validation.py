@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .api.batch import Batch, batch_problems
 from .api.v1alpha1 import GRPOJob
-from .build.meta import MAX_JOB_NAME
-from .build.pvc import checkpoint_access_mode
+from .children.meta import MAX_JOB_NAME
+from .children.pvc import checkpoint_access_mode
 from .config import Settings
 
 
@@ -27,48 +28,8 @@ class Problem:
 
 
 def _batch_problems(job: GRPOJob) -> list[Problem]:
-    """verl's own start-up rules, checked before a cluster is paid for."""
-    spec = job.spec
-    algo = spec.algorithm
-    world = spec.world_size
-    devices = f"{spec.resources.devices_per_node} devices per node × {spec.resources.nodes} node(s) = {world}"
-    problems: list[Problem] = []
-    responses = algo.train_batch_size * algo.group_size
-    if algo.tokens_per_device is None and responses % world:
-        problems.append(
-            Problem(
-                "spec.algorithm.trainBatchSize",
-                f"trainBatchSize × groupSize = {algo.train_batch_size} × {algo.group_size} = {responses} responses "
-                f"per step must divide evenly over {devices}",
-            )
-        )
-    mini_responses = algo.mini_batch_size * algo.group_size
-    if mini_responses % world:
-        problems.append(
-            Problem(
-                "spec.algorithm.miniBatchSize",
-                f"miniBatchSize × groupSize = {mini_responses} responses must divide evenly over {devices}",
-            )
-        )
-    elif algo.tokens_per_device is None:
-        micro = algo.micro_batch_size_per_device or 2
-        per_device = mini_responses // world
-        if per_device % micro:
-            problems.append(
-                Problem(
-                    "spec.algorithm.microBatchSizePerDevice",
-                    f"each device gets {per_device} responses per mini-batch (miniBatchSize × groupSize / devices), "
-                    f"which is not a multiple of microBatchSizePerDevice={micro}",
-                )
-            )
-    if algo.train_batch_size % algo.mini_batch_size:
-        problems.append(
-            Problem(
-                "spec.algorithm.miniBatchSize",
-                f"trainBatchSize={algo.train_batch_size} must be a multiple of miniBatchSize={algo.mini_batch_size}",
-            )
-        )
-    return problems
+    """verl's own start-up rules (api/batch.py), checked before a cluster is paid for."""
+    return [Problem(p.field, p.message) for p in batch_problems(Batch.from_spec(job.spec))]
 
 
 def _resource_problems(job: GRPOJob, settings: Settings) -> list[Problem]:
@@ -89,14 +50,6 @@ def _resource_problems(job: GRPOJob, settings: Settings) -> list[Problem]:
             Problem(
                 "spec.resources.product",
                 f"the {res.accelerator} profile has no productLabel, so a product cannot be selected",
-            )
-        )
-    tp = spec.rollout.tensor_parallel_size
-    if res.devices_per_node % tp:
-        problems.append(
-            Problem(
-                "spec.rollout.tensorParallelSize",
-                f"tensorParallelSize={tp} must divide resources.devicesPerNode={res.devices_per_node}",
             )
         )
     if spec.engine.name == "trl" and spec.world_size != 1:

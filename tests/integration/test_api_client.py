@@ -10,9 +10,9 @@ import pytest
 import yaml
 from cluster.backend import Cluster
 from grpo_operator.api.v1alpha1 import GRPOJob
-from grpo_operator.build.configmap import build_spec_configmap
-from grpo_operator.build.pvc import build_checkpoint_pvc
-from grpo_operator.build.rayjob import build_rayjob
+from grpo_operator.children.configmap import build_spec_configmap
+from grpo_operator.children.pvc import build_checkpoint_pvc
+from grpo_operator.children.rayjob import build_rayjob
 from grpo_operator.config import load_settings
 from grpo_operator.k8s import Api, ApiError
 
@@ -52,7 +52,7 @@ async def test_every_call_the_reconciler_makes(cluster: Cluster, namespace: str,
         status = cluster.get("grpojob", "client", namespace)["status"]
         assert (status["phase"], status["attempt"]) == ("Pending", 2), "a merge patch keeps other fields"
 
-        configmap = build_spec_configmap(job)
+        configmap = build_spec_configmap(job, settings)
         await api.apply(configmap)
         await api.apply(configmap)  # server-side apply is idempotent
         applied = cluster.get("configmap", configmap["metadata"]["name"], namespace)

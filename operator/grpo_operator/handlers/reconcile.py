@@ -18,15 +18,15 @@ from pydantic import ValidationError
 
 from ..api.v1alpha1 import GRPOJob
 from ..api.v1alpha1.status import OPERATOR_STATUS_FIELDS
-from ..build.configmap import build_spec_configmap
-from ..build.meta import rayjob_name
-from ..build.pvc import build_checkpoint_pvc
-from ..build.rayjob import build_rayjob
-from ..build.rbac import build_trainer_rbac
+from ..children.configmap import build_spec_configmap
+from ..children.meta import rayjob_name
+from ..children.pvc import build_checkpoint_pvc
+from ..children.rayjob import build_rayjob
+from ..children.rbac import build_trainer_rbac
 from ..config import Settings
 from ..k8s import Api
+from ..lifecycle import TERMINAL, Plan, diff, parse_time, plan, rfc3339
 from ..metrics import Metrics
-from ..status.derive import TERMINAL, Plan, diff, parse_time, plan, rfc3339
 from ..validation import Problem, validate
 from .urgency import Urgency
 
@@ -187,7 +187,7 @@ class Reconciler:
         account, role, binding = build_trainer_rbac(job)
         pvc = build_checkpoint_pvc(job, self.settings)
         await asyncio.gather(
-            self.api.apply(build_spec_configmap(job)),
+            self.api.apply(build_spec_configmap(job, self.settings)),
             self.api.apply(account),
             self.api.apply(role),
             *([self.api.create_if_absent(pvc)] if pvc is not None else []),

@@ -11,7 +11,7 @@ import logging
 import time
 
 from ..config import Settings
-from ..status.derive import TERMINAL
+from ..lifecycle import TERMINAL
 from .reconcile import Reconciler
 
 log = logging.getLogger(__name__)

@@ -19,14 +19,12 @@ from typing import Any
 import kopf
 
 from ..api.v1alpha1 import GROUP, KIND, PLURAL, VERSION
-from ..build.meta import JOB_LABEL
+from ..children.meta import JOB_LABEL
 from ..config import Settings
 from ..k8s import proxy_for
+from ..rayjob_status import fingerprint
 from .reconcile import Reconciler
 from .resync import resync_forever
-
-# The RayJob status fields the lifecycle reads (status/derive.py).
-_WATCHED_STATUS = ("jobDeploymentStatus", "jobStatus", "reason", "message", "rayClusterName", "dashboardURL")
 
 
 class _NoDiffBase(kopf.DiffBaseStorage):
@@ -114,14 +112,14 @@ def register(registry: kopf.OperatorRegistry, settings: Settings, reconciler: Re
             seen_jobs.pop(key, None)
             return
         # A new uid, a spec change (generation) or a deletion starting is worth a reconcile.
-        fingerprint = (
+        wanted = (
             str(meta.get("uid")),
             str(meta.get("generation")),
             str(bool(meta.get("deletionTimestamp"))),
         )
-        if seen_jobs.get(key) == fingerprint:
+        if seen_jobs.get(key) == wanted:
             return
-        seen_jobs[key] = fingerprint
+        seen_jobs[key] = wanted
         # A job without status is as fresh as a read would be: hand it over, save the round trip.
         await reconciler.reconcile(*key, trigger="job", body=dict(body))
 
@@ -138,10 +136,10 @@ def register(registry: kopf.OperatorRegistry, settings: Settings, reconciler: Re
             seen_rayjobs.pop(key, None)
         else:
             status = dict(body.get("status") or {})
-            fingerprint = tuple(str(status.get(k)) for k in _WATCHED_STATUS)
-            if seen_rayjobs.get(key) == fingerprint:
+            watched = fingerprint(status)
+            if seen_rayjobs.get(key) == watched:
                 return
-            seen_rayjobs[key] = fingerprint
+            seen_rayjobs[key] = watched
             rayjob = {"metadata": dict(body.metadata), "spec": dict(body.spec), "status": status}
         name, uid = owner
         await reconciler.reconcile(key[0], name, trigger="rayjob", owner_uid=uid, rayjob=rayjob)

@@ -17,7 +17,7 @@ from .helm import rejection, render
         ({"settings": {"namespaces": ["team-a"]}}, (), "namespaces"),
         ({"settings": {"metricsPort": 0}}, (), "metricsPort"),
         ({"settings": {"cpuPerDevice": "six"}}, (), "cpuPerDevice"),
-        ({"profiles": {"nvidia": {"collective": "gloo"}}}, (), "collective"),
+        ({"profiles": {"nvidia": {"deviceType": "tpu"}}}, (), "deviceType"),
         ({"profiles": {"nvidia": {"gpuType": "H100"}}}, (), "gpuType"),
         ({"profiles": {"nvidia": {"tolerations": [{"key": "x", "operator": "Maybe"}]}}}, (), "operator"),
         ({"rbac": {"clusterWide": False}}, (), "namespaces"),

@@ -73,7 +73,7 @@ def test_a_new_profile_can_be_added(tmp_path: Path) -> None:
     amd: dict[str, Any] = {
         "deviceResource": "amd.com/gpu",
         "rayResource": "GPU",
-        "collective": "nccl",
+        "deviceType": "cuda",
         "image": "registry.local/trainer-rocm:0.1.0",
     }
     settings = _settings({"profiles": {"amd": amd}}, tmp_path)

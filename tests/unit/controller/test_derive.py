@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from grpo_operator.api.v1alpha1 import GRPOJob
-from grpo_operator.status.derive import diff, observe_rayjob, plan
+from grpo_operator.lifecycle import diff, observe_rayjob, plan
 from grpo_operator.validation import Problem
 
 from .helpers import minimal_body

@@ -6,15 +6,17 @@ Regenerate the golden files after an intended change with:
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
-from grpo_operator.build.configmap import build_spec_configmap
-from grpo_operator.build.pvc import build_checkpoint_pvc
-from grpo_operator.build.rayjob import build_rayjob
-from grpo_operator.build.rbac import build_trainer_rbac
+from grpo_operator.children.configmap import build_spec_configmap
+from grpo_operator.children.pvc import build_checkpoint_pvc
+from grpo_operator.children.rayjob import build_rayjob
+from grpo_operator.children.rbac import build_trainer_rbac
 from grpo_operator.config import load_settings
 from grpo_operator.validation import validate
 
@@ -35,16 +37,24 @@ def test_example_is_valid(path: Path) -> None:
     assert validate(job, SETTINGS) == []
 
 
+def _readable(child: dict[str, Any]) -> dict[str, Any]:
+    """The spec ConfigMap with its job.json parsed, so a spec change is a diff a reviewer can read."""
+    if child["kind"] != "ConfigMap":
+        return child
+    data = {key: json.loads(value) for key, value in child["data"].items()}
+    return {**child, "data": data}
+
+
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_children_match_golden(path: Path) -> None:
     job = job_from(example_body(path))
     children = [
-        build_spec_configmap(job),
+        build_spec_configmap(job, SETTINGS),
         *build_trainer_rbac(job),
         build_checkpoint_pvc(job, SETTINGS),
         build_rayjob(job, SETTINGS, attempt=1),
     ]
-    rendered = yaml.safe_dump_all([c for c in children if c is not None], sort_keys=True)
+    rendered = yaml.safe_dump_all([_readable(c) for c in children if c is not None], sort_keys=True)
     golden = GOLDEN / f"{path.stem}.yaml"
     if os.environ.get("GRPO_UPDATE_GOLDEN"):
         golden.write_text(rendered)

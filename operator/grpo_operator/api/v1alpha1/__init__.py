@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import ConfigDict, Field
 
 from .base import ApiModel
-from .resolved import JobPaths, ResolvedJob
+from .resolved import JobPaths, ResolvedAccelerator, ResolvedJob
 from .spec import GRPOJobSpec
 from .status import Condition, GRPOJobStatus
 
@@ -57,5 +57,6 @@ __all__ = [
     "GRPOJobSpec",
     "GRPOJobStatus",
     "JobPaths",
+    "ResolvedAccelerator",
     "ResolvedJob",
 ]

@@ -1,20 +1,19 @@
-"""The resolved job the operator mounts for the trainer (`/grpo/spec/job.json`).
+"""The resolved job the operator mounts for the trainer (contract.SPEC_FILE).
 
-It is the job's spec as stored (schema defaults applied) plus the absolute paths the operator
-chose for this job's volumes, so the trainer never guesses where anything is mounted.
+It is the job's spec as stored (schema defaults applied), plus the absolute paths the operator
+chose for this job's volumes and the facts of the accelerator pool it runs on, so the trainer
+never guesses where anything is mounted or tests for an accelerator by name.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import Field
+
+from ..contract import DeviceType, under_workdir
 from .base import ApiModel
 from .spec import GRPOJobSpec
-
-SPEC_MOUNT_DIR = "/grpo/spec"
-SPEC_FILE = f"{SPEC_MOUNT_DIR}/job.json"
-CHECKPOINT_MOUNT = "/grpo/checkpoints"
-REWARD_MOUNT_DIR = "/grpo/reward"
 
 
 class JobPaths(ApiModel):
@@ -23,9 +22,9 @@ class JobPaths(ApiModel):
     job_dir: str
     """This job's folder on the checkpoint volume."""
     checkpoint_dir: str
-    """verl's trainer.default_local_dir (global_step_N folders)."""
+    """The engine's checkpoint folder (verl's trainer.default_local_dir, TRL's output_dir)."""
     metrics_dir: str
-    """One metrics file per attempt lives here (attempt-N.jsonl)."""
+    """One metrics file per attempt lives here (contract.metrics_file)."""
     data_dir: str
     """Prepared datasets, cached by content."""
     cache_dir: str
@@ -34,6 +33,34 @@ class JobPaths(ApiModel):
     """Exported model and adapter."""
     reward_file: str | None = None
     """Mounted user reward function, for reward.custom."""
+
+    def under(self, workdir: str | None) -> JobPaths:
+        """The same paths as seen from outside the pod, with its /grpo tree under `workdir`."""
+        moved = {
+            name: under_workdir(value, workdir) if isinstance(value, str) else value
+            for name, value in self.model_dump().items()
+        }
+        return JobPaths(**moved)
+
+
+class ResolvedAccelerator(ApiModel):
+    """What the trainer must know of the pool it runs on, from the operator's accelerator profile."""
+
+    name: str
+    """The profile (spec.resources.accelerator)."""
+    device: DeviceType
+    """torch's device type: the engine's `trainer.device`."""
+    ray_resource: str | None = None
+    """The Ray resource each device is (GPU, NPU); None for CPU pools."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Platform variables the engine and every Ray worker need (the pod has them too; a run
+    outside a pod gets them from here)."""
+    torch_compile: bool = True
+    """Whether torch.compile works on this device; when not, the engine turns it off unless the
+    job asks for it explicitly."""
+    preload_libraries: list[str] = Field(default_factory=list)
+    """Shared libraries put in front of LD_PRELOAD when present in the image (`{arch}` is the
+    machine's architecture, e.g. x86_64 or aarch64)."""
 
 
 class ResolvedJob(ApiModel):
@@ -45,3 +72,16 @@ class ResolvedJob(ApiModel):
     uid: str
     spec: GRPOJobSpec
     paths: JobPaths
+    accelerator: ResolvedAccelerator
+    workdir: str | None = Field(default=None, exclude=True)
+    """Outside a pod: where the pod's /grpo tree lies (never written to the ConfigMap)."""
+
+    def under(self, workdir: str | None) -> ResolvedJob:
+        """This job as a process outside the pod sees it (contract.Env.WORKDIR)."""
+        if not workdir:
+            return self
+        return self.model_copy(update={"paths": self.paths.under(workdir), "workdir": workdir})
+
+    def local_path(self, pod_path: str) -> str:
+        """Where a pod path (a pvc:// source's mount, the spec file) is for this process."""
+        return under_workdir(pod_path, self.workdir)

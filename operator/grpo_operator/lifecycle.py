@@ -12,16 +12,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from ..api import exitcodes
-from ..api.v1alpha1 import GRPOJob
-from ..api.v1alpha1.status import OPERATOR_STATUS_FIELDS, Phase
-from ..build.meta import rayjob_name
-from ..validation import Problem, describe
+from .api import contract
+from .api.v1alpha1 import GRPOJob
+from .api.v1alpha1.status import OPERATOR_STATUS_FIELDS, Phase
+from .children.meta import rayjob_name
+from .rayjob_status import DEPLOYMENT_FAILED, RayJobStatus
+from .validation import Problem, describe
 
 TERMINAL: frozenset[str] = frozenset({"Succeeded", "Failed"})
 CONDITION_TYPES = ("Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed")
-# RayJob jobDeploymentStatus values that mean the attempt has ended badly.
-_DEPLOYMENT_FAILED = {"Failed", "ValidationFailed"}
 
 
 @dataclass(frozen=True)
@@ -57,17 +56,13 @@ def parse_time(value: str | None) -> datetime | None:
 
 def observe_rayjob(rayjob: dict[str, Any]) -> Outcome:
     """Read a RayJob's status (KubeRay v1.x) into an outcome."""
-    status = rayjob.get("status") or {}
-    deployment = status.get("jobDeploymentStatus", "")
-    job_status = status.get("jobStatus", "")
-    reason = status.get("reason", "") or ""
-    message = status.get("message", "") or ""
-    if job_status == "SUCCEEDED" and deployment in ("Complete", "Running", ""):
-        return Outcome("succeeded", "RayJobSucceeded", message)
-    if job_status in ("FAILED", "STOPPED") or deployment in _DEPLOYMENT_FAILED:
-        retryable = deployment != "ValidationFailed" and exitcodes.is_retryable(message)
-        code = exitcodes.exit_code_in(message)
-        told = exitcodes.failure_in(message)
+    seen = RayJobStatus.of(rayjob)
+    if seen.job == "SUCCEEDED" and seen.deployment in ("Complete", "Running", ""):
+        return Outcome("succeeded", "RayJobSucceeded", seen.message)
+    if seen.job in ("FAILED", "STOPPED") or seen.deployment in DEPLOYMENT_FAILED:
+        retryable = seen.deployment != "ValidationFailed" and contract.is_retryable(seen.message)
+        code = contract.exit_code_in(seen.message)
+        told = contract.failure_in(seen.message)
         if told is not None:
             # The trainer said what went wrong (OutOfMemory, CollectiveTimeout, ConfigError...).
             return Outcome(
@@ -75,16 +70,16 @@ def observe_rayjob(rayjob: dict[str, Any]) -> Outcome:
             )
         if code is not None:
             reason = "TrainerFailed" if not retryable else "TrainerCrashed"
-            detail = f"trainer exited: {exitcodes.describe_exit(code)}"
+            detail = f"trainer exited: {contract.describe_exit(code)}"
         else:
-            reason = reason or "RayJobFailed"
+            reason = seen.reason or "RayJobFailed"
             detail = "Ray job failed"
-        return Outcome("failed", reason, f"{detail}. {message}".strip(), retryable)
-    if deployment == "Suspended" or rayjob.get("spec", {}).get("suspend"):
+        return Outcome("failed", reason, f"{detail}. {seen.message}".strip(), retryable)
+    if seen.deployment == "Suspended" or seen.suspended:
         return Outcome("queued", "Queued", "waiting for admission by Kueue")
-    if job_status == "RUNNING":
+    if seen.job == "RUNNING":
         return Outcome("running", "RayJobRunning", "the trainer is running")
-    return Outcome("starting", "RayClusterStarting", f"Ray cluster {deployment or 'being created'}")
+    return Outcome("starting", "RayClusterStarting", f"Ray cluster {seen.deployment or 'being created'}")
 
 
 def _set_condition(
@@ -279,11 +274,11 @@ def plan(
         # Not created yet (or the create was lost): create it again, idempotently.
         return st.plan(create_attempt=attempt)
 
-    status = rayjob.get("status") or {}
-    if status.get("rayClusterName"):
-        st.fields["rayClusterName"] = status["rayClusterName"]
-    if status.get("dashboardURL"):
-        st.fields["dashboardURL"] = status["dashboardURL"]
+    seen = RayJobStatus.of(rayjob)
+    if seen.cluster_name:
+        st.fields["rayClusterName"] = seen.cluster_name
+    if seen.dashboard_url:
+        st.fields["dashboardURL"] = seen.dashboard_url
     outcome = observe_rayjob(rayjob)
     if outcome.state == "succeeded":
         st.finish("Succeeded", "TrainingSucceeded", f"attempt {attempt} finished training")

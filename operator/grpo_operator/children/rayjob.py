@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..api import contract
+from ..api.contract import CHECKPOINT_MOUNT, REWARD_MOUNT_DIR, SPEC_FILE, SPEC_KEY, SPEC_MOUNT_DIR, Env
 from ..api.sources import parse_source
 from ..api.v1alpha1 import GRPOJob
-from ..api.v1alpha1.resolved import CHECKPOINT_MOUNT, REWARD_MOUNT_DIR, SPEC_FILE, SPEC_MOUNT_DIR
 from ..config import AcceleratorProfile, Settings
-from .configmap import SPEC_KEY
 from .meta import (
     ATTEMPT_LABEL,
     labels,
@@ -96,17 +96,14 @@ def _env(
     spec = job.spec
     paths = job_paths(job)
     env: list[dict[str, Any]] = [
-        {"name": "GRPO_JOB_NAME", "value": job.name},
-        {"name": "GRPO_NAMESPACE", "value": job.namespace},
-        {"name": "GRPO_JOB_UID", "value": job.uid},
-        {"name": "GRPO_ATTEMPT", "value": str(attempt)},
-        {"name": "GRPO_SPEC_FILE", "value": SPEC_FILE},
-        {"name": "GRPO_METRICS_FILE", "value": metrics_file(job, attempt)},
-        {"name": "GRPO_ACCELERATOR", "value": spec.resources.accelerator},
-        # Hub downloads land on the shared volume, so a retried attempt does not fetch again.
-        {"name": "HF_HOME", "value": f"{paths.cache_dir}/huggingface"},
-        {"name": "MODELSCOPE_CACHE", "value": f"{paths.cache_dir}/modelscope"},
+        {"name": Env.JOB_NAME, "value": job.name},
+        {"name": Env.NAMESPACE, "value": job.namespace},
+        {"name": Env.ATTEMPT, "value": str(attempt)},
+        {"name": Env.SPEC_FILE, "value": SPEC_FILE},
+        {"name": Env.METRICS_FILE, "value": metrics_file(job, attempt)},
     ]
+    # Hub downloads land on the shared volume, so a retried attempt does not fetch again.
+    env += [{"name": var, "value": f"{paths.cache_dir}/{sub}"} for var, sub in contract.CACHE_HOMES.items()]
     env += [{"name": k, "value": v} for k, v in sorted(profile.env.items())]
     if spec.logging.wandb:
         wandb = spec.logging.wandb

@@ -1,8 +1,8 @@
-"""Async access to the API server: server-side apply under one field manager, and the few reads,
-patches and creates the reconciler needs. Everything that talks to Kubernetes goes through `Api`.
+"""The REST verbs: server-side apply under one field manager, and the few reads, patches and
+creates the reconciler needs. Everything the operator sends to Kubernetes goes through `Api`.
 
-Credentials come from where lightkube finds them (the pod's service account, $KUBECONFIG,
-~/.kube/config); requests go over aiohttp, the HTTP client kopf already runs on. In a burst of new
+Credentials come from `credentials.py`, the proxy and the in-flight limit from `transport.py`;
+requests go over aiohttp, the HTTP client kopf already runs on. In a burst of new
 jobs the operator shares the CPU with the API server, and on the burst benchmark a request cost
 the operator about 0.45 ms of CPU over aiohttp against 1.3 ms through lightkube's client
 (docs/benchmarks/operator.md).
@@ -10,40 +10,19 @@ the operator about 0.45 ms of CPU over aiohttp against 1.3 ms through lightkube'
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import heapq
-import ipaddress
-import itertools
 import json
 import logging
-import os
 import socket
-import ssl
-import urllib.parse
-import urllib.request
-from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import aiohttp
-from lightkube import KubeConfig
-from lightkube.config.client_adapter import verify_cluster
-from lightkube.generic_resource import create_namespaced_resource
 
-from .api.v1alpha1 import GROUP, KIND, PLURAL, VERSION
+from ..api.v1alpha1 import GROUP, KIND, PLURAL, VERSION
+from .credentials import Credentials
+from .transport import MAX_IN_FLIGHT, TIMEOUT_SECONDS, Slots
 
 log = logging.getLogger(__name__)
-
-# Requests in flight at once, and as many pooled connections. A burst of new jobs would otherwise
-# open a connection (and a TLS handshake, on both sides) per concurrent request.
-MAX_IN_FLIGHT = 32
-TIMEOUT_SECONDS = 30
-
-# lightkube resources for the tests and benchmarks, which use lightkube's own clients.
-GRPOJobResource = create_namespaced_resource(GROUP, VERSION, KIND, PLURAL)
-RayJobResource = create_namespaced_resource("ray.io", "v1", "RayJob", "rayjobs")
 
 # (apiVersion, kind) -> plural, for every kind the operator writes. All are namespaced.
 _PLURALS: dict[tuple[str, str], str] = {
@@ -73,37 +52,6 @@ _JOBS = (f"{GROUP}/{VERSION}", KIND)
 _RAYJOBS = ("ray.io/v1", "RayJob")
 
 
-class Slots:
-    """At most `size` requests in flight. Waiting requests marked `first` get the next free slot
-    before the others, in arrival order within each class."""
-
-    def __init__(self, size: int) -> None:
-        self._free = size
-        self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
-        self._order = itertools.count()
-
-    async def acquire(self, *, first: bool = False) -> None:
-        if self._free and not self._waiting:
-            self._free -= 1
-            return
-        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._waiting, (0 if first else 1, next(self._order), turn))
-        try:
-            await turn
-        except asyncio.CancelledError:
-            if turn.done() and not turn.cancelled():
-                self.release()  # handed a slot just as we were cancelled: pass it on
-            raise
-
-    def release(self) -> None:
-        while self._waiting:
-            _, _, turn = heapq.heappop(self._waiting)
-            if not turn.done():  # skip requests cancelled while waiting
-                turn.set_result(None)
-                return
-        self._free += 1
-
-
 class ApiError(Exception):
     """A request the API server answered with an error status."""
 
@@ -112,100 +60,6 @@ class ApiError(Exception):
         self.code = code
         self.reason = reason
         self.message = message
-
-
-def proxy_for(server: str, environ: Mapping[str, str]) -> str | None:
-    """The proxy to reach `server` through, from `https_proxy`/`http_proxy` and `no_proxy` as curl
-    and kubectl read them (lower case first).
-
-    Looked up once. With aiohttp's `trust_env` this lookup, and a read of ~/.netrc, ran in a worker
-    thread for every request.
-    """
-    url = urllib.parse.urlsplit(server)
-
-    def read(name: str) -> str:
-        return environ.get(name) or environ.get(name.upper()) or ""
-
-    proxy = read(f"{url.scheme}_proxy")
-    if not proxy:
-        return None
-    no_proxy = read("no_proxy")
-    if no_proxy and (
-        urllib.request.proxy_bypass_environment(url.netloc, {"no": no_proxy})
-        or _in_cidr(url.hostname or "", no_proxy)
-    ):
-        return None
-    return proxy
-
-
-def _in_cidr(host: str, no_proxy: str) -> bool:
-    """Whether an IP address host falls in a CIDR entry of `no_proxy` (`10.96.0.0/12`), which
-    kubectl honours and urllib does not."""
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    for entry in no_proxy.split(","):
-        try:
-            if "/" in entry and address in ipaddress.ip_network(entry.strip(), strict=False):
-                return True
-        except ValueError:
-            continue
-    return False
-
-
-class Credentials:
-    """The server, its TLS context and the Authorization header, from lightkube's config lookup.
-
-    A token file (a pod's projected service-account token, which the kubelet rotates) is read
-    again whenever the server answers 401. Exec plugins and auth providers are not supported:
-    the operator runs with a service account, a token or a client certificate.
-    """
-
-    def __init__(
-        self,
-        server: str,
-        context: ssl.SSLContext | None,
-        header: Callable[[], str | None],
-        proxy: str | None = None,
-    ) -> None:
-        self.server = server
-        self.ssl = context
-        self._header = header
-        self.authorization = header()
-        self.proxy = proxy
-
-    def refresh(self) -> None:
-        self.authorization = self._header()
-
-    @classmethod
-    def from_environment(cls) -> Credentials:
-        config = KubeConfig.from_env().get()
-        if config is None:
-            raise ValueError(
-                "no Kubernetes configuration: not in a pod, and no current context in the kubeconfig"
-            )
-        user = config.user
-        if user is not None and (user.exec is not None or user.auth_provider is not None) and not user.token:
-            raise ValueError(
-                "the kubeconfig's user authenticates with an exec plugin or auth provider, which "
-                "grpo-operator does not run; use a service account token or a client certificate"
-            )
-
-        def header() -> str | None:
-            if user is None:
-                return None
-            if user.token_file:
-                return "Bearer " + Path(config.abs_file(user.token_file)).read_text().strip()
-            if user.token:
-                return "Bearer " + user.token
-            if user.username and user.password:
-                return "Basic " + base64.b64encode(f"{user.username}:{user.password}".encode()).decode()
-            return None  # a client certificate, in the TLS context
-
-        secure = config.cluster.server.startswith("https:")
-        context = verify_cluster(config.cluster, user, config.abs_file) if secure and user else None
-        return cls(config.cluster.server, context, header, proxy_for(config.cluster.server, os.environ))
 
 
 class Api:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from ..api import contract
 from ..api.v1alpha1 import GRPOJob, JobPaths
-from ..api.v1alpha1.resolved import CHECKPOINT_MOUNT, REWARD_MOUNT_DIR
 
 
 def job_paths(job: GRPOJob) -> JobPaths:
@@ -12,19 +12,17 @@ def job_paths(job: GRPOJob) -> JobPaths:
     Everything the driver, the reward workers and the reporter share (data, checkpoints,
     metrics) sits on that one volume, because verl may place them on any node.
     """
-    root = f"{CHECKPOINT_MOUNT}/{job.name}"
+    root = contract.job_dir(job.name)
+    folders = {field: f"{root}/{sub}" for field, sub in contract.JOB_SUBDIRS.items()}
+    if job.spec.export.path:
+        folders["export_dir"] = job.spec.export.path
     custom = job.spec.reward.custom
     return JobPaths(
         job_dir=root,
-        checkpoint_dir=f"{root}/checkpoints",
-        metrics_dir=f"{root}/metrics",
-        data_dir=f"{root}/data",
-        cache_dir=f"{root}/cache",
-        export_dir=job.spec.export.path or f"{root}/export",
-        reward_file=f"{REWARD_MOUNT_DIR}/{custom.key}" if custom else None,
+        **folders,
+        reward_file=f"{contract.REWARD_MOUNT_DIR}/{custom.key}" if custom else None,
     )
 
 
 def metrics_file(job: GRPOJob, attempt: int) -> str:
-    """One file per attempt: verl's file logger truncates its file on every start."""
-    return f"{job_paths(job).metrics_dir}/attempt-{attempt}.jsonl"
+    return contract.metrics_file(job_paths(job).metrics_dir, attempt)

@@ -1,0 +1,161 @@
+"""Batch arithmetic: how a step's prompts and responses split over devices, and when they cannot.
+
+One function serves the operator's validation (before a cluster is paid for), the verl engine's
+check of its composed configuration (where a user's raw override may have changed a size) and the
+TRL engine's mapping onto TRL's batch settings, so the three can never disagree and a user reads
+the same sentence wherever a rule fires.
+
+Sizes keep verl's meaning for both engines: `trainBatchSize` prompts are rolled out per step,
+each `groupSize` times; `miniBatchSize` prompts make one optimiser update; each device runs
+`microBatchSizePerDevice` responses per forward pass (or as many as fit `tokensPerDevice`).
+Standard library only, like the contract.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_MICRO_BATCH = {"verl": 2, "trl": None}
+"""Responses per forward pass when the spec does not say; None: one device's whole share at once."""
+
+
+@dataclass(frozen=True)
+class Batch:
+    """The sizes the rules read, from a spec or from a composed engine configuration."""
+
+    devices_per_node: int
+    nodes: int
+    group_size: int
+    train_batch_size: int
+    mini_batch_size: int
+    micro_batch_size_per_device: int | None
+    tokens_per_device: int | None = None
+    tensor_parallel_size: int = 1
+    longest_sequence: int | None = None
+    """Prompt + response tokens at most (for the token budget rule)."""
+
+    @classmethod
+    def from_spec(cls, spec: Any, engine: str | None = None) -> Batch:
+        """The sizes of a GRPOJobSpec, with the engine's default micro-batch when none is given."""
+        algo, res = spec.algorithm, spec.resources
+        engine = engine or spec.engine.name
+        micro = algo.micro_batch_size_per_device
+        if micro is None and algo.tokens_per_device is None:
+            micro = DEFAULT_MICRO_BATCH.get(engine)
+        return cls(
+            devices_per_node=res.devices_per_node,
+            nodes=res.nodes,
+            group_size=algo.group_size,
+            train_batch_size=algo.train_batch_size,
+            mini_batch_size=algo.mini_batch_size,
+            micro_batch_size_per_device=micro,
+            tokens_per_device=algo.tokens_per_device,
+            tensor_parallel_size=spec.rollout.tensor_parallel_size,
+            longest_sequence=spec.dataset.max_prompt_length + spec.dataset.max_response_length,
+        )
+
+    @property
+    def devices(self) -> int:
+        return self.devices_per_node * self.nodes
+
+    @property
+    def responses_per_update(self) -> int:
+        return self.mini_batch_size * self.group_size
+
+    @property
+    def per_device_update(self) -> int:
+        """Responses one device trains on per optimiser update."""
+        return self.responses_per_update // self.devices
+
+    @property
+    def micro_batch(self) -> int:
+        """Responses per forward pass (the default: a device's whole share of an update)."""
+        return self.micro_batch_size_per_device or self.per_device_update
+
+    @property
+    def accumulation_steps(self) -> int:
+        """Forward/backward passes per optimiser update on each device."""
+        return max(self.per_device_update // self.micro_batch, 1)
+
+    @property
+    def updates_per_step(self) -> int:
+        return self.train_batch_size // self.mini_batch_size
+
+
+@dataclass(frozen=True)
+class BatchProblem:
+    field: str
+    """The spec field to change, as `kubectl explain` spells it."""
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+def batch_problems(batch: Batch) -> list[BatchProblem]:
+    """Every rule the sizes break; empty when the step splits evenly.
+
+    These are verl's start-up rules (its `validate_config` and the actor's normalisation), which
+    the TRL engine shares: responses per step and per update divide over the devices, an update
+    divides into micro-batches, a step into updates, the rollout's tensor parallelism into a node,
+    and a token budget holds one whole sequence.
+    """
+    world = batch.devices
+    devices = (
+        f"the {world} devices ({batch.devices_per_node} devices per node × {batch.nodes} node(s) = {world})"
+    )
+    problems: list[BatchProblem] = []
+    dynamic = batch.tokens_per_device is not None
+    step = batch.train_batch_size * batch.group_size
+    if not dynamic and step % world:
+        problems.append(
+            BatchProblem(
+                "spec.algorithm.trainBatchSize",
+                f"trainBatchSize × groupSize = {batch.train_batch_size} × {batch.group_size} = {step} "
+                f"responses per step must be divisible by {devices}; or set algorithm.tokensPerDevice",
+            )
+        )
+    update = batch.responses_per_update
+    if update % world:
+        problems.append(
+            BatchProblem(
+                "spec.algorithm.miniBatchSize",
+                f"miniBatchSize × groupSize = {update} responses per update "
+                f"({batch.mini_batch_size} × {batch.group_size}) must be divisible by {devices}",
+            )
+        )
+    elif not dynamic and batch.micro_batch_size_per_device and batch.per_device_update % batch.micro_batch:
+        problems.append(
+            BatchProblem(
+                "spec.algorithm.microBatchSizePerDevice",
+                f"each device gets {batch.per_device_update} responses per update (miniBatchSize × "
+                f"groupSize / devices), which must be divisible by microBatchSizePerDevice {batch.micro_batch}",
+            )
+        )
+    if batch.train_batch_size % batch.mini_batch_size:
+        problems.append(
+            BatchProblem(
+                "spec.algorithm.miniBatchSize",
+                f"trainBatchSize={batch.train_batch_size} must be a multiple of "
+                f"miniBatchSize={batch.mini_batch_size}",
+            )
+        )
+    if batch.devices_per_node % batch.tensor_parallel_size:
+        problems.append(
+            BatchProblem(
+                "spec.rollout.tensorParallelSize",
+                f"tensorParallelSize={batch.tensor_parallel_size} must divide "
+                f"resources.devicesPerNode={batch.devices_per_node}",
+            )
+        )
+    tokens = batch.tokens_per_device
+    if tokens is not None and batch.longest_sequence and tokens < batch.longest_sequence:
+        problems.append(
+            BatchProblem(
+                "spec.algorithm.tokensPerDevice",
+                f"tokensPerDevice={batch.tokens_per_device} must hold one whole prompt + response "
+                f"({batch.longest_sequence} tokens), dataset.maxPromptLength + maxResponseLength",
+            )
+        )
+    return problems

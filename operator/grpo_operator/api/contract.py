@@ -1,0 +1,209 @@
+"""The contract between the operator and the trainer: every fact both sides must agree on, once.
+
+The operator writes a resolved job file and sets environment variables on every Ray pod; the
+trainer reads them, reports progress into the job's status and ends with an exit code and, on a
+failure, one `GRPO_FAILURE` line that Ray copies into the RayJob's message. Both sides import
+this module, and so do the trainer image and the GPU benchmarks, which carry no operator
+dependencies: it imports nothing outside the standard library.
+
+What is here:
+
+- exit codes and which of them a retry cannot fix;
+- the failure line: its format (`Failure.line`) and how the operator reads it back;
+- environment variable names;
+- paths on the pods: mounts, the spec file, the layout of a job's folder, per-attempt files;
+- the accelerator device types the trainer can be asked to run on.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+# --- exit codes ------------------------------------------------------------------------------
+
+OK = 0
+UNKNOWN = 1
+"""An unclassified crash. Retried: most of them on real clusters are infrastructure."""
+USAGE = 2
+"""Bad command line (argparse's own code)."""
+CONFIG_ERROR = 3
+"""The job cannot work as written (overrides rejected, batch sizes, missing reward). Never retried."""
+DATA_ERROR = 4
+"""The dataset is missing or malformed. Never retried."""
+RETRYABLE = 75
+"""A transient fault the trainer recognised (EX_TEMPFAIL): device OOM, a collective timeout, a lost node."""
+
+NOT_RETRYABLE = frozenset({USAGE, CONFIG_ERROR, DATA_ERROR})
+
+_EXIT_NAMES = {
+    OK: "succeeded",
+    UNKNOWN: "crashed",
+    USAGE: "bad command line",
+    CONFIG_ERROR: "configuration error",
+    DATA_ERROR: "data error",
+    RETRYABLE: "transient failure (OOM, collective timeout or lost node)",
+}
+
+
+def describe_exit(code: int) -> str:
+    """A short phrase for a condition message."""
+    if code in _EXIT_NAMES:
+        return _EXIT_NAMES[code]
+    if code > 128:
+        return f"killed by signal {code - 128}"
+    if code < 0:
+        return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+# --- the failure line ------------------------------------------------------------------------
+
+FAILURE_MARKER = "GRPO_FAILURE"
+"""Prefix of the trainer's last line on a failure: `GRPO_FAILURE {"reason", "retryable", "exitCode", "message"}`."""
+FAILURE_MESSAGE_LIMIT = 512
+"""Characters of the message the line carries: Ray keeps only the tail of the log in the RayJob."""
+_FAILURE_LINE = re.compile(FAILURE_MARKER + r" (\{.*\})")
+# Ray: "Job entrypoint command failed with exit code N, last available logs ...".
+_EXIT_CODE = re.compile(r"exit code (-?\d+)")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why an attempt ended badly, in the words the operator shows."""
+
+    code: int
+    reason: str
+    message: str
+
+    @property
+    def retryable(self) -> bool:
+        return self.code not in NOT_RETRYABLE
+
+    def line(self) -> str:
+        """The one machine-readable line for the end of the log (and so for the RayJob's message)."""
+        payload = {
+            "reason": self.reason,
+            "retryable": self.retryable,
+            "exitCode": self.code,
+            "message": self.message[:FAILURE_MESSAGE_LIMIT],
+        }
+        return f"{FAILURE_MARKER} {json.dumps(payload, ensure_ascii=False)}"
+
+
+def failure_in(text: str) -> dict[str, Any] | None:
+    """The trainer's own account of a failure (the last failure line in `text`), if it has one."""
+    found = None
+    for match in _FAILURE_LINE.finditer(text or ""):
+        try:
+            payload = json.loads(match.group(1))
+        except ValueError:
+            continue
+        if isinstance(payload, dict) and isinstance(payload.get("reason"), str):
+            found = payload
+    return found
+
+
+def exit_code_in(message: str) -> int | None:
+    """The entrypoint's exit code in a Ray job failure message, if it has one."""
+    match = _EXIT_CODE.search(message or "")
+    return int(match.group(1)) if match else None
+
+
+def is_retryable(message: str) -> bool:
+    """Whether a failed attempt described by a Ray job message should be retried.
+
+    An explicit non-retryable exit code wins; anything else that failed is worth another attempt
+    from the latest checkpoint (the retry budget, backoffLimit, bounds the cost).
+    """
+    code = exit_code_in(message)
+    return code is None or code not in NOT_RETRYABLE
+
+
+# --- environment -----------------------------------------------------------------------------
+
+
+class Env:
+    """Names of the variables the operator sets on every trainer pod (and tools may set by hand)."""
+
+    JOB_NAME = "GRPO_JOB_NAME"
+    NAMESPACE = "GRPO_NAMESPACE"
+    ATTEMPT = "GRPO_ATTEMPT"
+    """The 1-based attempt number; a retried attempt always resumes from the latest checkpoint."""
+    SPEC_FILE = "GRPO_SPEC_FILE"
+    METRICS_FILE = "GRPO_METRICS_FILE"
+    """This attempt's per-step metrics file (one per attempt: verl's file logger truncates)."""
+    WORKDIR = "GRPO_WORKDIR"
+    """Where the pod's `/grpo` tree lies when the trainer runs outside a pod (a workstation, the
+    local test cluster): every path under MOUNT_ROOT is read and written under this folder."""
+
+
+CACHE_HOMES = {"HF_HOME": "huggingface", "MODELSCOPE_CACHE": "modelscope"}
+"""Hub clients' cache variables -> their folder under the job's cache dir (kept across attempts)."""
+
+
+# --- paths -----------------------------------------------------------------------------------
+
+MOUNT_ROOT = "/grpo"
+SPEC_MOUNT_DIR = f"{MOUNT_ROOT}/spec"
+SPEC_KEY = "job.json"
+"""The spec ConfigMap's key, and the file's name in SPEC_MOUNT_DIR."""
+SPEC_FILE = f"{SPEC_MOUNT_DIR}/{SPEC_KEY}"
+CHECKPOINT_MOUNT = f"{MOUNT_ROOT}/checkpoints"
+"""The checkpoint volume; each job has a folder on it named after the job."""
+REWARD_MOUNT_DIR = f"{MOUNT_ROOT}/reward"
+SOURCES_ROOT = f"{MOUNT_ROOT}/sources"
+"""pvc:// model and dataset claims are mounted read-only at SOURCES_ROOT/<claim>."""
+
+JOB_SUBDIRS = {
+    "checkpoint_dir": "checkpoints",
+    "metrics_dir": "metrics",
+    "data_dir": "data",
+    "cache_dir": "cache",
+    "export_dir": "export",
+}
+"""A job's folder on the checkpoint volume: JobPaths field -> sub-folder."""
+
+COMPLETE_FILE = "training-complete.json"
+"""In the job's folder once training has finished: a later attempt only exports."""
+EXPORT_RECORD = "export.json"
+"""In the export folder, written last: which step was exported and where (a finished export)."""
+EXPORT_MODEL_DIR = "model"
+EXPORT_ADAPTER_DIR = "lora-adapter"
+
+
+def job_dir(job_name: str) -> str:
+    return f"{CHECKPOINT_MOUNT}/{job_name}"
+
+
+def metrics_file(metrics_dir: str, attempt: int) -> str:
+    """One file per attempt: verl's file logger truncates its file on every start."""
+    return f"{metrics_dir}/attempt-{attempt}.jsonl"
+
+
+def checkpoint_events_file(metrics_file_path: str) -> str:
+    """Where the engine appends checkpoint save events for the reporter: beside the metrics file.
+
+    Derived from the metrics file, so an engine process on any node (which sees only the pod's
+    environment) and the reporter agree without another variable.
+    """
+    stem, dot, _ = metrics_file_path.rpartition(".")
+    return f"{stem if dot else metrics_file_path}.checkpoints.jsonl"
+
+
+def under_workdir(path: str, workdir: str | None) -> str:
+    """Where a pod path lies outside the pod: paths under MOUNT_ROOT move under `workdir`.
+
+    Paths elsewhere (a model baked into the image, /dev/shm) are the same everywhere.
+    """
+    if not workdir or not (path == MOUNT_ROOT or path.startswith(MOUNT_ROOT + "/")):
+        return path
+    return workdir.rstrip("/") + path
+
+
+# --- accelerators ----------------------------------------------------------------------------
+
+DeviceType = Literal["cuda", "npu", "cpu"]
+"""What the engine trains on: torch's device type (NVIDIA GPUs, Ascend NPUs, host CPUs)."""

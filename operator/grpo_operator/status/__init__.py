@@ -1,1 +1,0 @@
-"""Pure status derivation: observed children in, the operator-owned status fields out."""
