@@ -9,7 +9,7 @@ out=$1
 shift
 work=/tmp/trl-gpu-work
 mkdir -p "$out" "$work"
-export PYTHONPATH="$PWD/trainer${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 TRL_EXPERIMENTAL_SILENCE=1
+export PYTHONPATH="$PWD/trainer:$PWD/operator${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 TRL_EXPERIMENTAL_SILENCE=1
 summary="$out/summary.txt"
 {
   date -u +%FT%TZ

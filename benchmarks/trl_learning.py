@@ -3,8 +3,8 @@
 Writes `learning.json` (per-step mean reward of both runs and the verdict) and `learning.png`
 (both curves, the blind optimum and the 0.9 target) under `--out`.
 
-    PYTHONPATH=trainer python benchmarks/trl_learning.py --out /tmp/learning            # GPU, full
-    PYTHONPATH=trainer python benchmarks/trl_learning.py --out /tmp/l --steps 5 --small  # CPU smoke
+    PYTHONPATH=trainer:operator python benchmarks/trl_learning.py --out /tmp/learning            # GPU, full
+    PYTHONPATH=trainer:operator python benchmarks/trl_learning.py --out /tmp/l --steps 5 --small  # CPU smoke
 """
 
 from __future__ import annotations

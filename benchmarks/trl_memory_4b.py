@@ -6,8 +6,8 @@ the values), LoRA r=16 on the vision encoder, projector and language layers, G=2
 checkpointing, bf16: the third seed's configuration through the engine's own code path. A random
 model never emits its end token, so every completion runs to the full length, the worst case.
 
-    PYTHONPATH=trainer python benchmarks/trl_memory_4b.py --out /tmp/mem4b
-    PYTHONPATH=trainer python benchmarks/trl_memory_4b.py --shape tiny --steps 2 \
+    PYTHONPATH=trainer:operator python benchmarks/trl_memory_4b.py --out /tmp/mem4b
+    PYTHONPATH=trainer:operator python benchmarks/trl_memory_4b.py --shape tiny --steps 2 \
         --prompt-tokens 64 --completion-tokens 8 --image-side 64 --out /tmp/mem-smoke   # CPU smoke
 """
 

@@ -17,9 +17,10 @@ import pytest
 import yaml
 from cluster.backend import Cluster
 from grpo_operator.api.v1alpha1 import GRPOJob
-from grpo_operator.build.meta import trainer_account_name
-from grpo_operator.build.rbac import build_trainer_rbac
+from grpo_operator.children.meta import trainer_account_name
+from grpo_operator.children.rbac import build_trainer_rbac
 from grpo_trainer.cli import main as grpo_train
+from grpo_trainer.engines.verl import checkpoints as verl_checkpoints
 from grpo_trainer.kube import GRPOJobResource, KubeStatusWriter
 from grpo_trainer.report import TrainingState
 from grpo_trainer.reporter import Reporter
@@ -127,7 +128,13 @@ def test_reporter_patches_its_own_job_and_nothing_else(cluster, namespace, crds,
     writer = KubeStatusWriter("reporter-mine", namespace, str(kubeconfig))
     state = TrainingState(total_steps=60, resumed_from_step=20)
     reporter = Reporter(
-        writer, state, metrics, metrics.with_suffix(".events"), checkpoints, min_interval=0.0, not_before=0.0
+        writer,
+        state,
+        metrics,
+        metrics.with_suffix(".events"),
+        latest_checkpoint=lambda: verl_checkpoints.latest(checkpoints),
+        min_interval=0.0,
+        not_before=0.0,
     )
     publish_until_sent(reporter)
 

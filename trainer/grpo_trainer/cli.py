@@ -1,14 +1,15 @@
-"""`grpo-train`: what the Ray job runs, and the tools to see what it would do.
+"""`grpo-train`: what the Ray job runs, and the tools to see what it would do, for every engine.
 
-    grpo-train plan          --spec FILE [--verl-version V] [--attempt N]   the exact engine command
-    grpo-train validate      --spec FILE [--verl-version V]                 compose verl's config, check it
-    grpo-train prepare-data  --spec FILE                                    data -> verl parquet (cached)
-    grpo-train run           --spec FILE                                    one attempt (the entrypoint)
-    grpo-train export        --spec FILE                                    final checkpoint -> HF model
-    grpo-train report        --spec FILE [--once]                           status reporter on its own
+    grpo-train plan          --spec FILE [--attempt N] [--json]   every setting of the run and why
+    grpo-train validate      --spec FILE                          check the plan (verl: compose its config)
+    grpo-train prepare-data  --spec FILE                          the dataset -> parquet (cached)
+    grpo-train run           --spec FILE                          one attempt (the entrypoint)
+    grpo-train export        --spec FILE                          final checkpoint -> HF model
+    grpo-train report        --spec FILE [--once]                 status reporter on its own
 
 FILE is the resolved job the operator mounts (default $GRPO_SPEC_FILE, else /grpo/spec/job.json) or a
-GRPOJob manifest (paths as the operator would choose them). Exit codes: grpo_trainer.exitcodes.
+GRPOJob manifest (paths as the operator would choose them). `--workdir DIR` (default $GRPO_WORKDIR)
+runs outside a pod: DIR stands for the pod's /grpo tree. Exit codes: grpo_operator.api.contract.
 """
 
 from __future__ import annotations
@@ -25,17 +26,14 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from grpo_operator.api.contract import OK, SPEC_FILE, UNKNOWN, Env
 from grpo_operator.api.v1alpha1 import ResolvedJob
-from grpo_operator.api.v1alpha1.resolved import SPEC_FILE
 
-from . import checkpoints, data, sources
-from .engines import verl as verl_engine
-from .engines.verl_compose import check, compose, effective_reward
-from .engines.verl_configs import config_dir
-from .engines.verl_versions import installed_version
-from .exitcodes import OK, UNKNOWN, ConfigError, DataError, TrainerError
-from .run import Options, resolve_profile, start_reporter
-from .run import run as run_attempt
+from . import data
+from .attempt import Options, start_reporter, status_writer
+from .attempt import run as run_attempt
+from .engines.base import Engine, EngineOptions, RunPlan, engine_for
+from .failures import ConfigError, TrainerError
 from .spec import Attempt, load_job
 
 log = logging.getLogger("grpo_trainer")
@@ -53,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         failure = exc.failure()
         print(f"error: {failure.message}", file=sys.stderr)
         if args.command in ("run", "export", "prepare-data"):
-            print(failure.marker_line(), file=sys.stderr)
+            print(failure.line(), file=sys.stderr)
         return failure.code
 
 
@@ -67,34 +65,43 @@ def _parser() -> argparse.ArgumentParser:
         cmd = sub.add_parser(name, help=help_, description=help_)
         cmd.add_argument(
             "--spec",
-            default=os.environ.get("GRPO_SPEC_FILE", SPEC_FILE),
-            help="resolved job JSON or GRPOJob manifest (default: $GRPO_SPEC_FILE or %(default)s)",
+            default=os.environ.get(Env.SPEC_FILE, SPEC_FILE),
+            help=f"resolved job JSON or GRPOJob manifest (default: ${Env.SPEC_FILE} or %(default)s)",
+        )
+        cmd.add_argument(
+            "--workdir",
+            default=os.environ.get(Env.WORKDIR) or None,
+            help=f"outside a pod: the folder standing for the pod's /grpo tree (default: ${Env.WORKDIR})",
         )
         cmd.set_defaults(handler=handler)
         return cmd
 
-    plan = command("plan", _plan, "print the exact engine command and why each override is there")
-    plan.add_argument("--verl-version", help="plan for this verl release (default: the installed one)")
+    plan = command("plan", _plan, "print every setting of the run and why it has its value")
+    plan.add_argument("--verl-version", help="verl jobs: plan for this verl release (default: installed)")
     plan.add_argument(
-        "--attempt", type=int, default=None, help="attempt number (default: $GRPO_ATTEMPT or 1)"
+        "--attempt", type=int, default=None, help=f"attempt number (default: ${Env.ATTEMPT} or 1)"
     )
     plan.add_argument("--json", action="store_true", help="machine-readable output")
 
-    validate = command("validate", _validate, "compose verl's own config with the overrides and check it")
-    validate.add_argument("--verl-version", help="validate against this verl release (default: installed)")
-    validate.add_argument("--config-dir", type=Path, help="verl's trainer/config folder to compose with")
-
-    prepare = command(
-        "prepare-data", _prepare, "turn the job's dataset into verl parquet on the shared volume"
+    validate = command(
+        "validate", _validate, "check the plan: batch arithmetic, and verl's own config for verl"
     )
+    validate.add_argument(
+        "--verl-version", help="verl jobs: validate against this release (default: installed)"
+    )
+    validate.add_argument(
+        "--config-dir", type=Path, help="verl jobs: verl's trainer/config folder to compose with"
+    )
+
+    prepare = command("prepare-data", _prepare, "turn the job's dataset into parquet on the shared volume")
     prepare.add_argument("--no-progress", action="store_true")
 
     run = command("run", _run, "run one attempt: data, engine, status reports, export")
-    run.add_argument("--verl-version", help="treat the installed verl as this release")
+    run.add_argument("--verl-version", help="verl jobs: treat the installed verl as this release")
     run.add_argument("--no-report", action="store_true", help="do not patch the job's status")
     run.add_argument("--kubeconfig", help="kubeconfig for status reports (default: in-cluster, $KUBECONFIG)")
 
-    command("export", _export, "merge the final checkpoint into a Hugging Face model (and LoRA adapter)")
+    command("export", _export, "the final checkpoint -> a Hugging Face model (and LoRA adapter)")
 
     report = command("report", _report, "tail the attempt's metrics and patch the job's status")
     report.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, then $KUBECONFIG)")
@@ -103,58 +110,55 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _attempt(job: ResolvedJob, number: int | None = None) -> Attempt:
+def _attempt(args: argparse.Namespace, number: int | None = None) -> tuple[Attempt, Engine, ResolvedJob]:
+    job = load_job(args.spec, args.workdir)
     env = dict(os.environ)
     if number is not None:
-        env["GRPO_ATTEMPT"] = str(number)
-        env.pop("GRPO_METRICS_FILE", None)
-    return Attempt.from_env(job, env)
-
-
-def _planned_launch(args: argparse.Namespace) -> verl_engine.VerlLaunch:
-    job = load_job(args.spec)
-    if job.spec.engine.name != "verl":
-        raise ConfigError(f"plan and validate cover the verl engine; this job uses {job.spec.engine.name!r}")
-    profile = resolve_profile(args.verl_version)
-    attempt = _attempt(job, getattr(args, "attempt", None))
-    planned = data.planned(job)
-    try:
-        model = str(sources.resolve(job.spec.model.source, "model", job.paths.cache_dir, download=False))
-    except DataError:
-        model = f"<{job.spec.model.source}, downloaded into {job.paths.cache_dir} at run time>"
-    return verl_engine.plan_launch(
-        job,
-        profile,
-        attempt,
-        model_path=model,
-        train_files=planned.train_files,
-        val_files=planned.val_files,
-        resume=checkpoints.decide_resume(job, attempt.number, dry_run=True),
+        env[Env.ATTEMPT] = str(number)
+        env.pop(Env.METRICS_FILE, None)
+    options = EngineOptions(
+        verl_version=getattr(args, "verl_version", None),
+        verl_config_dir=str(args.config_dir) if getattr(args, "config_dir", None) else None,
+        progress=not getattr(args, "no_progress", False),
     )
+    return Attempt.from_env(job, env), engine_for(job.spec.engine.name, options), job
+
+
+def _planned(args: argparse.Namespace) -> tuple[RunPlan, Engine, ResolvedJob]:
+    attempt, engine, job = _attempt(args, getattr(args, "attempt", None))
+    return engine.plan(job, attempt, dry_run=True), engine, job
 
 
 def _plan(args: argparse.Namespace) -> int:
-    launch = _planned_launch(args)
+    plan, _, _ = _planned(args)
     if args.json:
         payload = {
-            "verlVersion": launch.profile.reference_version,
-            "command": launch.command,
-            "env": launch.env,
-            "overrides": [{"override": o.render(), "why": o.why} for o in launch.plan.overrides],
-            "warnings": launch.warnings,
+            "engine": plan.engine,
+            "title": plan.title,
+            "command": plan.command,
+            "env": plan.env,
+            "settings": [{"key": s.key, "value": s.value, "why": s.why} for s in plan.settings],
+            "warnings": plan.warnings,
+            **plan.facts,
         }
-        print(json.dumps(payload, indent=2))
+        print(json.dumps(payload, indent=2, default=str))
         return OK
-    print(f"# verl {launch.profile.reference_version}; environment of the engine and every Ray worker:")
-    for key, value in sorted(launch.env.items()):
-        print(f"#   {key}={value}")
-    words = [_shell_word(word) for word in launch.command]
-    print(" \\\n    ".join([" ".join(words[:3]), *words[3:]]))
-    print("\n# why:")
-    for override in launch.plan.overrides:
-        if override.why:
-            print(f"#   {override.key}: {override.why}")
-    for warning in launch.warnings:
+    if plan.command:
+        print(f"# {plan.title}; environment of the engine and every Ray worker:")
+        for key, value in sorted(plan.env.items()):
+            print(f"#   {key}={value}")
+        words = [_shell_word(word) for word in plan.command]
+        print(" \\\n    ".join([" ".join(words[:3]), *words[3:]]))
+        print("\n# why:")
+        for setting in plan.settings:
+            if setting.why:
+                print(f"#   {setting.key}: {setting.why}")
+    else:
+        print(f"# {plan.title}")
+        width = max((len(s.key) for s in plan.settings), default=0)
+        for setting in plan.settings:
+            print(f"{setting.key:<{width}}  {json.dumps(setting.value, default=str)}  # {setting.why}")
+    for warning in plan.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     return OK
 
@@ -169,25 +173,22 @@ def _shell_word(word: str) -> str:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    launch = _planned_launch(args)
-    folder = args.config_dir or config_dir(args.verl_version or installed_version() or "")
-    cfg = compose(folder, launch.plan.rendered())
-    findings = check(cfg, launch.plan, launch.profile)
-    reward = effective_reward(cfg, launch.profile)
-    print(f"composed verl's ppo_trainer from {folder} with {len(launch.plan.overrides)} overrides")
-    print(f"reward verl will load: {reward.get('path')} :: {reward.get('name')}")
+    plan, engine, job = _planned(args)
+    findings = engine.check(job, plan)
+    if findings.checked:
+        print(findings.checked)
     for warning in findings.warnings:
         print(f"warning: {warning}")
     if findings.problems:
         for problem in findings.problems:
             print(f"problem: {problem}")
-        raise ConfigError(f"{len(findings.problems)} problem(s) in the composed verl configuration")
+        raise ConfigError(f"{len(findings.problems)} problem(s) in the {plan.engine} plan")
     print("ok")
     return OK
 
 
 def _prepare(args: argparse.Namespace) -> int:
-    job = load_job(args.spec)
+    job = load_job(args.spec, args.workdir)
     prepared = data.prepare(job, progress=not args.no_progress)
     for warning in prepared.warnings:
         print(f"warning: {warning}", file=sys.stderr)
@@ -206,29 +207,35 @@ def _prepare(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    job = load_job(args.spec)
-    options = Options(verl_version=args.verl_version, report=not args.no_report, kubeconfig=args.kubeconfig)
-    return run_attempt(job, _attempt(job), options)
+    job = load_job(args.spec, args.workdir)
+    options = Options(
+        engine=EngineOptions(verl_version=args.verl_version),
+        report=not args.no_report,
+        kubeconfig=args.kubeconfig,
+    )
+    return run_attempt(job, Attempt.from_env(job), options)
 
 
 def _export(args: argparse.Namespace) -> int:
-    from .export import export
-
-    job = load_job(args.spec)
-    result = export(job)
+    _, engine, job = _attempt(args)
+    result = engine.export(job)
     print(json.dumps(result.__dict__ if result else {"skipped": "the spec asks for no export"}, indent=2))
     return OK
 
 
 def _report(args: argparse.Namespace) -> int:
-    from .kube import KubeStatusWriter
-
-    job = load_job(args.spec)
-    attempt = _attempt(job)
-    writer = KubeStatusWriter(attempt.job_name, attempt.namespace, args.kubeconfig)
-    tracked = checkpoints.tracked_step(job.paths.checkpoint_dir)
+    attempt, engine, job = _attempt(args)
+    writer = status_writer(attempt, args.kubeconfig)
+    if writer is None:
+        raise ConfigError("no Kubernetes credentials: give --kubeconfig or set $KUBECONFIG")
+    latest = engine.latest_checkpoint(job)
     reporter = start_reporter(
-        job, attempt, writer, data.known_train_rows(job), tracked if attempt.number > 1 else None
+        job,
+        attempt,
+        writer,
+        engine,
+        data.known_train_rows(job),
+        latest.step if latest and attempt.number > 1 else None,
     )
     reporter.min_interval = args.interval
     if not args.once:

@@ -1,71 +1,29 @@
-"""How `grpo-train` ends: an exit code the operator can act on, and one line that says why.
+"""How an attempt fails: errors that carry an exit code, and the classification of a crash.
 
-The codes themselves live in `grpo_operator.api.exitcodes`, which the operator imports too: Ray
-reports a failed entrypoint as "Job entrypoint command failed with exit code N, last available
-logs ...", and the operator reads N back to decide between a new attempt (resumed from the latest
-checkpoint) and failing the job at once. This module adds the trainer's half: the exceptions that
-carry a code, and the classification of an engine crash from its exit status and log tail.
-
-The last line the trainer writes on a failure is `GRPO_FAILURE {json}` (reason, retryable, exitCode,
-message). It lands in the log tail Ray copies into the RayJob's message, so the operator can show a
-reason more specific than the exit code ("OutOfMemory", "CollectiveTimeout", ...).
+The codes, their retry classes and the `GRPO_FAILURE` line are the operator's contract
+(`grpo_operator.api.contract`): Ray reports a failed entrypoint as "Job entrypoint command failed
+with exit code N, last available logs ...", and the operator reads N and the failure line back to
+decide between a new attempt (resumed from the latest checkpoint) and failing the job at once.
+This module adds the trainer's half: exceptions that know their code, and the classification of
+an engine crash, from a subprocess's exit status and log tail (verl) or from the exception an
+in-process engine raised (TRL).
 """
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import dataclass
 
-from grpo_operator.api.exitcodes import (
-    CONFIG_ERROR,
-    DATA_ERROR,
-    FAILURE_MARKER,
-    NOT_RETRYABLE,
-    OK,
-    RETRYABLE,
-    UNKNOWN,
-    USAGE,
-)
+from grpo_operator.api.contract import CONFIG_ERROR, DATA_ERROR, OK, RETRYABLE, UNKNOWN, Failure
 
 __all__ = [
-    "CONFIG_ERROR",
-    "DATA_ERROR",
-    "FAILURE_MARKER",
-    "OK",
-    "RETRYABLE",
-    "UNKNOWN",
-    "USAGE",
     "ConfigError",
     "DataError",
     "Failure",
     "TrainerError",
     "TransientError",
     "classify_engine_exit",
+    "classify_exception",
 ]
-
-
-@dataclass(frozen=True)
-class Failure:
-    """Why an attempt ended badly, in the words the operator shows."""
-
-    code: int
-    reason: str
-    message: str
-
-    @property
-    def retryable(self) -> bool:
-        return self.code not in NOT_RETRYABLE
-
-    def marker_line(self) -> str:
-        """One machine-readable line for the end of the log (and so for the RayJob's message)."""
-        payload = {
-            "reason": self.reason,
-            "retryable": self.retryable,
-            "exitCode": self.code,
-            "message": self.message[:512],
-        }
-        return f"{FAILURE_MARKER} {json.dumps(payload, ensure_ascii=False)}"
 
 
 class TrainerError(Exception):
@@ -170,3 +128,41 @@ def _line_around(text: str, index: int) -> str:
     start = text.rfind("\n", 0, index) + 1
     end = text.find("\n", index)
     return text[start : end if end != -1 else len(text)].strip()[:512]
+
+
+# An in-process engine's exception -> (code, reason), by fragment of its message (lower case).
+_RETRYABLE_MESSAGES = (
+    ("out of memory", "OutOfMemory"),
+    ("nccl", "CollectiveTimeout"),
+    ("timed out", "Timeout"),
+    ("connection reset", "ConnectionLost"),
+    ("ecc error", "DeviceError"),
+    ("unspecified launch failure", "DeviceError"),
+    ("no cuda gpus are available", "DeviceLost"),
+)
+
+
+def classify_exception(error: BaseException) -> Failure:
+    """Map an exception raised inside the trainer's process to its exit code and a readable reason.
+
+    Device and network faults are retryable; a missing file is a data error; the exceptions a
+    bad setting raises (ValueError, TypeError, KeyError, ImportError) are configuration errors,
+    which no retry fixes; anything else is an unknown crash, which the operator retries.
+    """
+    if isinstance(error, TrainerError):
+        return error.failure()
+    message = f"{type(error).__name__}: {error}"
+    name = type(error).__name__
+    lowered = str(error).lower()
+    if name == "OutOfMemoryError" or isinstance(error, MemoryError):
+        return Failure(RETRYABLE, "OutOfMemory", message)
+    if name in ("DistBackendError", "DistNetworkError") or isinstance(error, TimeoutError | ConnectionError):
+        return Failure(RETRYABLE, "CollectiveTimeout" if name.startswith("Dist") else name, message)
+    for fragment, reason in _RETRYABLE_MESSAGES:
+        if fragment in lowered:
+            return Failure(RETRYABLE, reason, message)
+    if isinstance(error, FileNotFoundError):
+        return Failure(DATA_ERROR, "DataError", message)
+    if isinstance(error, ValueError | TypeError | KeyError | ImportError):
+        return Failure(CONFIG_ERROR, "ConfigError", message)
+    return Failure(UNKNOWN, "EngineCrashed", message)

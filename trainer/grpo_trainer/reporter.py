@@ -17,7 +17,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .checkpoints import TRACKER, step_folder
+from .engines.base import Checkpoint
 from .kube import StatusWriter
 from .report import TrainingState, parse_line, status_patch
 
@@ -69,8 +69,8 @@ class Reporter:
         state: TrainingState,
         metrics_file: Path,
         events_file: Path,
-        checkpoint_dir: Path,
         *,
+        latest_checkpoint: Callable[[], Checkpoint | None] | None = None,
         previous_metrics: list[Path] | None = None,
         min_interval: float = 5.0,
         poll_interval: float = 1.0,
@@ -80,16 +80,18 @@ class Reporter:
     ) -> None:
         self.writer = writer
         self.state = state
-        self.checkpoint_dir = checkpoint_dir
+        # The engine's own view of its newest checkpoint: the fallback where it writes no events
+        # (verl 0.7 has no checkpoint hook).
+        self.latest_checkpoint = latest_checkpoint
         self.min_interval = min_interval
         self.poll_interval = poll_interval
         self.max_backoff = max_backoff
         self.on_checkpoint = on_checkpoint
-        # A tracker older than this attempt's start describes a checkpoint already reported.
+        # A checkpoint older than this attempt's start was reported before.
         self.not_before = time.time() if not_before is None else not_before
         self._metrics = Tail(metrics_file)
         self._events = Tail(events_file)
-        self._tracker_seen: tuple[float, int] | None = None
+        self._latest_seen: tuple[float, int] | None = None
         self._dirty = True
         self._next_send = 0.0
         self._backoff = 0.0
@@ -119,7 +121,7 @@ class Reporter:
                 changed = True
         for line in self._events.lines():
             changed |= self._checkpoint_event(line)
-        changed |= self._tracker()
+        changed |= self._latest()
         self._dirty |= changed
         return changed
 
@@ -131,17 +133,20 @@ class Reporter:
             return False
         return self._new_checkpoint(step, path, saved_at)
 
-    def _tracker(self) -> bool:
-        tracker = self.checkpoint_dir / TRACKER
+    def _latest(self) -> bool:
+        if self.latest_checkpoint is None:
+            return False
         try:
-            mtime = tracker.stat().st_mtime
-            step = int(tracker.read_text(encoding="utf-8").strip())
-        except (OSError, ValueError):
+            latest = self.latest_checkpoint()
+        except OSError:
             return False
-        if self._tracker_seen == (mtime, step) or mtime < self.not_before:
+        if latest is None:
             return False
-        self._tracker_seen = (mtime, step)
-        return self._new_checkpoint(step, str(step_folder(self.checkpoint_dir, step)), utc_iso(mtime))
+        seen = (latest.saved_at, latest.step)
+        if self._latest_seen == seen or latest.saved_at < self.not_before:
+            return False
+        self._latest_seen = seen
+        return self._new_checkpoint(latest.step, latest.path, utc_iso(latest.saved_at))
 
     def _new_checkpoint(self, step: int, path: str, saved_at: str) -> bool:
         current = self.state.checkpoint

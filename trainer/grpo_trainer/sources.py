@@ -13,9 +13,10 @@ import os
 from pathlib import Path
 from typing import Literal
 
+from grpo_operator.api.contract import under_workdir
 from grpo_operator.api.sources import parse_source
 
-from .exitcodes import ConfigError, DataError, TransientError
+from .failures import ConfigError, DataError, TransientError
 
 Kind = Literal["model", "dataset"]
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -35,18 +36,24 @@ def offline() -> bool:
 
 
 def resolve(
-    uri: str, kind: Kind, cache_dir: str | Path, revision: str | None = None, download: bool = True
+    uri: str,
+    kind: Kind,
+    cache_dir: str | Path,
+    revision: str | None = None,
+    download: bool = True,
+    workdir: str | None = None,
 ) -> Path:
     """A local folder or file holding the source; errors say which source and what to do.
 
-    With `download=False` only what is already there is used (for `grpo-train plan`).
+    With `download=False` only what is already there is used (for `grpo-train plan`). Outside a
+    pod, `workdir` holds the pod's /grpo tree, where pvc:// claims are mounted.
     """
     try:
         ref = parse_source(uri)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     if ref.scheme in ("local", "pvc"):
-        path = Path(ref.local_path or "")
+        path = Path(under_workdir(ref.local_path or "", workdir))
         if not path.exists():
             hint = f" (is the claim {ref.authority!r} bound and mounted?)" if ref.scheme == "pvc" else ""
             raise DataError(f"{kind} source {uri} is not at {path}{hint}")

@@ -1,9 +1,13 @@
 """The job the trainer runs: the resolved spec the operator mounts, plus this attempt's environment.
 
-The operator writes the resolved job (spec with schema defaults, plus the absolute paths it chose)
-to `/grpo/spec/job.json` and sets `GRPO_*` variables on every Ray pod. For planning and validating
-outside a cluster, a plain GRPOJob manifest (YAML or JSON) is accepted as well: its paths are
-derived with the operator's own `job_paths`, so what `grpo-train plan` prints is what would run.
+The operator writes the resolved job (spec with schema defaults, the absolute paths it chose, the
+accelerator pool's facts) to `contract.SPEC_FILE` and sets the `contract.Env` variables on every
+Ray pod. For planning and validating outside a cluster, a plain GRPOJob manifest (YAML or JSON)
+is accepted as well: it is resolved with the operator's own function and default settings, so
+what `grpo-train plan` prints is what would run.
+
+Outside a pod (a workstation, the local test cluster) `contract.Env.WORKDIR` (or `--workdir`)
+names the folder that stands for the pod's /grpo tree; every pod path is read under it.
 """
 
 from __future__ import annotations
@@ -16,16 +20,22 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from grpo_operator.api.contract import Env, checkpoint_events_file, metrics_file, under_workdir
 from grpo_operator.api.v1alpha1 import GRPOJob, ResolvedJob
-from grpo_operator.build.paths import job_paths
+from grpo_operator.children.resolved import resolve_job
+from grpo_operator.config import Settings
 from pydantic import ValidationError
 
-from .exitcodes import ConfigError
+from .failures import ConfigError
 
 
-def load_job(path: str | Path) -> ResolvedJob:
-    """Read a resolved job (the operator's JSON) or a GRPOJob manifest; ConfigError says what is wrong."""
-    path = Path(path)
+def load_job(path: str | Path, workdir: str | None = None) -> ResolvedJob:
+    """Read a resolved job (the operator's JSON) or a GRPOJob manifest; ConfigError says what is wrong.
+
+    With a `workdir`, `path` is a pod path when it lies under /grpo, and the job's paths are
+    returned as seen from here.
+    """
+    path = Path(under_workdir(str(path), workdir))
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -38,19 +48,24 @@ def load_job(path: str | Path) -> ResolvedJob:
         raise ConfigError(f"the job spec {path} must hold an object, found {type(document).__name__}")
     try:
         if document.get("kind") == "GRPOJob":
-            return resolve_manifest(document)
-        return ResolvedJob.model_validate(document)
+            job = resolve_manifest(document)
+        else:
+            job = ResolvedJob.model_validate(document)
     except ValidationError as exc:
         raise ConfigError(f"the job spec {path} is invalid: {_errors(exc)}") from exc
+    return job.under(workdir)
 
 
-def resolve_manifest(manifest: dict[str, Any], namespace: str = "default") -> ResolvedJob:
-    """A GRPOJob manifest as the operator would resolve it (same paths), for local plan/validate."""
+def resolve_manifest(
+    manifest: dict[str, Any], namespace: str = "default", settings: Settings | None = None
+) -> ResolvedJob:
+    """A GRPOJob manifest as the operator would resolve it (same paths, default profiles)."""
     metadata = {"namespace": namespace, "uid": "", **manifest.get("metadata", {})}
     job = GRPOJob.model_validate({**manifest, "metadata": metadata})
-    return ResolvedJob(
-        name=job.name, namespace=job.namespace, uid=job.uid, spec=job.spec, paths=job_paths(job)
-    )
+    try:
+        return resolve_job(job, settings or Settings())
+    except ValueError as exc:
+        raise ConfigError(f"spec.resources.accelerator: {exc}") from exc
 
 
 def _errors(exc: ValidationError) -> str:
@@ -60,16 +75,6 @@ def _errors(exc: ValidationError) -> str:
         where = ".".join(str(p) for p in error["loc"])
         parts.append(f"{where}: {error['msg']}")
     return "; ".join(parts)
-
-
-def checkpoint_events_file(metrics_file: str | Path) -> Path:
-    """Where verl's driver-side checkpoint callback appends save events for the reporter.
-
-    Derived from the per-attempt metrics file, so the callback (in a Ray actor on any node, which
-    sees only the pod's environment) and the reporter agree without another variable.
-    """
-    metrics_file = Path(metrics_file)
-    return metrics_file.with_name(metrics_file.stem + ".checkpoints.jsonl")
 
 
 @dataclass(frozen=True)
@@ -83,27 +88,28 @@ class Attempt:
 
     @property
     def checkpoint_events_file(self) -> Path:
-        return checkpoint_events_file(self.metrics_file)
+        return Path(checkpoint_events_file(str(self.metrics_file)))
 
     @classmethod
     def from_env(cls, job: ResolvedJob, env: Mapping[str, str] | None = None) -> Attempt:
-        """Read GRPO_ATTEMPT / GRPO_METRICS_FILE, falling back to the job's own paths.
+        """Read the attempt number and metrics file, falling back to the job's own paths.
 
         The fallback keeps `grpo-train run` usable by hand; under the operator the variables are
         always set, and the metrics file must be per attempt because verl's file logger truncates.
         """
         env = os.environ if env is None else env
-        raw = env.get("GRPO_ATTEMPT", "1")
+        raw = env.get(Env.ATTEMPT, "1")
         try:
             number = int(raw)
         except ValueError as exc:
-            raise ConfigError(f"GRPO_ATTEMPT must be an integer, found {raw!r}") from exc
+            raise ConfigError(f"{Env.ATTEMPT} must be an integer, found {raw!r}") from exc
         if number < 1:
-            raise ConfigError(f"GRPO_ATTEMPT must be 1 or more, found {number}")
-        metrics = env.get("GRPO_METRICS_FILE") or f"{job.paths.metrics_dir}/attempt-{number}.jsonl"
+            raise ConfigError(f"{Env.ATTEMPT} must be 1 or more, found {number}")
+        given = env.get(Env.METRICS_FILE)
+        metrics = job.local_path(given) if given else metrics_file(job.paths.metrics_dir, number)
         return cls(
-            job_name=env.get("GRPO_JOB_NAME", job.name),
-            namespace=env.get("GRPO_NAMESPACE", job.namespace),
+            job_name=env.get(Env.JOB_NAME, job.name),
+            namespace=env.get(Env.NAMESPACE, job.namespace),
             number=number,
             metrics_file=Path(metrics),
         )

@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 import yaml
 from grpo_operator.config import Settings
-from grpo_trainer.engines.verl_versions import PROFILES, SUPPORTED
+from grpo_trainer.engines.verl.versions import PROFILES, SUPPORTED
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -150,7 +150,7 @@ def test_every_verl_has_a_tested_trainer_profile() -> None:
     for image in TRAINERS:
         verl = build_args(image)["VERL_VERSION"]
         assert verl in SUPPORTED, (
-            f"{image}: verl {verl} has no profile in grpo_trainer/engines/verl_versions.py"
+            f"{image}: verl {verl} has no profile in grpo_trainer/engines/verl/versions.py"
         )
         families[image] = next(p.family for p in PROFILES.values() if p.reference_version == verl)
     assert families == {"cuda": "0.9", "ascend": "0.9", "ascend-a2-seed": "0.7"}

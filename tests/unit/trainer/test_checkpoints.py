@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from grpo_trainer.checkpoints import (
+from grpo_trainer.engines.verl.checkpoints import (
     TRACKER,
     decide_resume,
     prune,
@@ -15,7 +15,7 @@ from grpo_trainer.checkpoints import (
     tracked_step,
     world_size_of,
 )
-from grpo_trainer.exitcodes import ConfigError
+from grpo_trainer.failures import ConfigError
 
 from .helpers import example_job
 

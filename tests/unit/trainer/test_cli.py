@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 from grpo_trainer.cli import main
-from grpo_trainer.engines.verl_configs import CACHE_ENV
-from grpo_trainer.exitcodes import CONFIG_ERROR
+from grpo_trainer.engines.verl.configs import CACHE_ENV
+from grpo_trainer.failures import CONFIG_ERROR
 
 from .helpers import EXAMPLES, VERL_CONFIG_CACHE, example_job
 
@@ -70,36 +71,56 @@ def test_validate_reports_what_verl_would_reject(tmp_path, capsys):
     assert main(["validate", "--spec", str(spec), "--verl-version", "0.9.1"]) == CONFIG_ERROR
     out = capsys.readouterr().out
     assert (
-        "problem: trainBatchSize x groupSize = 100 x 5 = 500 responses per step must be divisible by the 16 devices"
-        in out
-    )
+        "problem: spec.algorithm.trainBatchSize: trainBatchSize × groupSize = 100 × 5 = 500 responses per step "
+        "must be divisible by the 16 devices"
+    ) in out
 
 
-def test_plan_refuses_the_trl_engine(capsys):
-    assert (
-        main(["plan", "--spec", str(EXAMPLES / "lora-single-gpu.yaml"), "--verl-version", "0.9.1"])
-        == CONFIG_ERROR
-    )
-    assert "uses 'trl'" in capsys.readouterr().err
+def test_plan_prints_the_trl_plan_with_reasons(capsys):
+    assert main(["plan", "--spec", str(EXAMPLES / "lora-single-gpu.yaml")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("# TRL GRPOTrainer + peft LoRA on one device")
+    settings = {line.split()[0]: line for line in lines[1:]}
+    assert settings["learning_rate"].endswith("# spec.algorithm.learningRate")
+    assert '"dr_grpo"' in settings["loss_type"]
+    assert "the single-GPU seed's recipe" in settings["adam_beta2"]
+    assert settings["lora.r"].split()[1] == "16"
+    assert "forward passes per optimiser update" in settings["gradient_accumulation_steps"]
 
 
-def test_an_untested_version_uses_the_nearest_family(capsys):
-    assert (
-        main(["plan", "--spec", str(EXAMPLES / "safegrpo-nvidia.yaml"), "--verl-version", "0.10.0", "--json"])
-        == 0
-    )
-    assert json.loads(capsys.readouterr().out)["verlVersion"] == "0.9.1"
+def test_plan_json_for_trl(capsys):
+    assert main(["plan", "--spec", str(EXAMPLES / "lora-single-gpu.yaml"), "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["engine"] == "trl"
+    assert plan["command"] is None
+    values = {s["key"]: s["value"] for s in plan["settings"]}
+    assert (values["num_generations"], values["max_completion_length"]) == (2, 1024)
 
 
-def test_a_version_too_old(capsys):
-    assert (
-        main(["plan", "--spec", str(EXAMPLES / "safegrpo-nvidia.yaml"), "--verl-version", "0.6.1"])
-        == CONFIG_ERROR
-    )
+def test_validate_a_trl_job(capsys):
+    assert main(["validate", "--spec", str(EXAMPLES / "lora-single-gpu.yaml")]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("ok")
 
 
-def test_an_invalid_spec_names_the_field(tmp_path, capsys):
+def _trl_spec(tmp_path, **changes):
+    manifest = yaml.safe_load((EXAMPLES / "lora-single-gpu.yaml").read_text())
+    for section, values in changes.items():
+        manifest["spec"].setdefault(section, {}).update(values)
     spec = tmp_path / "job.yaml"
-    spec.write_text((EXAMPLES / "safegrpo-nvidia.yaml").read_text().replace("groupSize: 8", "groupSize: 1"))
-    assert main(["plan", "--spec", str(spec), "--verl-version", "0.9.1"]) == CONFIG_ERROR
-    assert "spec.algorithm.groupSize" in capsys.readouterr().err
+    spec.write_text(yaml.safe_dump(manifest))
+    return str(spec)
+
+
+@pytest.mark.parametrize("command", ["plan", "validate"])
+def test_a_trl_job_with_broken_arithmetic_is_refused_with_the_operators_words(tmp_path, capsys, command):
+    spec = _trl_spec(tmp_path, algorithm={"microBatchSizePerDevice": 3})
+    assert main([command, "--spec", spec]) == CONFIG_ERROR
+    assert "spec.algorithm.microBatchSizePerDevice: each device gets 2 responses" in capsys.readouterr().err
+
+
+def test_validate_checks_a_trl_jobs_override_names(tmp_path, capsys):
+    spec = _trl_spec(tmp_path, engine={"overrides": ["no_such_option=1", "lora.use_rslora=true"]})
+    assert main(["validate", "--spec", spec]) == CONFIG_ERROR
+    out = capsys.readouterr().out
+    assert "problem: engine.overrides: GRPOConfig has no field 'no_such_option'" in out
+    assert "use_rslora" not in out, "a LoraConfig field is known"

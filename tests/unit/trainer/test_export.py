@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from grpo_trainer.checkpoints import TRACKER
-from grpo_trainer.exitcodes import ConfigError
-from grpo_trainer.export import ExportError, export, merge_command
+from grpo_trainer.engines.verl.checkpoints import TRACKER
+from grpo_trainer.engines.verl.export import ExportError, export, merge_command
+from grpo_trainer.failures import ConfigError
 
 from .helpers import example_job
 

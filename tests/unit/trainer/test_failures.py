@@ -5,16 +5,16 @@ from __future__ import annotations
 import json
 
 import pytest
-from grpo_operator.api import exitcodes as operator_side
-from grpo_trainer.exitcodes import (
+from grpo_operator.api import contract as operator_side
+from grpo_operator.api.contract import (
     CONFIG_ERROR,
+    DATA_ERROR,
     FAILURE_MARKER,
+    NOT_RETRYABLE,
     RETRYABLE,
     UNKNOWN,
-    ConfigError,
-    DataError,
-    classify_engine_exit,
 )
+from grpo_trainer.failures import ConfigError, DataError, classify_engine_exit, classify_exception
 
 CASES = [
     ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", 1, "OutOfMemory", RETRYABLE),
@@ -84,7 +84,7 @@ def test_a_killed_engine_is_retried_whatever_it_logged_before():
 
 def test_the_marker_line_is_json_the_operator_can_parse():
     failure = classify_engine_exit(1, "CUDA out of memory. Tried to allocate 20 GiB")
-    prefix, _, payload = failure.marker_line().partition(" ")
+    prefix, _, payload = failure.line().partition(" ")
     assert prefix == FAILURE_MARKER
     assert json.loads(payload) == {
         "reason": "OutOfMemory",
@@ -103,3 +103,26 @@ def test_trainer_errors_carry_non_retryable_codes():
 def test_success_is_not_a_failure():
     with pytest.raises(ValueError, match="exited 0"):
         classify_engine_exit(0, "")
+
+
+class OutOfMemoryError(RuntimeError):
+    """Named like torch's, which the classifier recognises without importing torch."""
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "reason"),
+    [
+        (OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), RETRYABLE, "OutOfMemory"),
+        (RuntimeError("CUDA error: out of memory"), RETRYABLE, "OutOfMemory"),
+        (RuntimeError("NCCL communicator was aborted"), RETRYABLE, "CollectiveTimeout"),
+        (TimeoutError("store"), RETRYABLE, "TimeoutError"),
+        (FileNotFoundError("train.parquet"), DATA_ERROR, "DataError"),
+        (ValueError("generation_batch_size must be divisible"), CONFIG_ERROR, "ConfigError"),
+        (TypeError("GRPOConfig got an unexpected keyword argument 'bogus'"), CONFIG_ERROR, "ConfigError"),
+        (RuntimeError("something else"), UNKNOWN, "EngineCrashed"),
+    ],
+)
+def test_an_in_process_engines_exception_is_classified(error: BaseException, code: int, reason: str) -> None:
+    failure = classify_exception(error)
+    assert (failure.code, failure.reason) == (code, reason)
+    assert (code in NOT_RETRYABLE) == (code in (CONFIG_ERROR, DATA_ERROR))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from grpo_trainer.engines.hydra_values import Override, render
+from grpo_trainer.engines.verl.hydra_values import Override, render
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hypothesis import given
 from hypothesis import strategies as st

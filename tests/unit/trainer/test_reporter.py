@@ -9,11 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
-from grpo_trainer.checkpoints import TRACKER
-from grpo_trainer.engines.verl_callback import StatusCheckpointCallback
+from grpo_operator.api.contract import checkpoint_events_file
+from grpo_trainer.engines.verl import checkpoints
+from grpo_trainer.engines.verl.callback import StatusCheckpointCallback
+from grpo_trainer.engines.verl.checkpoints import TRACKER
 from grpo_trainer.report import TrainingState
 from grpo_trainer.reporter import Reporter, Tail
-from grpo_trainer.spec import checkpoint_events_file
 
 from .helpers import FakeAPI
 
@@ -31,12 +32,20 @@ def record(step: int, reward: float) -> str:
 @pytest.fixture
 def files(tmp_path):
     metrics = tmp_path / "metrics" / "attempt-2.jsonl"
-    return metrics, checkpoint_events_file(metrics), tmp_path / "checkpoints"
+    return metrics, Path(checkpoint_events_file(str(metrics))), tmp_path / "checkpoints"
 
 
 def make(api, files, **kwargs) -> Reporter:
     metrics, events, ckpt = files
-    return Reporter(api, TrainingState(total_steps=10), metrics, events, ckpt, poll_interval=0.01, **kwargs)
+    return Reporter(
+        api,
+        TrainingState(total_steps=10),
+        metrics,
+        events,
+        latest_checkpoint=lambda: checkpoints.latest(ckpt),
+        poll_interval=0.01,
+        **kwargs,
+    )
 
 
 def test_tail_handles_partial_lines_missing_files_and_truncation(tmp_path):

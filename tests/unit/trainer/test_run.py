@@ -8,16 +8,17 @@ import shutil
 from pathlib import Path
 
 import pytest
-from grpo_trainer.checkpoints import COMPLETE_FILE
-from grpo_trainer.engines.verl import engine_env
-from grpo_trainer.exitcodes import CONFIG_ERROR, OK, RETRYABLE
-from grpo_trainer.run import Options, run
+from grpo_operator.api.contract import COMPLETE_FILE, CONFIG_ERROR, OK, RETRYABLE
+from grpo_trainer.attempt import Options, run
+from grpo_trainer.engines.base import EngineOptions
+from grpo_trainer.engines.verl.launch import engine_env
 from grpo_trainer.spec import Attempt
 
 from .helpers import FakeAPI, example_job, hf_cached_dataset
 
 FAKE_VERL = Path(__file__).parent / "fake_verl"
 SMALL = {"trainBatchSize": 8, "miniBatchSize": 8, "microBatchSizePerDevice": 1}
+VERL_091 = Options(engine=EngineOptions(verl_version="0.9.1", progress=False))
 
 
 @pytest.fixture
@@ -47,7 +48,7 @@ def attempt(job, number=1):
 def test_a_successful_attempt(tmp_path, fake_verl, capsys):
     job = geo3k_job(tmp_path)
     api = FakeAPI()
-    assert run(job, attempt(job), Options(verl_version="0.9.1", progress=False), writer=api) == OK
+    assert run(job, attempt(job), VERL_091, writer=api) == OK
 
     out = capsys.readouterr().out
     assert "training done" in out  # the engine's output is streamed through
@@ -73,10 +74,10 @@ def test_a_successful_attempt(tmp_path, fake_verl, capsys):
 
 def test_after_training_finished_a_new_attempt_only_exports(tmp_path, fake_verl):
     job = geo3k_job(tmp_path)
-    assert run(job, attempt(job), Options(verl_version="0.9.1", progress=False), writer=FakeAPI()) == OK
+    assert run(job, attempt(job), VERL_091, writer=FakeAPI()) == OK
     shutil.rmtree(job.paths.export_dir)
     api = FakeAPI()
-    assert run(job, attempt(job, 2), Options(verl_version="0.9.1", progress=False), writer=api) == OK
+    assert run(job, attempt(job, 2), VERL_091, writer=api) == OK
     assert api.patches == []  # no engine, no reports
     assert json.loads(Path(job.paths.export_dir, "export.json").read_text())["step"] == 3
 
@@ -84,9 +85,7 @@ def test_after_training_finished_a_new_attempt_only_exports(tmp_path, fake_verl)
 def test_an_engine_oom_is_retryable_and_says_why(tmp_path, fake_verl, monkeypatch, capsys):
     monkeypatch.setenv("FAKE_VERL_MODE", "oom")
     job = geo3k_job(tmp_path)
-    assert (
-        run(job, attempt(job), Options(verl_version="0.9.1", progress=False), writer=FakeAPI()) == RETRYABLE
-    )
+    assert run(job, attempt(job), VERL_091, writer=FakeAPI()) == RETRYABLE
     marker = capsys.readouterr().err.strip().splitlines()[-1]
     assert marker.startswith("GRPO_FAILURE ")
     assert json.loads(marker.removeprefix("GRPO_FAILURE "))["reason"] == "OutOfMemory"
@@ -95,12 +94,9 @@ def test_an_engine_oom_is_retryable_and_says_why(tmp_path, fake_verl, monkeypatc
 
 def test_a_config_error_fails_before_the_engine_starts(tmp_path, fake_verl, capsys):
     job = geo3k_job(tmp_path, rollout={"tensorParallelSize": 3})
-    assert (
-        run(job, attempt(job), Options(verl_version="0.9.1", progress=False), writer=FakeAPI())
-        == CONFIG_ERROR
-    )
+    assert run(job, attempt(job), VERL_091, writer=FakeAPI()) == CONFIG_ERROR
     err = capsys.readouterr().err
-    assert "tensorParallelSize 3 must divide devicesPerNode 8" in err
+    assert "tensorParallelSize=3 must divide resources.devicesPerNode=8" in err
     assert not Path(job.paths.metrics_dir, "attempt-1.jsonl").exists()
 
 
@@ -110,10 +106,7 @@ def test_resume_with_another_world_size_fails_fast(tmp_path, fake_verl, capsys):
     actor.mkdir(parents=True)
     (actor / "fsdp_config.json").write_text(json.dumps({"world_size": 16}))
     Path(job.paths.checkpoint_dir, "latest_checkpointed_iteration.txt").write_text("20")
-    assert (
-        run(job, attempt(job, 2), Options(verl_version="0.9.1", progress=False), writer=FakeAPI())
-        == CONFIG_ERROR
-    )
+    assert run(job, attempt(job, 2), VERL_091, writer=FakeAPI()) == CONFIG_ERROR
     assert "written by 16 devices" in capsys.readouterr().err
 
 
@@ -149,4 +142,7 @@ def test_ascend_environment(tmp_path):
 def test_nvidia_environment_has_no_ascend_settings(tmp_path):
     job = example_job("safegrpo-nvidia", tmp_path)
     env = engine_env(job, attempt(job), environ={})
-    assert set(env) == {"VERL_FILE_LOGGER_PATH", "GRPO_METRICS_FILE", "GRPO_ATTEMPT"}
+    # The NVIDIA profile's own variables (which the pod already has), and nothing of Ascend's.
+    profile = set(job.accelerator.env)
+    assert profile == {"NCCL_DEBUG", "NCCL_TIMEOUT", "TORCH_NCCL_ASYNC_ERROR_HANDLING"}
+    assert set(env) == {"VERL_FILE_LOGGER_PATH", "GRPO_METRICS_FILE", "GRPO_ATTEMPT"} | profile

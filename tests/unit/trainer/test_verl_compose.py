@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from grpo_trainer.engines.verl_compose import check, compose, effective_reward, rules, select
-from grpo_trainer.engines.verl_overrides import (
+from grpo_trainer.engines.verl.compose import check, compose, effective_reward, rules, select
+from grpo_trainer.engines.verl.overrides import (
     CALLBACK_CLASS,
     LaunchInputs,
     OverridePlan,
@@ -19,8 +19,8 @@ from grpo_trainer.engines.verl_overrides import (
     RewardFunction,
     build_overrides,
 )
-from grpo_trainer.engines.verl_versions import PROFILES, SUPPORTED, profile_for
-from grpo_trainer.exitcodes import ConfigError
+from grpo_trainer.engines.verl.versions import PROFILES, SUPPORTED, profile_for
+from grpo_trainer.failures import ConfigError
 from grpo_trainer.rewards import get_reward
 
 from .helpers import example_job, example_manifests
@@ -214,7 +214,7 @@ def test_custom_batch_reward_goes_through_the_per_sample_adapter(verl_configs, v
             "custom": {"configMap": "my-reward", "function": "score_all", "batch": True},
         },
     )
-    from grpo_trainer.engines.verl import reward_function
+    from grpo_trainer.engines.verl.launch import reward_function
 
     cfg, _, profile = composed(verl_configs, version, job, reward=reward_function(job))
     reward = effective_reward(cfg, profile)
@@ -310,7 +310,7 @@ RULE_CASES = {
     ),
     "tensor parallel does not divide the node": (
         {"rollout": {"tensorParallelSize": 3}},
-        "tensorParallelSize 3 must divide devicesPerNode 8",
+        "tensorParallelSize=3 must divide resources.devicesPerNode=8",
     ),
     "token budget below one sequence": (
         {"algorithm": {"microBatchSizePerDevice": None, "tokensPerDevice": 2048}},

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from grpo_trainer.engines.trl.job import SpecError, settings_from_job
+from grpo_trainer.engines.trl.job import settings_from_job
 from grpo_trainer.engines.trl.settings import build_trl_config
+from grpo_trainer.failures import ConfigError
 from grpo_trainer.spec import load_job, resolve_manifest
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "lora-single-gpu.yaml"
@@ -60,13 +61,13 @@ def test_batch_sizes_keep_verls_meaning() -> None:
 
 def test_incompatible_micro_batch_is_a_spec_error() -> None:
     job = resolve_manifest(manifest(microBatchSizePerDevice=3))
-    with pytest.raises(SpecError, match="microBatchSizePerDevice"):
+    with pytest.raises(ConfigError, match="microBatchSizePerDevice"):
         settings_from_job(job)
 
 
 def test_kl_in_the_reward_is_refused() -> None:
     job = resolve_manifest(manifest(kl={"coefficient": 0.1, "placement": "reward"}))
-    with pytest.raises(SpecError, match="placement=reward"):
+    with pytest.raises(ConfigError, match="placement=reward"):
         settings_from_job(job)
 
 

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from grpo_trainer.engines.trl.metrics import MetricsFile, checkpoint_events_path, read_records, verl_metrics
+from grpo_operator.api.contract import checkpoint_events_file
+from grpo_trainer.engines.trl.metrics import MetricsFile, read_records, verl_metrics
 from grpo_trainer.report import parse_line, step_metrics
-from grpo_trainer.spec import checkpoint_events_file
 
 TRL_LOG = {
     "loss": 0.01,
@@ -60,9 +60,8 @@ def test_lines_parse_as_file_logger_lines(tmp_path: Path) -> None:
 
 def test_checkpoint_events_go_where_the_reporter_looks(tmp_path: Path) -> None:
     metrics_path = tmp_path / "attempt-2.jsonl"
-    assert checkpoint_events_path(metrics_path) == checkpoint_events_file(metrics_path)
     MetricsFile(metrics_path).checkpoint(60, tmp_path / "checkpoint-60")
-    (event,) = read_records(checkpoint_events_file(metrics_path))
+    (event,) = read_records(checkpoint_events_file(str(metrics_path)))
     assert event["step"] == 60
     assert event["path"].endswith("checkpoint-60")
     assert event["savedAt"].endswith("Z")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import trl  # noqa: F401  (the trl-cpu extra; make install brings it, CI never skips)
-from grpo_trainer.engines.trl.failures import ExitCode
+from grpo_operator.api.contract import RETRYABLE
 from grpo_trainer.testing.resume import CRASH_AT_STEP, PLAN
 
 
@@ -30,7 +30,7 @@ def attempt(workdir: Path, phase: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.slow
 def test_resume_in_a_new_process_restores_step_optimizer_and_adapter(tmp_path: Path) -> None:
     first = attempt(tmp_path, "first")
-    assert first.returncode == ExitCode.RETRYABLE, first.stderr[-3000:]
+    assert first.returncode == RETRYABLE, first.stderr[-3000:]
     second = attempt(tmp_path, "second")
     assert second.returncode == 0, second.stderr[-3000:]
 

@@ -1,4 +1,5 @@
-"""`grpo-train run` with engine: trl, end to end on CPU: spec -> data -> training -> export."""
+"""`grpo-train run` with engine: trl, end to end on CPU through the attempt driver: spec -> data ->
+training -> export."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from pathlib import Path
 
 import pytest
 import trl  # noqa: F401  (the trl-cpu extra; make install brings it, CI never skips)
-from grpo_operator.api.v1alpha1 import GRPOJob, ResolvedJob
-from grpo_operator.api.v1alpha1.resolved import JobPaths
-from grpo_trainer.engines import trl as trl_engine
+from grpo_operator.api.v1alpha1 import GRPOJob, JobPaths, ResolvedJob
+from grpo_operator.children.resolved import resolve_job
+from grpo_operator.config import Settings
+from grpo_trainer.attempt import Options, run
 from grpo_trainer.spec import Attempt
 from grpo_trainer.testing.colour_task import QUESTION, make_rows
 
@@ -67,20 +69,17 @@ def job(tmp_path: Path, model_dir: Path, data: Path) -> ResolvedJob:
         cache_dir=str(root / "cache"),
         export_dir=str(root / "export"),
     )
-    return ResolvedJob(name="colours", namespace="default", uid="u", spec=manifest.spec, paths=paths)
+    return resolve_job(manifest, Settings()).model_copy(update={"paths": paths})
 
 
 def test_run_job_trains_reports_checkpoints_and_exports(
     tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import grpo_trainer.run
-
-    monkeypatch.setattr(grpo_trainer.run, "_status_writer", lambda attempt, kubeconfig: None)
     monkeypatch.delenv("GRPO_METRICS_FILE", raising=False)
     resolved = job(tmp_path, tiny_model_dir, verl_parquet(tmp_path / "train.parquet", 8))
     attempt = Attempt("colours", "default", 1, Path(resolved.paths.metrics_dir) / "attempt-1.jsonl")
 
-    assert trl_engine.run_job(resolved, attempt) == 0
+    assert run(resolved, attempt, Options(report=False)) == 0
 
     lines = [json.loads(line) for line in attempt.metrics_file.read_text().splitlines()]
     steps = [line["step"] for line in lines if "data" in line]
@@ -100,11 +99,8 @@ def test_run_job_trains_reports_checkpoints_and_exports(
 def test_a_bad_override_is_a_configuration_error(
     tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import grpo_trainer.run
-
-    monkeypatch.setattr(grpo_trainer.run, "_status_writer", lambda attempt, kubeconfig: None)
     resolved = job(tmp_path, tiny_model_dir, verl_parquet(tmp_path / "train.parquet", 4))
     resolved.spec.engine.overrides.append("no_such_option=1")
     attempt = Attempt("colours", "default", 1, tmp_path / "attempt-1.jsonl")
-    assert trl_engine.run_job(resolved, attempt) == 3
+    assert run(resolved, attempt, Options(report=False)) == 3
     assert "GRPO_FAILURE" in capsys.readouterr().err

@@ -16,7 +16,7 @@ from grpo_operator.api.sources import parse_source
 from grpo_operator.api.v1alpha1 import ResolvedJob
 
 from .. import sources
-from ..exitcodes import DataError
+from ..failures import DataError
 from . import geo3k
 from .cache import content_key, materialize, read_manifest
 from .user import check_columns, expand
@@ -41,8 +41,8 @@ def planned(job: ResolvedJob) -> PreparedData:
     if dataset.preset:
         folder = f"{job.paths.data_dir}/{dataset.preset}-<content-hash>"
         return PreparedData([f"{folder}/train.parquet"], [f"{folder}/test.parquet"], None)
-    train = [_local(uri) for uri in dataset.train or []]
-    val = [_local(uri) for uri in dataset.validation or []]
+    train = [_local(uri, job) for uri in dataset.train or []]
+    val = [_local(uri, job) for uri in dataset.validation or []]
     return PreparedData(train, val, None)
 
 
@@ -67,9 +67,9 @@ def _mtime(path: Path) -> float:
         return 0.0
 
 
-def _local(uri: str) -> str:
+def _local(uri: str, job: ResolvedJob) -> str:
     ref = parse_source(uri)
-    return ref.local_path or f"<{uri} in the job cache>"
+    return job.local_path(ref.local_path) if ref.local_path else f"<{uri} in the job cache>"
 
 
 def prepare(job: ResolvedJob, progress: bool = True) -> PreparedData:
@@ -78,10 +78,14 @@ def prepare(job: ResolvedJob, progress: bool = True) -> PreparedData:
     cache_dir = job.paths.cache_dir
     if dataset.preset == "geo3k":
         source = dataset.source or PRESET_SOURCES["geo3k"]
-        folder = sources.resolve(source, "dataset", cache_dir)
+        folder = sources.resolve(source, "dataset", cache_dir, workdir=job.workdir)
         return _prepare_geo3k(folder, source, Path(job.paths.data_dir), progress)
-    train = expand([sources.resolve(uri, "dataset", cache_dir) for uri in dataset.train or []])
-    val = expand([sources.resolve(uri, "dataset", cache_dir) for uri in dataset.validation or []])
+    train = expand(
+        [sources.resolve(uri, "dataset", cache_dir, workdir=job.workdir) for uri in dataset.train or []]
+    )
+    val = expand(
+        [sources.resolve(uri, "dataset", cache_dir, workdir=job.workdir) for uri in dataset.validation or []]
+    )
     rows, warnings = check_columns(train, dataset.prompt_key, dataset.image_key)
     _, val_warnings = check_columns(val, dataset.prompt_key, dataset.image_key)
     return PreparedData(

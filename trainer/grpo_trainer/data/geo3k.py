@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..exitcodes import DataError
+from ..failures import DataError
 
 DATA_SOURCE = "hiyouga/geometry3k"
 INSTRUCTION = (

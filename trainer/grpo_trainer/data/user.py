@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..exitcodes import DataError
+from ..failures import DataError
 
 VERL_COLUMNS = ("data_source", "reward_model")
 """Besides the prompt column: the reward routing key and the ground truth's holder."""

@@ -1,1 +1,2 @@
-"""Training engines: each turns a resolved GRPOJob into a run of one training stack."""
+"""Training engines, one package each behind one protocol (base.py): verl (multi-device GRPO with
+vLLM rollouts) and trl (single-device LoRA GRPO)."""

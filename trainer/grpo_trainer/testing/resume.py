@@ -17,8 +17,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from grpo_operator.api.contract import checkpoint_events_file
+
 from grpo_trainer.engines.trl.checkpoints import latest_checkpoint
-from grpo_trainer.engines.trl.metrics import checkpoint_events_path, read_records
+from grpo_trainer.engines.trl.metrics import read_records
 from grpo_trainer.engines.trl.runner import RunRequest, run
 
 from .colour_task import make_rows
@@ -133,11 +135,12 @@ def main(argv: list[str]) -> int:
     if phase == "first":
         build_model_dir(workdir, PLAN)
     report: dict[str, Any] = {}
-    code = run(request(workdir, phase, report, bf16=bf16)).code
+    failure = run(request(workdir, phase, report, bf16=bf16))
+    code = failure.code if failure else 0
     if phase == "second":
         steps = [r["step"] for r in read_records(workdir / "metrics.jsonl") if "data" in r]
         events = [r for r in read_records(workdir / "metrics.jsonl") if "event" in r]
-        events += read_records(checkpoint_events_path(workdir / "metrics.jsonl"))
+        events += read_records(checkpoint_events_file(str(workdir / "metrics.jsonl")))
         report["exit_code"] = int(code)
         report["logged_steps"] = steps
         report["events"] = events

@@ -1,19 +1,16 @@
 """The single-device LoRA engine: TRL's GRPOTrainer with peft, the third seed's recipe by default.
 
-`settings` (pure) decides what runs; `runner` runs it. Only `settings`, `metrics`, `checkpoints`
-and `failures` import without torch, so the spec mapping is testable anywhere.
+    settings.py     TrlSettings (the seed's recipe) -> GRPOConfig / LoraConfig (pure)
+    job.py          a GRPOJob -> TrlSettings, with a reason for every value (pure)
+    data.py         the prepared verl-format parquet -> TRL rows
+    rewards.py      our rewards as TRL reward functions
+    runner.py       load, train with resume, export (the only module with side effects)
+    callbacks.py    metrics lines, checkpoint events and pruning during training
+    checkpoints.py  checkpoint-N folders across attempts
+    metrics.py      the metrics and checkpoint events files the status reporter tails
+    export.py       the adapter and the merged model
+    engine.py       all of the above behind the Engine protocol (engines/base.py)
+
+Only `settings`, `job`, `metrics` and `checkpoints` import without torch, so the spec mapping
+is testable anywhere.
 """
-
-from typing import Any
-
-from .failures import ExitCode, classify
-from .settings import TrlSettings, build_trl_config, settings_with
-
-__all__ = ["ExitCode", "TrlSettings", "build_trl_config", "classify", "run_job", "settings_with"]
-
-
-def run_job(job: Any, attempt: Any) -> int:
-    """`grpo-train run` for `engine: trl` (imported lazily: it needs the API models)."""
-    from .job import run_job as run
-
-    return run(job, attempt)

@@ -1,4 +1,4 @@
-"""A GRPOJob with `engine: trl` -> TRL engine settings and one run (what `grpo-train run` calls).
+"""A GRPOJob with `engine: trl` -> TRL engine settings, each with the reason it has its value.
 
 The spec's fields are authoritative where it has them (learning rate, group size, lengths, loss,
 LoRA, checkpoints); what the spec has no field for (AdamW betas, weight decay, schedule, warmup,
@@ -7,62 +7,51 @@ GRPOConfig or LoraConfig field last.
 
 Batch sizes keep verl's meaning, so one spec reads the same for both engines: `trainBatchSize`
 prompts are generated per round, `miniBatchSize` prompts make one optimiser update, and
-`microBatchSizePerDevice` completions go through one forward pass.
+`microBatchSizePerDevice` completions go through one forward pass. The arithmetic and its
+messages are the operator's (grpo_operator/api/batch.py).
 """
 
 from __future__ import annotations
 
-import logging
-import sys
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
-from .settings import TrlSettings
+from grpo_operator.api.batch import Batch, batch_problems
+from grpo_operator.api.v1alpha1 import ResolvedJob
 
-log = logging.getLogger(__name__)
+from ...failures import ConfigError
+from .settings import TrlSettings, split_overrides
+
+SEED = "the single-GPU seed's recipe (no spec field)"
+"""The reason of every value the spec has no field for."""
 
 
-class SpecError(ValueError):
-    """The spec asks for something the TRL engine cannot do (a configuration error)."""
-
-
-def _batch_settings(algorithm: Any) -> dict[str, Any]:
-    group = algorithm.group_size
-    per_update = algorithm.mini_batch_size * group
-    per_device = algorithm.micro_batch_size_per_device or per_update
-    if per_update % per_device:
-        raise SpecError(
-            f"algorithm.miniBatchSize x groupSize ({algorithm.mini_batch_size} x {group} = {per_update} "
-            f"completions) must be a multiple of microBatchSizePerDevice ({per_device})"
-        )
-    if algorithm.train_batch_size % algorithm.mini_batch_size:
-        raise SpecError(
-            f"algorithm.trainBatchSize ({algorithm.train_batch_size}) must be a multiple of "
-            f"miniBatchSize ({algorithm.mini_batch_size})"
-        )
-    accumulation = per_update // per_device
+def _batch_settings(job: ResolvedJob) -> dict[str, Any]:
+    batch = Batch.from_spec(job.spec, "trl")
+    problems = batch_problems(batch)
+    if problems:
+        raise ConfigError("; ".join(str(p) for p in problems))
     return {
-        "num_generations": group,
-        "per_device_train_batch_size": per_device,
-        "gradient_accumulation_steps": accumulation,
-        "steps_per_generation": accumulation * (algorithm.train_batch_size // algorithm.mini_batch_size),
+        "num_generations": batch.group_size,
+        "per_device_train_batch_size": batch.micro_batch,
+        "gradient_accumulation_steps": batch.accumulation_steps,
+        "steps_per_generation": batch.accumulation_steps * batch.updates_per_step,
     }
 
 
-def settings_from_job(job: Any) -> TrlSettings:
-    """Pure mapping from a ResolvedJob to TrlSettings; SpecError names the offending field."""
+def settings_from_job(job: ResolvedJob) -> TrlSettings:
+    """Pure mapping from a ResolvedJob to TrlSettings; ConfigError names the offending field."""
     spec = job.spec
     algorithm = spec.algorithm
     kl = algorithm.kl
     if kl.placement == "reward" and kl.coefficient > 0:
-        raise SpecError("algorithm.kl.placement=reward is not supported by the trl engine; use loss or none")
-    if spec.reward.custom is not None and spec.reward.custom.batch:
-        log.info("a batch reward function is called once per TRL batch through the per-sample adapter")
+        raise ConfigError(
+            "spec.algorithm.kl: placement=reward is not supported by the trl engine; use loss or none"
+        )
     values: dict[str, Any] = {
         "output_dir": job.paths.checkpoint_dir,
         "learning_rate": algorithm.learning_rate,
-        **_batch_settings(algorithm),
+        **_batch_settings(job),
         "max_prompt_length": spec.dataset.max_prompt_length,
         "max_completion_length": spec.dataset.max_response_length,
         # TRL counts optimiser updates; a verl step (one generation round) holds
@@ -99,72 +88,73 @@ def settings_from_job(job: Any) -> TrlSettings:
     return replace(TrlSettings(), **values)
 
 
-def reward_funcs_for(job: Any) -> list[Any]:
+def reasons(job: ResolvedJob) -> dict[str, str]:
+    """Why each GRPOConfig / LoraConfig key (`lora.` prefix) has its value, for `grpo-train plan`.
+
+    Keys not named here take the seed's value (`SEED`); `engine.overrides` wins over everything.
+    """
+    spec = job.spec
+    batch = Batch.from_spec(spec, "trl")
+    micro = (
+        "spec.algorithm.microBatchSizePerDevice"
+        if spec.algorithm.micro_batch_size_per_device
+        else "microBatchSizePerDevice unset: the whole update in one forward pass"
+    )
+    lora = "spec.engine.lora" if spec.engine.lora else f"{SEED}; spec.engine.lora is not set"
+    why = {
+        "output_dir": "the job's checkpoint folder on the shared volume (resumed across attempts)",
+        "learning_rate": "spec.algorithm.learningRate",
+        "num_generations": "spec.algorithm.groupSize (G completions per prompt)",
+        "per_device_train_batch_size": f"completions per forward pass: {micro} (rounded up to whole groups)",
+        "gradient_accumulation_steps": (
+            f"miniBatchSize × groupSize / micro-batch = {batch.responses_per_update} / {batch.micro_batch}: "
+            "forward passes per optimiser update"
+        ),
+        "steps_per_generation": (
+            f"accumulation × trainBatchSize / miniBatchSize = {batch.accumulation_steps} × "
+            f"{batch.updates_per_step}: one generation round serves a verl step's updates"
+        ),
+        "max_completion_length": "spec.dataset.maxResponseLength",
+        "max_steps": (
+            "spec.algorithm.totalSteps × updates per step (TRL counts optimiser updates)"
+            if spec.algorithm.total_steps
+            else "spec.algorithm.totalSteps unset: spec.algorithm.epochs decide"
+        ),
+        "num_train_epochs": "spec.algorithm.epochs",
+        "loss_type": "spec.algorithm.lossType",
+        "importance_sampling_level": "spec.algorithm.importanceSampling",
+        "epsilon": "spec.algorithm.clipRatio",
+        "beta": f"spec.algorithm.kl.coefficient with placement={spec.algorithm.kl.placement}",
+        "entropy_coef": "spec.algorithm.entropyCoefficient",
+        "temperature": "spec.rollout.temperature",
+        "seed": "spec.algorithm.seed",
+        "save_steps": "spec.checkpoint.saveInterval",
+        "save_total_limit": "the engine prunes to spec.checkpoint.keep across attempts, not the Trainer",
+        "gradient_checkpointing": "spec.engine.gradientCheckpointing",
+        "remove_unused_columns": "images and answers travel in extra columns the rewards read",
+        "optim": (
+            "adamw_torch: portable; the seed's adamw_8bit needs bitsandbytes and saves only tens of "
+            "megabytes on LoRA's few parameters"
+        ),
+        "warmup_steps": f"{SEED}: warmup ratio 0.1 (transformers 5 reads a fraction below 1 as a ratio)",
+        **{
+            f"lora.{key}": lora
+            for key in ("r", "lora_alpha", "lora_dropout", "target_modules", "exclude_modules")
+        },
+    }
+    trainer_overrides, lora_overrides = split_overrides(spec.engine.overrides)
+    why.update({key: "engine.overrides" for key in trainer_overrides})
+    why.update({f"lora.{key}": "engine.overrides" for key in lora_overrides})
+    return why
+
+
+def reward_funcs_for(job: ResolvedJob) -> list[Any]:
     from .rewards import builtin_reward_funcs, custom_reward_funcs
 
     reward = job.spec.reward
     options = dict(reward.kwargs)
     if reward.custom is not None:
         if not job.paths.reward_file:
-            raise SpecError("reward.custom is set but the job has no mounted reward file")
+            raise ConfigError("reward.custom is set but the job has no mounted reward file")
         return custom_reward_funcs(job.paths.reward_file, reward.custom.function, options)
     return builtin_reward_funcs(reward.builtin or "reasoning-format", options)
-
-
-def run_job(job: Any, attempt: Any) -> int:
-    """One attempt: data, model, reporter, training with resume, export. Returns the exit code."""
-    from grpo_trainer import data, sources
-    from grpo_trainer.exitcodes import Failure, TrainerError
-    from grpo_trainer.run import _status_writer, start_reporter
-
-    from .checkpoints import latest_checkpoint
-    from .data import rows_from_parquet
-    from .runner import RunRequest, run
-
-    try:
-        settings = settings_from_job(job)
-        prepared = data.prepare(job)
-        model = sources.resolve(job.spec.model.source, "model", job.paths.cache_dir, job.spec.model.revision)
-        rows = rows_from_parquet(
-            prepared.train_files, prompt_key=job.spec.dataset.prompt_key, image_key=job.spec.dataset.image_key
-        )
-        rewards = reward_funcs_for(job)
-    except TrainerError as error:
-        failure = error.failure()
-        print(failure.marker_line(), file=sys.stderr, flush=True)
-        return failure.code
-    except SpecError as error:
-        failure = Failure(3, "ConfigError", str(error))
-        print(failure.marker_line(), file=sys.stderr, flush=True)
-        return failure.code
-
-    latest = latest_checkpoint(job.paths.checkpoint_dir)
-    writer = _status_writer(attempt, None)
-    reporter = (
-        start_reporter(job, attempt, writer, len(rows), latest.step if latest else None) if writer else None
-    )
-    try:
-        outcome = run(
-            RunRequest(
-                settings=settings,
-                model_path=str(Path(model)),
-                rows=rows,
-                reward_funcs=rewards,
-                metrics_path=str(attempt.metrics_file),
-                # A retried attempt always continues from the latest checkpoint.
-                resume="latest" if attempt.number > 1 else job.spec.checkpoint.resume,
-                export_dir=job.paths.export_dir,
-                export_adapter=job.spec.export.lora_adapter,
-                export_merged=job.spec.export.hugging_face,
-            )
-        )
-    finally:
-        if reporter is not None and not reporter.stop():
-            log.warning("the last status update could not be sent")
-    if outcome.code:
-        print(
-            Failure(int(outcome.code), outcome.reason, outcome.message).marker_line(),
-            file=sys.stderr,
-            flush=True,
-        )
-    return int(outcome.code)

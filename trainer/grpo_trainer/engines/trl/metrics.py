@@ -1,8 +1,8 @@
 """Per-step metrics and checkpoint events in the files the status reporter tails.
 
 `grpo_trainer.reporter` tails the attempt's metrics file of `{"step": N, "data": {metric: value}}`
-lines (what verl's file logger writes) and a sibling `<stem>.checkpoints.jsonl` of
-`{"step", "path", "savedAt"}` lines, and patches the job status. The TRL engine writes both, under
+lines (what verl's file logger writes) and the checkpoint events file beside it
+(`contract.checkpoint_events_file`) of `{"step", "path", "savedAt"}` lines, and patches the job status. The TRL engine writes both, under
 verl's metric names, so one reporter serves both engines. Run events (`resumed`, `train_end`,
 `exported`) go to the metrics file as `{"event": ...}` lines, which the reporter skips.
 """
@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-METRICS_FILE_ENV = "GRPO_METRICS_FILE"
+from grpo_operator.api.contract import Env, checkpoint_events_file
 
 # TRL's log keys -> verl's names, which the status reporter and dashboards already know.
 _TRL_TO_VERL = {
@@ -58,16 +58,6 @@ def verl_metrics(logs: Mapping[str, Any], *, step: int, step_seconds: float | No
     return data
 
 
-def checkpoint_events_path(metrics_path: str | os.PathLike[str]) -> Path:
-    """Where checkpoint events go: `grpo_trainer.spec.checkpoint_events_file`'s rule.
-
-    Repeated here (a unit test holds the two equal) because `spec` imports the API models, which
-    the GPU benchmark environment does not carry.
-    """
-    path = Path(metrics_path)
-    return path.with_name(path.stem + ".checkpoints.jsonl")
-
-
 def utc_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -81,13 +71,13 @@ class MetricsFile:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self.events_path = checkpoint_events_path(self.path)
+        self.events_path = Path(checkpoint_events_file(str(self.path)))
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
     @classmethod
     def from_env(cls, fallback: str | os.PathLike[str]) -> MetricsFile:
-        """The path the operator passes in `GRPO_METRICS_FILE`, else `fallback`."""
-        return cls(os.environ.get(METRICS_FILE_ENV) or fallback)
+        """The path the operator passes in contract.Env.METRICS_FILE, else `fallback`."""
+        return cls(os.environ.get(Env.METRICS_FILE) or fallback)
 
     def write(self, record: Mapping[str, Any], *, path: Path | None = None) -> None:
         with (path or self.path).open("a", encoding="utf-8") as handle:

@@ -1,7 +1,8 @@
 """One TRL engine run: load the policy, build GRPOTrainer, resume, train, export.
 
 Side effects live here and nowhere else in the engine; what to run is decided by the pure
-`settings.build_trl_config`. `run` turns any failure into an exit-code class the operator acts on.
+`settings.build_trl_config`. `run` turns any failure into the contract's Failure (an exit-code
+class the operator acts on).
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grpo_operator.api.contract import Failure
+
+from ...failures import classify_exception
 from .checkpoints import remove_incomplete, resolve_resume
 from .export import export_policy
-from .failures import Classified, ExitCode, classify
 from .metrics import MetricsFile
 from .rewards import RewardFunc
 from .settings import TrlSettings, build_trl_config
@@ -150,21 +153,13 @@ def train(request: RunRequest) -> RunResult:
     )
 
 
-@dataclass(frozen=True)
-class Outcome:
-    code: ExitCode
-    reason: str
-    message: str
-
-
-def run(request: RunRequest) -> Outcome:
-    """`train`, with a failure mapped to the exit-code class the operator acts on."""
+def run(request: RunRequest) -> Failure | None:
+    """`train`, with a failure classified for the operator (None when training succeeded)."""
     try:
         train(request)
     except Exception as error:
-        classified: Classified = classify(error)
-        log.exception("TRL engine failed (exit %d, %s)", int(classified.code), classified.reason)
-        message = f"{type(error).__name__}: {error}"
-        print(f"grpo-train: {message}", file=sys.stderr)
-        return Outcome(classified.code, classified.reason, message)
-    return Outcome(ExitCode.OK, "Succeeded", "")
+        failure = classify_exception(error)
+        log.exception("TRL engine failed (exit %d, %s)", failure.code, failure.reason)
+        print(f"grpo-train: {failure.message}", file=sys.stderr)
+        return failure
+    return None

@@ -16,9 +16,10 @@ import json
 import logging
 import os
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from ..spec import checkpoint_events_file
+from grpo_operator.api.contract import Env, checkpoint_events_file
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ class StatusCheckpointCallback:
         async_save: bool = False,
         **kwargs: Any,
     ) -> None:
-        metrics_file = os.environ.get("GRPO_METRICS_FILE")
+        metrics_file = os.environ.get(Env.METRICS_FILE)
         if not metrics_file:
             return
         event = {
@@ -49,7 +50,7 @@ class StatusCheckpointCallback:
             "durable": not async_save,
         }
         try:
-            path = checkpoint_events_file(metrics_file)
+            path = Path(checkpoint_events_file(metrics_file))
             path.parent.mkdir(parents=True, exist_ok=True)
             with path.open("a", encoding="utf-8") as out:
                 out.write(json.dumps(event) + "\n")

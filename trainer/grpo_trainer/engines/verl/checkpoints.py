@@ -16,18 +16,17 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from grpo_operator.api.v1alpha1 import ResolvedJob
 
-from .engines.verl_overrides import Resume
-from .exitcodes import ConfigError
+from ...failures import ConfigError
+from ..base import Checkpoint
+from .overrides import Resume
 
 TRACKER = "latest_checkpointed_iteration.txt"
 WORLD_FILE = "grpo-world.json"
-COMPLETE_FILE = "training-complete.json"
 _STEP_DIR = re.compile(r"global_step_(\d+)")
 _SHARD = re.compile(r"model_world_size_(\d+)_rank_\d+\.pt")
 
@@ -40,6 +39,19 @@ def tracked_step(checkpoint_dir: str | Path) -> int | None:
     except (OSError, ValueError):
         return None
     return step if (folder / f"global_step_{step}").is_dir() else None
+
+
+def latest(checkpoint_dir: str | Path) -> Checkpoint | None:
+    """The checkpoint verl's tracker names, dated by the tracker (verl writes it last)."""
+    step = tracked_step(checkpoint_dir)
+    if step is None:
+        return None
+    tracker = Path(checkpoint_dir) / TRACKER
+    try:
+        saved_at = tracker.stat().st_mtime
+    except OSError:
+        return None
+    return Checkpoint(step, str(step_folder(checkpoint_dir, step)), saved_at)
 
 
 def saved_steps(checkpoint_dir: str | Path) -> list[int]:
@@ -166,28 +178,3 @@ def prune(checkpoint_dir: str | Path, keep: int) -> list[int]:
             shutil.rmtree(step_folder(folder, step), ignore_errors=True)
             deleted.append(step)
     return deleted
-
-
-def mark_complete(job: ResolvedJob, attempt: int) -> None:
-    """Training finished: a later attempt (after an export failure) goes straight to export."""
-    record = {
-        "attempt": attempt,
-        "step": tracked_step(job.paths.checkpoint_dir),
-        "finishedAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
-    path = Path(job.paths.job_dir) / COMPLETE_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record) + "\n", encoding="utf-8")
-
-
-def training_complete(job: ResolvedJob) -> bool:
-    return (Path(job.paths.job_dir) / COMPLETE_FILE).is_file()
-
-
-@dataclass(frozen=True)
-class CheckpointEvent:
-    """A saved checkpoint, as the reporter tells the job's status."""
-
-    step: int
-    path: str
-    saved_at: str

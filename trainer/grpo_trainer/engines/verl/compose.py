@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grpo_operator.api.batch import Batch, batch_problems
 from omegaconf import DictConfig, OmegaConf
 
-from ..exitcodes import ConfigError
+from ...failures import ConfigError
 from .hydra_values import Override
-from .verl_overrides import OverridePlan
-from .verl_versions import VerlProfile
+from .overrides import OverridePlan
+from .versions import VerlProfile
 
 # vLLM's allowed max LoRA ranks (vllm.config.lora.MaxLoRARanks); verl rounds a rank up to one.
 VLLM_MAX_LORA_RANK = 512
@@ -123,38 +124,34 @@ def _reward_problems(cfg: DictConfig, plan: OverridePlan, profile: VerlProfile) 
     return problems
 
 
-def rules(cfg: DictConfig) -> list[str]:
-    """The checks verl runs in `validate_config` and its workers, on composed values."""
-    problems: list[str] = []
-    nodes, per_node = select(cfg, "trainer.nnodes"), select(cfg, "trainer.n_gpus_per_node")
-    world = nodes * per_node
+def composed_batch(cfg: DictConfig) -> Batch:
+    """The batch sizes verl will use, read back from the composed config (user overrides included)."""
     actor = "actor_rollout_ref.actor"
-    n = select(cfg, "actor_rollout_ref.rollout.n")
-    train = select(cfg, "data.train_batch_size")
-    mini = select(cfg, f"{actor}.ppo_mini_batch_size")
     dynamic = bool(select(cfg, f"{actor}.use_dynamic_bsz"))
-    if not dynamic:
-        if (train * n) % world:
-            problems.append(
-                f"trainBatchSize x groupSize = {train} x {n} = {train * n} responses per step must be divisible "
-                f"by the {world} devices ({nodes} x {per_node}); or set algorithm.tokensPerDevice"
-            )
-        if mini > train:
-            problems.append(f"miniBatchSize {mini} must not exceed trainBatchSize {train}")
-        micro = _one_of(
-            cfg, f"{actor}.ppo_micro_batch_size", f"{actor}.ppo_micro_batch_size_per_gpu", problems
-        )
-        per_device, rest = divmod(mini * n, world)
-        if rest:
-            problems.append(
-                f"miniBatchSize x groupSize = {mini * n} responses per update must be divisible by the "
-                f"{world} devices"
-            )
-        elif micro and select(cfg, f"{actor}.ppo_micro_batch_size_per_gpu") and per_device % micro:
-            problems.append(
-                f"each device's share of an update ({per_device} responses) must be divisible by "
-                f"microBatchSizePerDevice {micro}"
-            )
+    return Batch(
+        devices_per_node=select(cfg, "trainer.n_gpus_per_node"),
+        nodes=select(cfg, "trainer.nnodes"),
+        group_size=select(cfg, "actor_rollout_ref.rollout.n"),
+        train_batch_size=select(cfg, "data.train_batch_size"),
+        mini_batch_size=select(cfg, f"{actor}.ppo_mini_batch_size"),
+        micro_batch_size_per_device=None if dynamic else select(cfg, f"{actor}.ppo_micro_batch_size_per_gpu"),
+        tokens_per_device=select(cfg, f"{actor}.ppo_max_token_len_per_gpu") if dynamic else None,
+        tensor_parallel_size=select(cfg, "actor_rollout_ref.rollout.tensor_model_parallel_size"),
+        longest_sequence=select(cfg, "data.max_prompt_length") + select(cfg, "data.max_response_length"),
+    )
+
+
+def rules(cfg: DictConfig) -> list[str]:
+    """The checks verl runs in `validate_config` and its workers, on composed values.
+
+    The batch arithmetic is the operator's (grpo_operator/api/batch.py), on the sizes as composed;
+    the rest is what only a composed verl config shows.
+    """
+    problems = [str(p) for p in batch_problems(composed_batch(cfg))]
+    actor = "actor_rollout_ref.actor"
+    longest = select(cfg, "data.max_prompt_length") + select(cfg, "data.max_response_length")
+    if not select(cfg, f"{actor}.use_dynamic_bsz"):
+        _one_of(cfg, f"{actor}.ppo_micro_batch_size", f"{actor}.ppo_micro_batch_size_per_gpu", problems)
         _one_of(
             cfg,
             "actor_rollout_ref.rollout.log_prob_micro_batch_size",
@@ -168,15 +165,6 @@ def rules(cfg: DictConfig) -> list[str]:
                 "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
                 problems,
             )
-    longest = select(cfg, "data.max_prompt_length") + select(cfg, "data.max_response_length")
-    if dynamic and select(cfg, f"{actor}.ppo_max_token_len_per_gpu") < longest:
-        problems.append(
-            f"tokensPerDevice {select(cfg, f'{actor}.ppo_max_token_len_per_gpu')} must hold one whole "
-            f"prompt + response ({longest} tokens)"
-        )
-    tp = select(cfg, "actor_rollout_ref.rollout.tensor_model_parallel_size")
-    if per_node % tp:
-        problems.append(f"rollout tensorParallelSize {tp} must divide devicesPerNode {per_node}")
     rollout = "actor_rollout_ref.rollout"
     if (
         not select(cfg, f"{rollout}.enable_chunked_prefill")

@@ -4,7 +4,7 @@ Composing verl's config needs only its YAML files and hydra-core. In the trainer
 with the installed package; on a CPU machine (CI, a laptop) `fetch` downloads the release's wheel
 (about 1-2 MB, no dependencies) and extracts `verl/trainer/config/**` into a git-ignored cache:
 
-    python -m grpo_trainer.engines.verl_configs fetch --version 0.9.1 --version 0.7.1
+    python -m grpo_trainer.engines.verl.configs fetch --version 0.9.1 --version 0.7.1
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from ..exitcodes import ConfigError
-from .verl_versions import SUPPORTED, installed_version
+from ...failures import ConfigError
+from .versions import SUPPORTED, installed_version
 
 CONFIG_SUBDIR = Path("verl/trainer/config")
 DEFAULT_CACHE = Path(".cache/verl-configs")
@@ -51,7 +51,7 @@ def config_dir(version: str, cache: Path | None = None) -> Path:
         return folder
     raise ConfigError(
         f"verl {version}'s configuration is neither installed nor fetched; run "
-        f"`python -m grpo_trainer.engines.verl_configs fetch --version {version}`"
+        f"`python -m grpo_trainer.engines.verl.configs fetch --version {version}`"
     )
 
 
@@ -98,7 +98,7 @@ def fetch(version: str, cache: Path | None = None) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grpo_trainer.engines.verl_configs")
+    parser = argparse.ArgumentParser(prog="python -m grpo_trainer.engines.verl.configs")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("fetch", "path"):
         cmd = sub.add_parser(name)

@@ -1,39 +1,29 @@
-"""The final checkpoint -> a Hugging Face model folder (and, for LoRA runs, the adapter on its own).
+"""verl's final checkpoint -> a Hugging Face model folder (and, for LoRA runs, the adapter on its own).
 
 verl's model merger (`python -m verl.model_merger merge --backend fsdp`) gathers the per-rank FSDP
 shards of `global_step_N/actor` into safetensors on CPU, and splits LoRA weights into a
-`lora_adapter/` folder. The merge is written to a temporary folder and renamed into place, and
-`export.json` (written last) records which step was exported, so a retried export after a crash
-either finds a finished export of the same step or starts clean.
-
-Layout under the export folder (spec.export.path, default <job>/export):
-    model/          the Hugging Face model (for LoRA runs: the base weights; apply lora-adapter/)
-    lora-adapter/   adapter_config.json + adapter_model.safetensors (LoRA runs)
-    export.json     {"step", "model", "loraAdapter", "exportedAt"}
+`lora_adapter/` folder. The folder layout and its record are every engine's
+(grpo_trainer/export_record.py); for LoRA runs `model/` holds the base weights here, with the
+adapter beside it.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from grpo_operator.api.contract import EXPORT_ADAPTER_DIR, EXPORT_MODEL_DIR, RETRYABLE
 from grpo_operator.api.v1alpha1 import ResolvedJob
 
+from ...export_record import place, read_record, write_record
+from ...failures import ConfigError, TrainerError
+from ..base import ExportResult
 from .checkpoints import step_folder, tracked_step
-from .exitcodes import RETRYABLE, ConfigError, TrainerError
-
-RECORD = "export.json"
-MODEL_DIR = "model"
-ADAPTER_DIR = "lora-adapter"
 
 
 class ExportError(TrainerError):
@@ -41,14 +31,6 @@ class ExportError(TrainerError):
 
     code = RETRYABLE
     reason = "ExportFailed"
-
-
-@dataclass(frozen=True)
-class ExportResult:
-    step: int
-    model: str | None
-    lora_adapter: str | None
-    skipped: bool = False
 
 
 def merge_command(actor_dir: Path, target_dir: Path) -> list[str]:
@@ -79,29 +61,21 @@ def export(job: ResolvedJob, run: Callable[[list[str]], Any] | None = None) -> E
     if not actor.is_dir():
         raise ConfigError(f"nothing to export: {actor} does not exist (was the actor checkpoint pruned?)")
     out = Path(job.paths.export_dir)
-    done = _read_record(out)
+    done = read_record(out)
     if done is not None and done.get("step") == step:
         return ExportResult(step, done.get("model"), done.get("loraAdapter"), skipped=True)
     out.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".merge-", dir=out))
     try:
         _run_merger(merge_command(actor, staging), run)
-        model = _place(staging, out / MODEL_DIR) if wanted.hugging_face else None
-        adapter_src = (out / MODEL_DIR if model else staging) / "lora_adapter"
+        model = place(staging, out / EXPORT_MODEL_DIR) if wanted.hugging_face else None
+        adapter_src = (out / EXPORT_MODEL_DIR if model else staging) / "lora_adapter"
         adapter = None
         if lora and wanted.lora_adapter and adapter_src.is_dir():
-            adapter = _place(adapter_src, out / ADAPTER_DIR, copy=model is not None)
+            adapter = place(adapter_src, out / EXPORT_ADAPTER_DIR, copy=model is not None)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    record = {
-        "step": step,
-        "model": model,
-        "loraAdapter": adapter,
-        "exportedAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
-    partial = out / (RECORD + ".partial")
-    partial.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    os.replace(partial, out / RECORD)
+    write_record(out, step, model, adapter)
     return ExportResult(step, model, adapter)
 
 
@@ -112,21 +86,3 @@ def _run_merger(command: list[str], run: Callable[[list[str]], Any] | None) -> N
     result = subprocess.run(command, check=False)
     if result.returncode != 0:
         raise ExportError(f"verl's model merger exited with code {result.returncode}: {' '.join(command)}")
-
-
-def _place(source: Path, final: Path, copy: bool = False) -> str:
-    """Put a finished folder at `final`, replacing an older export there."""
-    if final.exists():
-        shutil.rmtree(final)
-    if copy:
-        shutil.copytree(source, final)
-    else:
-        source.rename(final)
-    return str(final)
-
-
-def _read_record(out: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads((out / RECORD).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None

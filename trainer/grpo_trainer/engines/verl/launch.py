@@ -21,26 +21,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from grpo_operator.api.contract import Env
 from grpo_operator.api.v1alpha1 import ResolvedJob
 
-from ..exitcodes import ConfigError, Failure, classify_engine_exit
-from ..rewards import get_reward
-from ..spec import Attempt
-from .verl_overrides import LaunchInputs, OverridePlan, Resume, RewardFunction, build_overrides
-from .verl_versions import VerlProfile
+from ...failures import ConfigError, Failure, classify_engine_exit
+from ...rewards import get_reward
+from ...spec import Attempt
+from .overrides import LaunchInputs, OverridePlan, Resume, RewardFunction, build_overrides
+from .versions import VerlProfile
 
 ENGINE_MODULE = "verl.trainer.main_ppo"
 LOG_TAIL_LINES = 400
-JEMALLOC = "/usr/lib/{arch}-linux-gnu/libjemalloc.so.2"
-ASCEND_ENV = {
-    # verl's device detection overwrites trainer.device=npu unless the platform is named.
-    "VERL_PLATFORM": "huawei",
-    "HCCL_CONNECT_TIMEOUT": "1800",
-    "HCCL_EXEC_TIMEOUT": "1800",
-    # vLLM-Ascend's optimised model classes do not suit RL weight updates (the Ascend seed).
-    "USE_OPTIMIZED_MODEL": "0",
-    "VLLM_ASCEND_ENABLE_NZ": "0",
-}
 
 
 @dataclass(frozen=True)
@@ -87,24 +78,27 @@ def engine_env(
     """Environment main_ppo and every Ray worker need for this attempt.
 
     The metrics file goes to verl's file logger (which truncates on open: one file per attempt).
-    On Ascend, the seed's settings, unless the pod already has a value (the operator's accelerator
-    profile, which cluster admins tune, wins); jemalloc is preloaded when the image has it for this
-    CPU, in front of whatever LD_PRELOAD already holds.
+    The accelerator's platform variables (on Ascend, VERL_PLATFORM=huawei, without which verl's
+    device detection overwrites trainer.device=npu) come from the job's resolved accelerator,
+    unless the pod already has a value (the operator's profile, which cluster admins tune, wins);
+    the profile's preload libraries go in front of LD_PRELOAD when the image has them for this CPU.
     """
     environ = os.environ if environ is None else environ
     env = {
         "VERL_FILE_LOGGER_PATH": str(attempt.metrics_file),
-        "GRPO_METRICS_FILE": str(attempt.metrics_file),
-        "GRPO_ATTEMPT": str(attempt.number),
+        Env.METRICS_FILE: str(attempt.metrics_file),
+        Env.ATTEMPT: str(attempt.number),
     }
     if job.spec.logging.tensorboard:
         env["TENSORBOARD_DIR"] = f"{job.paths.job_dir}/tensorboard"
-    if job.spec.resources.accelerator == "ascend":
-        env.update({key: environ.get(key, default) for key, default in ASCEND_ENV.items()})
-        library = JEMALLOC.format(arch=machine or platform.machine())
-        preload = environ.get("LD_PRELOAD", "")
+    accelerator = job.accelerator
+    env.update({key: environ.get(key, default) for key, default in accelerator.env.items()})
+    preload = environ.get("LD_PRELOAD", "")
+    for pattern in accelerator.preload_libraries:
+        library = pattern.format(arch=machine or platform.machine())
         if exists(library) and library not in preload.split(":"):
-            env["LD_PRELOAD"] = f"{library}:{preload}" if preload else library
+            preload = f"{library}:{preload}" if preload else library
+            env["LD_PRELOAD"] = preload
     return env
 
 

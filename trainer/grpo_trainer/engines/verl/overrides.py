@@ -1,7 +1,7 @@
 """GRPOJob spec -> verl Hydra overrides, for one verl version family. Pure: no files, no imports of verl.
 
 Every override here carries the intent of a seed setting in the form the installed verl actually
-reads (see ../../../docs or VERL.md "Seed keys that no longer do what they say"): the reward under
+reads (docs/verl.md, "Seed keys that no longer do what they say"): the reward under
 `reward.custom_reward_function` on 0.9, `fsdp_config.use_torch_compile` rather than the actor's
 ignored flag, `mm_processor_cache_gb=0` instead of the flag vLLM removed, the file logger always on.
 The tests compose these overrides with each version's own configuration and check the values.
@@ -16,11 +16,11 @@ from pathlib import Path
 
 from grpo_operator.api.v1alpha1 import ResolvedJob
 
-from ..exitcodes import ConfigError
+from ...failures import ConfigError
 from .hydra_values import Override
-from .verl_versions import VerlProfile
+from .versions import VerlProfile
 
-CALLBACK_CLASS = "grpo_trainer.engines.verl_callback.StatusCheckpointCallback"
+CALLBACK_CLASS = "grpo_trainer.engines.verl.callback.StatusCheckpointCallback"
 _QWEN3_VL_NAME = re.compile(r"qwen3[-_.]?vl|qwen3\.5", re.IGNORECASE)
 _QWEN3_VL_TYPES = frozenset({"qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"})
 _KWARG = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -196,9 +196,9 @@ def _model(job: ResolvedJob, inputs: LaunchInputs, warnings: list[str]) -> list[
 
 
 def _torch_compile(job: ResolvedJob) -> bool | None:
-    """The job's torch.compile choice; off by default on Ascend, where the NPU backend lacks it."""
+    """The job's torch.compile choice; off by default where the device lacks it (Ascend's NPUs)."""
     compile_ = job.spec.engine.torch_compile
-    if compile_ is None and job.spec.resources.accelerator == "ascend":
+    if compile_ is None and not job.accelerator.torch_compile:
         return False
     return compile_
 
@@ -371,7 +371,9 @@ def _trainer(
         Override("trainer.experiment_name", experiment),
         Override("trainer.nnodes", res.nodes),
         Override("trainer.n_gpus_per_node", res.devices_per_node),
-        Override("trainer.device", "npu" if res.accelerator == "ascend" else "cuda"),
+        Override(
+            "trainer.device", job.accelerator.device, why=f"the {job.accelerator.name} pool's device type"
+        ),
         Override("trainer.critic_warmup", 0),
         Override("trainer.total_epochs", spec.algorithm.epochs),
         Override("trainer.save_freq", ckpt.save_interval),

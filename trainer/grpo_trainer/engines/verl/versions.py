@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
-from ..exitcodes import ConfigError
+from ...failures import ConfigError
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,183 @@
+"""The TRL engine behind the Engine protocol: plan, check, one attempt, checkpoints, export.
+
+Planning and checking are pure (no torch, no TRL needed); `run` and `export` import the stack.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata
+import logging
+from pathlib import Path
+from typing import Any
+
+from grpo_operator.api.batch import Batch, batch_problems
+from grpo_operator.api.contract import Failure
+from grpo_operator.api.v1alpha1 import ResolvedJob
+
+from ... import data, sources
+from ...export_record import read_record
+from ...failures import ConfigError
+from ...spec import Attempt
+from ..base import Checkpoint, EngineOptions, ExportResult, Findings, RunPlan, Session, Setting
+from .checkpoints import COMPLETE_MARKER, latest_checkpoint
+from .job import SEED, reasons, reward_funcs_for, settings_from_job
+from .settings import build_trl_config, split_overrides
+
+log = logging.getLogger(__name__)
+
+
+class TrlEngine:
+    name = "trl"
+
+    def __init__(self, options: EngineOptions) -> None:
+        self.options = options
+
+    def plan(self, job: ResolvedJob, attempt: Attempt, *, dry_run: bool = True) -> RunPlan:
+        """Every GRPOConfig and LoraConfig value this job gets, with where it comes from."""
+        grpo, lora = build_trl_config(settings_from_job(job))
+        why = reasons(job)
+        settings = [Setting(key, value, why.get(key, SEED)) for key, value in sorted(grpo.items())]
+        settings += [
+            Setting(f"lora.{key}", value, why.get(f"lora.{key}", SEED)) for key, value in sorted(lora.items())
+        ]
+        latest = latest_checkpoint(job.paths.checkpoint_dir)
+        resume = "latest" if attempt.number > 1 else job.spec.checkpoint.resume
+        if resume == "latest" and latest is not None:
+            settings.append(
+                Setting("resume_from_checkpoint", str(latest.path), "the latest complete checkpoint")
+            )
+        return RunPlan(
+            engine="trl",
+            title=f"TRL GRPOTrainer + peft LoRA on one device ({_versions()})",
+            settings=settings,
+            detail=(grpo, lora),
+        )
+
+    def check(self, job: ResolvedJob, plan: RunPlan) -> Findings:
+        """The batch arithmetic, one device, and override names that GRPOConfig/LoraConfig know."""
+        problems = [str(p) for p in batch_problems(Batch.from_spec(job.spec, "trl"))]
+        if job.spec.world_size != 1:
+            problems.append(
+                f"spec.resources: the trl engine trains on one device; resources ask for {job.spec.world_size}"
+            )
+        warnings: list[str] = []
+        known = _known_fields()
+        if known is None:
+            warnings.append("TRL and peft are not installed here: override names were not checked")
+        else:
+            grpo_fields, lora_fields = known
+            trainer_overrides, lora_overrides = split_overrides(job.spec.engine.overrides)
+            problems += [
+                f"engine.overrides: GRPOConfig has no field {key!r}"
+                for key in trainer_overrides
+                if key not in grpo_fields
+            ]
+            problems += [
+                f"engine.overrides: LoraConfig has no field {key!r} (lora.{key})"
+                for key in lora_overrides
+                if key not in lora_fields
+            ]
+        return Findings(problems, warnings, checked=f"{len(plan.settings)} TRL and LoRA settings")
+
+    def run(self, job: ResolvedJob, attempt: Attempt, session: Session) -> Failure | None:
+        from .data import rows_from_parquet
+        from .runner import RunRequest, run
+
+        settings = settings_from_job(job)
+        prepared = data.prepare(job, progress=self.options.progress)
+        for warning in prepared.warnings:
+            log.warning(warning)
+        model = sources.resolve(
+            job.spec.model.source, "model", job.paths.cache_dir, job.spec.model.revision, workdir=job.workdir
+        )
+        rows = rows_from_parquet(
+            prepared.train_files, prompt_key=job.spec.dataset.prompt_key, image_key=job.spec.dataset.image_key
+        )
+        rewards = reward_funcs_for(job)
+        latest = latest_checkpoint(job.paths.checkpoint_dir)
+        # The callback prunes on every save; the reporter needs no hook.
+        session.start_reporting(len(rows), latest.step if latest else None)
+        return run(
+            RunRequest(
+                settings=settings,
+                model_path=str(Path(model)),
+                rows=rows,
+                reward_funcs=rewards,
+                metrics_path=str(attempt.metrics_file),
+                # A retried attempt always continues from the latest checkpoint.
+                resume="latest" if attempt.number > 1 else job.spec.checkpoint.resume,
+                export_dir=job.paths.export_dir,
+                export_adapter=job.spec.export.lora_adapter,
+                export_merged=job.spec.export.hugging_face,
+            )
+        )
+
+    def latest_checkpoint(self, job: ResolvedJob) -> Checkpoint | None:
+        latest = latest_checkpoint(job.paths.checkpoint_dir)
+        if latest is None:
+            return None
+        try:
+            saved_at = (latest.path / COMPLETE_MARKER).stat().st_mtime
+        except OSError:
+            return None
+        return Checkpoint(latest.step, str(latest.path), saved_at)
+
+    def export(self, job: ResolvedJob) -> ExportResult | None:
+        """The export `run` wrote at the end of training, or one made now from the latest checkpoint.
+
+        A later attempt gets here when training finished but the export did not (a crash, a full
+        volume): the base model is loaded, the checkpoint's adapter applied, and both written.
+        """
+        wanted = job.spec.export
+        if not (wanted.hugging_face or wanted.lora_adapter):
+            return None
+        latest = latest_checkpoint(job.paths.checkpoint_dir)
+        if latest is None:
+            raise ConfigError(f"nothing to export: no checkpoint in {job.paths.checkpoint_dir}")
+        done = read_record(job.paths.export_dir)
+        if done is not None and done.get("step") == latest.step:
+            return ExportResult(latest.step, done.get("model"), done.get("loraAdapter"), skipped=True)
+        written = _export_checkpoint(job, latest.path, latest.step)
+        return ExportResult(latest.step, written.get("model"), written.get("loraAdapter"))
+
+
+def _export_checkpoint(job: ResolvedJob, checkpoint: Path, step: int) -> dict[str, str]:
+    from peft import PeftModel
+
+    from .export import export_policy
+    from .runner import load_policy
+
+    grpo, _ = build_trl_config(settings_from_job(job))
+    model_path = sources.resolve(job.spec.model.source, "model", job.paths.cache_dir, workdir=job.workdir)
+    base, processor = load_policy(str(model_path), bf16=bool(grpo["bf16"]))
+    policy = PeftModel.from_pretrained(base, str(checkpoint))
+    return export_policy(
+        policy,
+        processor,
+        job.paths.export_dir,
+        step=step,
+        adapter=job.spec.export.lora_adapter,
+        merged=job.spec.export.hugging_face,
+    )
+
+
+def _versions() -> str:
+    found = []
+    for package in ("trl", "peft", "transformers"):
+        try:
+            found.append(f"{package} {importlib.metadata.version(package)}")
+        except importlib.metadata.PackageNotFoundError:
+            found.append(f"{package} not installed here")
+    return ", ".join(found)
+
+
+def _known_fields() -> tuple[set[str], set[str]] | None:
+    """GRPOConfig's and LoraConfig's field names, when TRL and peft import here."""
+    try:
+        from peft import LoraConfig
+        from trl import GRPOConfig
+    except ImportError:
+        return None
+    fields: Any = dataclasses.fields
+    return {f.name for f in fields(GRPOConfig)}, {f.name for f in fields(LoraConfig)}

@@ -1,0 +1,155 @@
+"""The verl engine behind the Engine protocol: plan, check, one attempt, checkpoints, export."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from grpo_operator.api.contract import Failure
+from grpo_operator.api.v1alpha1 import ResolvedJob
+
+from ... import data, sources
+from ...failures import ConfigError, DataError
+from ...spec import Attempt
+from ..base import Checkpoint, EngineOptions, ExportResult, Findings, RunPlan, Session, Setting
+from . import checkpoints
+from .compose import check, compose, effective_reward
+from .configs import config_dir, installed_config_dir
+from .export import export
+from .launch import VerlLaunch, plan_launch, run_engine, write_overrides
+from .versions import VerlProfile, installed_version, profile_for
+
+log = logging.getLogger(__name__)
+
+
+class VerlEngine:
+    name = "verl"
+
+    def __init__(self, options: EngineOptions) -> None:
+        self.options = options
+
+    def profile(self) -> VerlProfile:
+        version = self.options.verl_version or installed_version()
+        if version is None:
+            raise ConfigError("verl is not installed here; pass --verl-version to plan for a given release")
+        profile, warning = profile_for(version)
+        if warning:
+            log.warning(warning)
+        return profile
+
+    # --- plan and check -----------------------------------------------------------------------
+
+    def plan(self, job: ResolvedJob, attempt: Attempt, *, dry_run: bool = True) -> RunPlan:
+        """The exact main_ppo command; a dry run decides without downloading or moving anything."""
+        profile = self.profile()
+        planned = data.planned(job)
+        try:
+            model = str(
+                sources.resolve(
+                    job.spec.model.source, "model", job.paths.cache_dir, download=False, workdir=job.workdir
+                )
+            )
+        except DataError:
+            model = f"<{job.spec.model.source}, downloaded into {job.paths.cache_dir} at run time>"
+        launch = plan_launch(
+            job,
+            profile,
+            attempt,
+            model_path=model,
+            train_files=planned.train_files,
+            val_files=planned.val_files,
+            resume=checkpoints.decide_resume(job, attempt.number, dry_run=dry_run),
+        )
+        return _run_plan(launch)
+
+    def check(self, job: ResolvedJob, plan: RunPlan) -> Findings:
+        """Compose verl's own ppo_trainer config with the plan's overrides and check the values."""
+        launch: VerlLaunch = plan.detail
+        version = self.options.verl_version or installed_version() or ""
+        folder = Path(self.options.verl_config_dir) if self.options.verl_config_dir else config_dir(version)
+        cfg = compose(folder, launch.plan.rendered())
+        findings = check(cfg, launch.plan, launch.profile)
+        reward = effective_reward(cfg, launch.profile)
+        return Findings(
+            findings.problems,
+            findings.warnings,
+            checked=(
+                f"composed verl's ppo_trainer from {folder} with {len(launch.plan.overrides)} overrides; "
+                f"reward verl will load: {reward.get('path')} :: {reward.get('name')}"
+            ),
+        )
+
+    # --- one attempt --------------------------------------------------------------------------
+
+    def run(self, job: ResolvedJob, attempt: Attempt, session: Session) -> Failure | None:
+        profile = self.profile()
+        ckpt_dir = Path(job.paths.checkpoint_dir)
+        resume = checkpoints.decide_resume(job, attempt.number)
+        checkpoints.record_world(job)
+        pruned = checkpoints.prune(ckpt_dir, job.spec.checkpoint.keep)
+        if pruned:
+            log.info("deleted checkpoints beyond keep=%s: steps %s", job.spec.checkpoint.keep, pruned)
+        prepared = data.prepare(job, progress=self.options.progress)
+        for warning in prepared.warnings:
+            log.warning(warning)
+        model = sources.resolve(
+            job.spec.model.source, "model", job.paths.cache_dir, job.spec.model.revision, workdir=job.workdir
+        )
+        launch = plan_launch(
+            job,
+            profile,
+            attempt,
+            model_path=str(model),
+            train_files=prepared.train_files,
+            val_files=prepared.val_files,
+            resume=resume,
+        )
+        for warning in launch.warnings:
+            log.warning(warning)
+        _verify_against_installed(launch)
+        write_overrides(launch, attempt.metrics_file.with_suffix(".command.txt"))
+        print("engine command:", " ".join(launch.command), flush=True)
+        session.start_reporting(
+            prepared.train_rows,
+            resume.from_step,
+            on_checkpoint=lambda _step: checkpoints.prune(ckpt_dir, job.spec.checkpoint.keep),
+        )
+        failure = run_engine(launch)
+        if failure is None:
+            checkpoints.prune(ckpt_dir, job.spec.checkpoint.keep)
+        return failure
+
+    def latest_checkpoint(self, job: ResolvedJob) -> Checkpoint | None:
+        return checkpoints.latest(job.paths.checkpoint_dir)
+
+    def export(self, job: ResolvedJob) -> ExportResult | None:
+        return export(job)
+
+
+def _run_plan(launch: VerlLaunch) -> RunPlan:
+    return RunPlan(
+        engine="verl",
+        title=f"verl {launch.profile.reference_version}",
+        settings=[Setting(o.key, o.render().partition("=")[2], o.why) for o in launch.plan.overrides],
+        command=launch.command,
+        env=launch.env,
+        warnings=list(launch.warnings),
+        facts={
+            "verlVersion": launch.profile.reference_version,
+            "overrides": [{"override": o.render(), "why": o.why} for o in launch.plan.overrides],
+        },
+        detail=launch,
+    )
+
+
+def _verify_against_installed(launch: VerlLaunch) -> None:
+    """Compose the overrides with the installed verl's own config; ConfigError on any problem."""
+    folder = installed_config_dir()
+    if folder is None:
+        log.warning("verl's configuration was not found; skipping the pre-launch composition check")
+        return
+    findings = check(compose(folder, launch.plan.rendered()), launch.plan, launch.profile)
+    for warning in findings.warnings:
+        log.warning(warning)
+    if findings.problems:
+        raise ConfigError("the verl configuration would not work: " + "; ".join(findings.problems))
