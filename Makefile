@@ -20,7 +20,7 @@ help:
 	@echo "make cluster-up   build (cached) and start the local test cluster"
 	@echo "make cluster-down stop it (test namespaces first)"
 	@echo "make e2e-kind     the same suite on a kind cluster (needs Docker)"
-	@echo "make lint         ruff check and format check"
+	@echo "make lint         ruff check, format check and the import-layer contracts (part of make test)"
 	@echo "make images       build the operator and trainer images (Docker)"
 
 install: $(VENV)/.installed
@@ -45,9 +45,10 @@ cluster-down:
 demo: install
 	hack/demo.sh
 
-# The one test command (CI runs it through .ci/run). pytest's exit code 5, "no tests ran",
-# fails too. Under CI the cluster is stopped afterwards so no process outlives the job.
-test: install cluster-up
+# The one test command (CI runs it through .ci/run): lint first (seconds), then every tier.
+# pytest's exit code 5, "no tests ran", fails too. Under CI the cluster is stopped afterwards so
+# no process outlives the job.
+test: lint cluster-up
 	rc=0; GRPO_TEST_CLUSTER=local $(PY) -m pytest $(PYTEST_ARGS) tests || rc=$$?; \
 	if [[ -n "$${CI:-}" ]]; then hack/cluster-down.sh || true; fi; \
 	if [[ $$rc -eq 5 ]]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; \
@@ -62,9 +63,12 @@ e2e-kind: install
 	if [[ $$rc -eq 5 ]]; then echo "make e2e-kind: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$rc
 
+# The import contracts (pyproject.toml [tool.importlinter]) keep the layers: the operator never
+# imports the trainer, engines never import the driver or the CLI, no import circles.
 lint: install
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
+	PYTHONPATH=operator:trainer $(VENV)/bin/lint-imports --no-cache
 
 # Needs Docker with BuildKit. IMAGES=cuda builds one; REGISTRY, TAG, PLATFORM, PUSH=1 pass through.
 images:
