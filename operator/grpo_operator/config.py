@@ -25,15 +25,16 @@ class _Model(BaseModel):
 class AcceleratorProfile(_Model):
     """How one accelerator family is requested, scheduled and set up."""
 
-    device_resource: str
-    """Extended resource a pod requests per device (nvidia.com/gpu, huawei.com/Ascend910)."""
+    device_resource: str | None = None
+    """Extended resource a pod requests per device (nvidia.com/gpu, huawei.com/Ascend910); none on CPU
+    pools, where a "device" is a share of the node's cores."""
     node_selector: dict[str, str] = Field(default_factory=dict)
     """Always added to the trainer pods' node selector."""
     product_label: str | None = None
     """Node label that carries the device product, used when spec.resources.product is set."""
     tolerations: list[dict[str, Any]] = Field(default_factory=list)
-    ray_resource: str
-    """Ray resource name the engine schedules on (GPU, NPU)."""
+    ray_resource: str | None = None
+    """Ray resource name the engine schedules on (GPU, NPU); none on CPU pools."""
     declare_ray_resource: bool = False
     """Pass the Ray resource to `ray start` explicitly (KubeRay derives GPU itself, not NPU)."""
     device_type: DeviceType
@@ -83,6 +84,13 @@ def _default_profiles() -> dict[str, AcceleratorProfile]:
             },
             image="ghcr.io/grpo-operator/trainer-ascend:0.1.0",
             memory_per_device="64Gi",
+        ),
+        # Any node without device taints: a smoke run of data, rewards and the whole job life
+        # before asking for accelerators (the TRL engine; verl's rollouts need GPUs or NPUs).
+        "cpu": AcceleratorProfile(
+            device_type="cpu",
+            image="ghcr.io/grpo-operator/trainer-cuda:0.1.0",
+            memory_per_device="16Gi",
         ),
     }
 

@@ -52,6 +52,14 @@ def _resource_problems(job: GRPOJob, settings: Settings) -> list[Problem]:
                 f"the {res.accelerator} profile has no productLabel, so a product cannot be selected",
             )
         )
+    if profile is not None and profile.device_type == "cpu" and spec.engine.name == "verl":
+        problems.append(
+            Problem(
+                "spec.engine.name",
+                f"verl's rollouts need GPUs or NPUs (vLLM); the {res.accelerator} pool has none: "
+                "use engine trl for a CPU run",
+            )
+        )
     if spec.engine.name == "trl" and spec.world_size != 1:
         problems.append(
             Problem(

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from grpo_operator.api.contract import COMPLETE_FILE, OK, UNKNOWN, Failure
 from grpo_operator.api.v1alpha1 import ResolvedJob
+from grpo_operator.api.v1alpha1.status import Outputs
 
 from .engines.base import Engine, EngineOptions, engine_for
 from .failures import TrainerError
@@ -43,11 +44,11 @@ def run(job: ResolvedJob, attempt: Attempt, options: Options, writer: StatusWrit
     """One attempt; returns the process exit code and prints a GRPO_FAILURE line on failure."""
     try:
         engine = engine_for(job.spec.engine.name, options.engine)
-        if training_complete(job):
-            log.info("training finished in an earlier attempt; exporting only")
-            return _export(engine, job)
         if writer is None and options.report:
             writer = status_writer(attempt, options.kubeconfig)
+        if training_complete(job):
+            log.info("training finished in an earlier attempt; exporting only")
+            return _export(engine, job, writer)
         session = _Session(job, attempt, writer, engine)
         try:
             failure = engine.run(job, attempt, session)
@@ -56,7 +57,7 @@ def run(job: ResolvedJob, attempt: Attempt, options: Options, writer: StatusWrit
         if failure is not None:
             return fail(failure)
         mark_complete(job, attempt.number, engine)
-        return _export(engine, job)
+        return _export(engine, job, writer)
     except TrainerError as exc:
         return fail(exc.failure())
     except Exception as exc:  # a bug or an unforeseen fault: still one line the operator can read
@@ -70,10 +71,17 @@ def fail(failure: Failure) -> int:
     return failure.code
 
 
-def _export(engine: Engine, job: ResolvedJob) -> int:
+def _export(engine: Engine, job: ResolvedJob, writer: StatusWriter | None) -> int:
     result = engine.export(job)
-    if result is not None:
-        log.info("exported step %s: model=%s adapter=%s", result.step, result.model, result.lora_adapter)
+    if result is None:
+        return OK
+    log.info("exported step %s: model=%s adapter=%s", result.step, result.model, result.lora_adapter)
+    if writer is not None:
+        outputs = Outputs(step=result.step, model=result.model, lora_adapter=result.lora_adapter)
+        try:
+            writer.patch_status({"status": {"outputs": outputs.to_wire()}})
+        except Exception as exc:  # the export is on the volume either way; status is a convenience
+            log.warning("could not record the outputs in the job's status: %s", exc)
     return OK
 
 

@@ -3,7 +3,7 @@
 Pydantic writes JSON Schema (draft 2020-12); the API server wants a *structural* OpenAPI v3
 schema: no `$ref`, no `anyOf` with a null branch, boolean `exclusiveMinimum`, no `title` or
 `propertyNames`. This module does that translation, and nothing else, so the models stay the one
-definition of the API. `python -m grpo_operator.api.crdgen` rewrites `crds/`; a unit test fails
+definition of the API. `python -m grpo_operator.api.crdgen` rewrites `crds/` and the chart's copy; a unit test fails
 when the committed file drifts.
 """
 
@@ -203,7 +203,13 @@ def render() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, nargs="*", default=[Path("crds")], help="folders to write into")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        nargs="*",
+        default=[Path("crds"), Path("charts/grpo-operator/crds")],
+        help="folders to write into (default: crds/ and the chart's copy)",
+    )
     parser.add_argument("--check", action="store_true", help="exit 1 if a committed file differs")
     args = parser.parse_args(argv)
     text = render()

@@ -196,7 +196,7 @@ def _co_locate_with_worker(job: GRPOJob, attempt: int) -> dict[str, Any] | None:
 
 def _ray_resources_param(profile: AcceleratorProfile, devices: int) -> dict[str, str]:
     """`ray start --resources` for accelerators KubeRay does not map itself (NPU)."""
-    if not profile.declare_ray_resource:
+    if not profile.declare_ray_resource or not profile.ray_resource:
         return {}
     quoted = json.dumps({profile.ray_resource: devices}).replace('"', '\\"')
     return {"resources": f'"{quoted}"'}
@@ -209,13 +209,14 @@ def build_rayjob(job: GRPOJob, settings: Settings, attempt: int) -> dict[str, An
         raise ValueError(f"no accelerator profile {job.spec.resources.accelerator!r}")
     res = job.spec.resources
     device_count = str(res.devices_per_node)
+    devices = {profile.device_resource: device_count} if profile.device_resource else {}
     worker_resources = {
         "requests": {
             "cpu": _cpu_per_node(job, settings),
             "memory": _memory_per_node(job, profile),
-            profile.device_resource: device_count,
+            **devices,
         },
-        "limits": {"memory": _memory_per_node(job, profile), profile.device_resource: device_count},
+        "limits": {"memory": _memory_per_node(job, profile), **devices},
     }
     head_resources = {
         "requests": {"cpu": settings.head_cpu, "memory": settings.head_memory},

@@ -78,7 +78,7 @@ def test_a_new_profile_can_be_added(tmp_path: Path) -> None:
     }
     settings = _settings({"profiles": {"amd": amd}}, tmp_path)
     assert settings.profiles["amd"].device_resource == "amd.com/gpu"
-    assert set(settings.profiles) == {"nvidia", "ascend", "amd"}
+    assert set(settings.profiles) == {"nvidia", "ascend", "cpu", "amd"}
 
 
 @pytest.mark.parametrize(

@@ -52,7 +52,8 @@ def test_a_successful_attempt(tmp_path, fake_verl, capsys):
 
     out = capsys.readouterr().out
     assert "training done" in out  # the engine's output is streamed through
-    status = api.patches[-1]["status"]
+    *progress, outputs = api.patches
+    status = progress[-1]["status"]
     assert status["progress"]["steps"] == "3/30"  # 16 rows // 8 per step x 15 epochs
     assert status["metrics"]["reward"] == pytest.approx(0.6)
     assert status["metrics"]["valScore"] == 0.5
@@ -67,6 +68,8 @@ def test_a_successful_attempt(tmp_path, fake_verl, capsys):
     record = json.loads(Path(paths.export_dir, "export.json").read_text())
     assert record["step"] == 3
     assert record["model"] == f"{paths.export_dir}/model"
+    # The export's location goes into status last, once it is on the volume.
+    assert outputs == {"status": {"outputs": {"step": 3, "model": record["model"]}}}
     assert json.loads(Path(record["model"], "config.json").read_text())["from"].endswith(
         "global_step_3/actor"
     )
@@ -78,7 +81,8 @@ def test_after_training_finished_a_new_attempt_only_exports(tmp_path, fake_verl)
     shutil.rmtree(job.paths.export_dir)
     api = FakeAPI()
     assert run(job, attempt(job, 2), VERL_091, writer=api) == OK
-    assert api.patches == []  # no engine, no reports
+    # No engine, so no progress reports: only where the export is.
+    assert [set(p["status"]) for p in api.patches] == [{"outputs"}]
     assert json.loads(Path(job.paths.export_dir, "export.json").read_text())["step"] == 3
 
 

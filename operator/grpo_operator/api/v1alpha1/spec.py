@@ -275,7 +275,7 @@ class ResourcesSpec(ApiModel):
     """Where and on how much hardware the job runs."""
 
     accelerator: Annotated[
-        Literal["nvidia", "ascend"],
+        Literal["nvidia", "ascend", "cpu"],
         Field(
             json_schema_extra={
                 "x-kubernetes-validations": [
@@ -284,7 +284,8 @@ class ResourcesSpec(ApiModel):
             }
         ),
     ]
-    """Accelerator profile from the operator's settings."""
+    """Accelerator profile from the operator's settings: nvidia GPUs, ascend NPUs, or cpu (no
+    accelerator: a smoke run of data and rewards with the trl engine before asking for devices)."""
     product: LabelValue | None = None
     """Device product to pin to (e.g. NVIDIA-H100-80GB-HBM3; Ascend910B3)."""
     devices_per_node: Annotated[

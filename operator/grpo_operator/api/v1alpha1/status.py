@@ -1,8 +1,8 @@
 """`GRPOJob.status`: the contract between the operator, the trainer and the people watching.
 
 Each field has exactly one writer. The operator owns the lifecycle (`phase`, `conditions`,
-`attempt`, the child names, times and `outputs`); the trainer's reporter owns what only the
-training process knows (`progress`, `metrics`, `history`, `checkpoint`). Both send JSON merge
+`attempt`, the child names and times); the trainer owns what only the training process knows
+(`progress`, `metrics`, `history`, `checkpoint`, and the exported `outputs`). Both send JSON merge
 patches that touch only their own keys, so neither can overwrite the other.
 """
 
@@ -26,12 +26,11 @@ OPERATOR_STATUS_FIELDS = frozenset(
         "dashboardURL",
         "startTime",
         "completionTime",
-        "outputs",
         "observedGeneration",
         "failedAttempts",
     }
 )
-TRAINER_STATUS_FIELDS = frozenset({"progress", "metrics", "history", "checkpoint"})
+TRAINER_STATUS_FIELDS = frozenset({"progress", "metrics", "history", "checkpoint", "outputs"})
 HISTORY_LIMIT = 120
 Timestamp = Annotated[str, Field(max_length=64)]
 
@@ -57,10 +56,14 @@ class FailedAttempt(ApiModel):
 
 
 class Outputs(ApiModel):
-    """Where the exported results are."""
+    """Where the exported results are (paths on the checkpoint volume), written by the trainer."""
 
+    step: int | None = None
+    """The training step that was exported."""
     model: Annotated[str, Field(max_length=512)] | None = None
+    """The Hugging Face model folder (LoRA merged in where LoRA was trained)."""
     lora_adapter: Annotated[str, Field(max_length=512)] | None = None
+    """The LoRA adapter folder, to apply to the base model."""
 
 
 class Progress(ApiModel):

@@ -70,6 +70,9 @@ def settings_from_job(job: ResolvedJob) -> TrlSettings:
         "save_steps": spec.checkpoint.save_interval,
         "keep_checkpoints": spec.checkpoint.keep,
         "gradient_checkpointing": spec.engine.gradient_checkpointing,
+        # bf16 where the device computes in it; a CPU run stays in fp32 (CPU bf16 kernels are
+        # slow or missing for several of the model's ops).
+        "bf16": job.accelerator.device != "cpu",
         "overrides": tuple(spec.engine.overrides),
     }
     lora = spec.engine.lora
@@ -132,6 +135,7 @@ def reasons(job: ResolvedJob) -> dict[str, str]:
         "save_total_limit": "the engine prunes to spec.checkpoint.keep across attempts, not the Trainer",
         "gradient_checkpointing": "spec.engine.gradientCheckpointing",
         "remove_unused_columns": "images and answers travel in extra columns the rewards read",
+        "bf16": f"the {job.accelerator.name} pool's device ({job.accelerator.device}): bf16 except on CPU",
         "optim": (
             "adamw_torch: portable; the seed's adamw_8bit needs bitsandbytes and saves only tens of "
             "megabytes on LoRA's few parameters"
