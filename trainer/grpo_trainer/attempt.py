@@ -77,7 +77,11 @@ def _export(engine: Engine, job: ResolvedJob, writer: StatusWriter | None) -> in
         return OK
     log.info("exported step %s: model=%s adapter=%s", result.step, result.model, result.lora_adapter)
     if writer is not None:
-        outputs = Outputs(step=result.step, model=result.model, lora_adapter=result.lora_adapter)
+        outputs = Outputs(
+            step=result.step,
+            model=job.pod_path(result.model) if result.model else None,
+            lora_adapter=job.pod_path(result.lora_adapter) if result.lora_adapter else None,
+        )
         try:
             writer.patch_status({"status": {"outputs": outputs.to_wire()}})
         except Exception as exc:  # the export is on the volume either way; status is a convenience
@@ -122,6 +126,7 @@ def start_reporter(
         latest_checkpoint=lambda: engine.latest_checkpoint(job),
         previous_metrics=[p for p in previous if p.is_file()],
         on_checkpoint=on_checkpoint,
+        pod_path=job.pod_path,
     )
     reporter.start()
     return reporter

@@ -34,7 +34,7 @@ from .attempt import Options, start_reporter, status_writer
 from .attempt import run as run_attempt
 from .engines.base import Engine, EngineOptions, RunPlan, engine_for
 from .failures import ConfigError, TrainerError
-from .spec import Attempt, load_job
+from .spec import Attempt, load_job, localise_environment
 
 log = logging.getLogger("grpo_trainer")
 _SAFE_WORD = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
@@ -45,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    localise_environment(os.environ, args.workdir)
     try:
         return int(args.handler(args))
     except TrainerError as exc:

@@ -203,6 +203,21 @@ def under_workdir(path: str, workdir: str | None) -> str:
     return workdir.rstrip("/") + path
 
 
+def pod_path(path: str, workdir: str | None) -> str:
+    """The inverse of under_workdir: what a path under the workdir is called on the pods.
+
+    Paths the trainer reports (checkpoints, exports) are written into the job's status in pod
+    terms, so they read the same whether the trainer ran in a pod or outside one.
+    """
+    if not workdir:
+        return path
+    root = workdir.rstrip("/")
+    inside = path[len(root) :]
+    if path.startswith(root + MOUNT_ROOT) and (inside == MOUNT_ROOT or inside.startswith(MOUNT_ROOT + "/")):
+        return inside
+    return path
+
+
 # --- accelerators ----------------------------------------------------------------------------
 
 DeviceType = Literal["cuda", "npu", "cpu"]

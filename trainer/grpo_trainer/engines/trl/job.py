@@ -153,12 +153,22 @@ def reasons(job: ResolvedJob) -> dict[str, str]:
 
 
 def reward_funcs_for(job: ResolvedJob) -> list[Any]:
+    """The job's reward as TRL reward functions; ConfigError when the user's file cannot give it.
+
+    A missing function, a file that does not import or does not exist fails the job at once:
+    another attempt would load the same file.
+    """
     from .rewards import builtin_reward_funcs, custom_reward_funcs
 
     reward = job.spec.reward
     options = dict(reward.kwargs)
-    if reward.custom is not None:
-        if not job.paths.reward_file:
-            raise ConfigError("reward.custom is set but the job has no mounted reward file")
+    if reward.custom is None:
+        return builtin_reward_funcs(reward.builtin or "reasoning-format", options)
+    if not job.paths.reward_file:
+        raise ConfigError("reward.custom is set but the job has no mounted reward file")
+    try:
         return custom_reward_funcs(job.paths.reward_file, reward.custom.function, options)
-    return builtin_reward_funcs(reward.builtin or "reasoning-format", options)
+    except (AttributeError, OSError, ImportError, SyntaxError) as exc:
+        raise ConfigError(
+            f"reward.custom (ConfigMap {reward.custom.config_map}, key {reward.custom.key}): {exc}"
+        ) from exc
