@@ -83,8 +83,9 @@ deadline=$((SECONDS + TRAIN_TIMEOUT))
 printf '  %s\n' "$(kubectl -n "$DEMO_NS" get grpojobs | head -n1)"
 while :; do
   row="$(kubectl -n "$DEMO_NS" get grpojob "$JOB" --no-headers 2>/dev/null || true)"
-  # One line per change of phase, step or reward (the AGE column changes all the time).
-  key="$(awk '{print $2, $3, $4, $5, $6}' <<<"$row")"
+  # One line per change of phase, step, reward or attempt (not of AGE, which changes every second).
+  key="$(kubectl -n "$DEMO_NS" get grpojob "$JOB" 2>/dev/null \
+    -o jsonpath='{.status.phase} {.status.progress.steps} {.status.metrics.reward} {.status.attempt}' || true)"
   if [[ "$key" != "$last" ]]; then
     printf '  %s\n' "$row"
     last="$key"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -53,6 +54,8 @@ def terminal_chart(curve: Curve, *, width: int = 60, height: int = 10) -> str:
     if not curve.values:
         return f"{curve.name}: no points yet"
     low, high = min(curve.values), max(curve.values)
+    if low == high:
+        return f"{curve.name}: {low:.4g} at every step ({curve.steps[0]} .. {curve.steps[-1]})"
     span = high - low or 1.0
     columns = min(width, len(curve.values))
     buckets = [
@@ -65,8 +68,10 @@ def terminal_chart(curve: Curve, *, width: int = 60, height: int = 10) -> str:
         label = f"{low + span * row / (height - 1):>8.3g} |" if row in (0, height - 1) else "         |"
         rows.append(label + "".join("*" if level == row else " " for level in levels))
     rows.append("         +" + "-" * columns)
+    recent = curve.values[-10:]
     rows.append(
-        f"          step {curve.steps[0]} .. {curve.steps[-1]}   {curve.name}: last {curve.values[-1]:.3g}"
+        f"          step {curve.steps[0]} .. {curve.steps[-1]}   {curve.name}: last {curve.values[-1]:.3g}, "
+        f"mean of the last {len(recent)} {sum(recent) / len(recent):.3g}"
     )
     return "\n".join(rows)
 
@@ -102,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--png", type=Path, help="also write the curves to this PNG file")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends the output quietly
     try:
         text = sys.stdin.read() if args.job == "-" else Path(args.job).read_text(encoding="utf-8")
         job = json.loads(text)
