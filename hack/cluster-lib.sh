@@ -499,20 +499,28 @@ ray_head_pids() {  # ray_head_pids [sid]: every process of the head, its jobs in
   { marked_pids; ray_session_pids "${1:-$(head -n1 "$PID_DIR/ray-head.pid" 2>/dev/null)}"; } | sort -un
 }
 
-stop_ray_head() {  # the head, then whatever left its process tree: SIGTERM, SIGKILL after 5 s
-  local sid pids _
+stop_ray_head() {  # the head, then whatever of it is left: SIGTERM, SIGKILL after 5 s, until none stays
+  # Until nothing of the head has been seen for a second: while it shuts down, Ray's dashboard
+  # may still start a module process, and a killed process lingers while the kernel tears it down.
+  local sid pids started=$SECONDS quiet=0 signal=TERM announced=""
   sid="$(head -n1 "$PID_DIR/ray-head.pid" 2>/dev/null)" || true
   stop_process ray-head
-  mapfile -t pids < <(ray_head_pids "$sid")
-  ((${#pids[@]} > 0)) || return 0
-  say "stopping ${#pids[@]} processes that outlived the Ray head:" \
-    "$(ps -o comm= -p "$(IFS=,; echo "${pids[*]}")" 2>/dev/null | sort | uniq -c | xargs)"
-  kill -TERM "${pids[@]}" 2>/dev/null || true
-  for _ in $(seq 1 50); do
+  while ((SECONDS - started < 30)); do
     mapfile -t pids < <(ray_head_pids "$sid")
-    ((${#pids[@]} > 0)) || return 0
-    sleep 0.1
+    if ((${#pids[@]} == 0)); then
+      ((++quiet >= 5)) && return 0
+      sleep 0.2
+      continue
+    fi
+    quiet=0
+    ((SECONDS - started >= 5)) && signal=KILL
+    if [[ "$announced" != "$signal" ]]; then
+      say "stopping (SIG$signal) ${#pids[@]} processes that outlived the Ray head:" \
+        "$(ps -o comm= -p "$(IFS=,; echo "${pids[*]}")" 2>/dev/null | sort | uniq -c | xargs)"
+      announced=$signal
+    fi
+    kill "-$signal" "${pids[@]}" 2>/dev/null || true
+    sleep 0.2
   done
-  say "killing ${#pids[@]} processes that ignored SIGTERM: ${pids[*]}"
-  kill -KILL "${pids[@]}" 2>/dev/null || true
+  echo "warning: processes of the Ray head are still there after 30 s: ${pids[*]}" >&2
 }
