@@ -30,10 +30,11 @@ from grpo_operator.api.contract import OK, SPEC_FILE, UNKNOWN, Env
 from grpo_operator.api.v1alpha1 import ResolvedJob
 
 from . import data
-from .attempt import Options, start_reporter, status_writer
+from .attempt import Options, start_reporter
 from .attempt import run as run_attempt
 from .engines.base import Engine, EngineOptions, RunPlan, engine_for
 from .failures import ConfigError, TrainerError
+from .kube import KubeStatusWriter
 from .spec import Attempt, load_job, localise_environment
 
 log = logging.getLogger("grpo_trainer")
@@ -226,9 +227,17 @@ def _export(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     attempt, engine, job = _attempt(args)
-    writer = status_writer(attempt, args.kubeconfig)
-    if writer is None:
-        raise ConfigError("no Kubernetes credentials: give --kubeconfig or set $KUBECONFIG")
+    try:
+        writer = KubeStatusWriter(attempt.job_name, attempt.namespace, args.kubeconfig)
+        found = writer.exists()
+    except Exception as exc:  # lightkube's ConfigError, an unreadable kubeconfig, the API server away
+        raise ConfigError(
+            f"cannot reach the job's status: {_one_line(exc)}; give --kubeconfig or set $KUBECONFIG"
+        ) from exc
+    if not found:
+        raise ConfigError(
+            f"no GRPOJob {attempt.namespace}/{attempt.job_name} to report to (set ${Env.NAMESPACE} and ${Env.JOB_NAME})"
+        )
     latest = engine.latest_checkpoint(job)
     reporter = start_reporter(
         job,
@@ -245,3 +254,7 @@ def _report(args: argparse.Namespace) -> int:
             signal.signal(sig, lambda *_: stop.set())
         stop.wait()
     return OK if reporter.stop() else UNKNOWN
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
