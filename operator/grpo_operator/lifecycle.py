@@ -16,6 +16,7 @@ from .api import contract
 from .api.v1alpha1 import GRPOJob
 from .api.v1alpha1.status import OPERATOR_STATUS_FIELDS, Phase
 from .children.meta import rayjob_name
+from .children.paths import job_paths
 from .rayjob_status import DEPLOYMENT_FAILED, RayJobStatus
 from .validation import Problem, describe
 
@@ -183,6 +184,7 @@ def _fail_attempt(st: _Status, job: GRPOJob, attempt: int, outcome: Outcome) -> 
                 "reason": outcome.reason,
                 "message": outcome.message[:1024],
                 "retryable": outcome.retryable,
+                "logFile": contract.attempt_log_file(job_paths(job).metrics_dir, attempt),
             }
         )
     st.fields["failedAttempts"] = failed

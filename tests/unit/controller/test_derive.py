@@ -143,6 +143,8 @@ def test_retryable_failure_starts_the_next_attempt() -> None:
             "reason": "TrainerCrashed",
             "message": result.status["failedAttempts"][0]["message"],
             "retryable": True,
+            # Where `kubectl grpo logs demo --attempt 1` reads from once the Ray cluster is gone.
+            "logFile": "/grpo/checkpoints/demo/metrics/attempt-1.log",
         }
     ]
     assert "resuming from the latest checkpoint" in result.events[0][2]

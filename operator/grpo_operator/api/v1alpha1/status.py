@@ -30,7 +30,7 @@ OPERATOR_STATUS_FIELDS = frozenset(
         "failedAttempts",
     }
 )
-TRAINER_STATUS_FIELDS = frozenset({"progress", "metrics", "history", "checkpoint", "outputs"})
+TRAINER_STATUS_FIELDS = frozenset({"progress", "metrics", "history", "checkpoint", "outputs", "log"})
 HISTORY_LIMIT = 120
 Timestamp = Annotated[str, Field(max_length=64)]
 
@@ -53,6 +53,18 @@ class FailedAttempt(ApiModel):
     reason: Annotated[str, Field(max_length=128)]
     message: Annotated[str, Field(max_length=1024)] = ""
     retryable: bool
+    log_file: Annotated[str, Field(max_length=512)] | None = None
+    """That attempt's log on the checkpoint volume (`kubectl grpo logs <job> --attempt N` reads it)."""
+
+
+class LogStatus(ApiModel):
+    """Where the current attempt's output is kept, written by the trainer when the attempt starts."""
+
+    attempt: int
+    """The attempt whose log this is."""
+    path: Annotated[str, Field(max_length=512)]
+    """The file on the checkpoint volume (as the trainer pods mount it); `<path>.1` holds the older
+    part once the file has rolled over."""
 
 
 class Outputs(ApiModel):
@@ -129,3 +141,4 @@ class GRPOJobStatus(ApiModel):
     metrics: Metrics | None = None
     history: Annotated[list[HistoryPoint], Field(max_length=HISTORY_LIMIT)] = Field(default_factory=list)
     checkpoint: CheckpointStatus | None = None
+    log: LogStatus | None = None
