@@ -27,7 +27,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from grpo_operator.api.contract import OK, SPEC_FILE, UNKNOWN, Env
-from grpo_operator.api.v1alpha1 import ResolvedJob
+from grpo_operator.api.v1alpha1 import GRPOJob, ResolvedJob
+from grpo_operator.config import Settings
+from grpo_operator.verdict import job_problems
 
 from . import data
 from .attempt import Options, start_reporter
@@ -127,8 +129,31 @@ def _attempt(args: argparse.Namespace, number: int | None = None) -> tuple[Attem
 
 
 def _planned(args: argparse.Namespace) -> tuple[RunPlan, Engine, ResolvedJob]:
+    """The engine's plan of a job the cluster would accept; ConfigError (after printing every
+    problem) for one the API server or the operator would refuse."""
     attempt, engine, job = _attempt(args, getattr(args, "attempt", None))
+    problems = spec_problems(job)
+    if problems:
+        # validate's verdict is its output; plan's output is the plan, so its problems go to stderr.
+        stream = sys.stdout if args.command == "validate" else sys.stderr
+        for problem in problems:
+            print(f"problem: {problem}", file=stream)
+        raise ConfigError(f"{len(problems)} problem(s) in the job: the cluster would refuse it")
     return engine.plan(job, attempt, dry_run=True), engine, job
+
+
+def spec_problems(job: ResolvedJob) -> list[str]:
+    """The verdict of the CRD's rules and the operator's checks (grpo_operator.verdict) on `job`.
+
+    A resolved job from a pod was accepted with the operator's own settings, whose profiles this
+    process does not know: only its accelerator profile is taken on trust.
+    """
+    settings = Settings()
+    manifest = GRPOJob(metadata={"name": job.name, "namespace": job.namespace}, spec=job.spec)
+    problems = job_problems(manifest, settings)
+    if settings.profile(job.accelerator.name) is None:
+        problems = [p for p in problems if p.field != "spec.resources.accelerator"]
+    return [str(p) for p in problems]
 
 
 def _plan(args: argparse.Namespace) -> int:
