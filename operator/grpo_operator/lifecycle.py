@@ -17,6 +17,7 @@ from .api.v1alpha1 import GRPOJob
 from .api.v1alpha1.status import OPERATOR_STATUS_FIELDS, Phase
 from .children.meta import rayjob_name
 from .children.paths import job_paths
+from .children.rayjob import cluster_ttl
 from .rayjob_status import DEPLOYMENT_FAILED, RayJobStatus
 from .validation import Problem, describe
 
@@ -191,6 +192,9 @@ def _fail_attempt(st: _Status, job: GRPOJob, attempt: int, outcome: Outcome) -> 
     limit = job.spec.run_policy.backoff_limit
     retries_used = attempt - 1
     if outcome.retryable and retries_used < limit:
+        # A failed attempt's cluster outlives it when KubeRay's TTL is set; the next attempt needs
+        # its devices now (the failure is in failedAttempts, its log on the volume).
+        lingering = rayjob_name(job.name, attempt) if cluster_ttl(job) else None
         nxt = _start_attempt(st, job, attempt + 1)
         message = (
             f"attempt {attempt} failed ({outcome.message[:300]}); starting attempt {nxt} of {limit + 1}, "
@@ -199,7 +203,7 @@ def _fail_attempt(st: _Status, job: GRPOJob, attempt: int, outcome: Outcome) -> 
         st.phase("Restarting", "Retrying", message)
         st.condition("Restarting", True, "Retrying", message)
         st.clear("Running", reason="AttemptFailed", message=f"attempt {attempt} failed")
-        return st.plan(create_attempt=nxt)
+        return st.plan(create_attempt=nxt, delete_rayjob=lingering)
     if outcome.retryable:
         message = (
             f"attempt {attempt} failed and backoffLimit={limit} retries are used up: {outcome.message[:600]}"
@@ -284,7 +288,10 @@ def plan(
     outcome = observe_rayjob(rayjob)
     if outcome.state == "succeeded":
         st.finish("Succeeded", "TrainingSucceeded", f"attempt {attempt} finished training")
-        return st.plan()
+        # KubeRay's TTL is the failure retention here: a successful cluster goes at once.
+        policy = job.spec.run_policy
+        early = policy.failed_cluster_retention_seconds > (policy.ttl_seconds_after_finished or 0)
+        return st.plan(delete_rayjob=current if early else None)
     if outcome.state == "failed":
         return _fail_attempt(st, job, attempt, outcome)
     if outcome.state == "running":

@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 from grpo_operator.api.v1alpha1 import GRPOJob
+from grpo_operator.children.rayjob import build_rayjob
+from grpo_operator.config import Settings
 from grpo_operator.lifecycle import diff, observe_rayjob, plan
 from grpo_operator.validation import Problem
 
@@ -257,3 +259,38 @@ def test_the_trainers_failure_line_names_the_reason() -> None:
     assert result.create_attempt == 2
     assert result.status["failedAttempts"][0]["reason"] == "OutOfMemory"
     assert "CUDA out of memory on rank 3" in result.status["failedAttempts"][0]["message"]
+
+
+FAILED_FOR_GOOD = "Job entrypoint command failed with exit code 3, last available logs: ConfigError"
+RETRYABLE_FAILURE = "Job entrypoint command failed with exit code 75, last available logs: NCCL timeout"
+
+
+def test_the_cluster_of_the_attempt_that_failed_the_job_is_kept_for_debugging() -> None:
+    job = _job(_running_status(), failedClusterRetentionSeconds=3600)
+    result = plan(job, _rayjob("Failed", "FAILED", FAILED_FOR_GOOD), [], NOW)
+    assert result.status["phase"] == "Failed"
+    assert result.delete_rayjob is None, "KubeRay's TTL (the retention) removes it later"
+    assert build_rayjob(job, Settings(), 1)["spec"]["ttlSecondsAfterFinished"] == 3600
+
+
+def test_a_retried_attempts_cluster_goes_at_once_so_the_next_gets_its_devices() -> None:
+    job = _job(_running_status(), failedClusterRetentionSeconds=3600, backoffLimit=2)
+    result = plan(job, _rayjob("Failed", "FAILED", RETRYABLE_FAILURE), [], NOW)
+    assert (result.create_attempt, result.delete_rayjob) == (2, "demo-1")
+
+
+def test_without_retention_a_retry_leaves_cleanup_to_kuberay() -> None:
+    result = plan(
+        _job(_running_status(), backoffLimit=2), _rayjob("Failed", "FAILED", RETRYABLE_FAILURE), [], NOW
+    )
+    assert (result.create_attempt, result.delete_rayjob) == (2, None)
+
+
+@pytest.mark.parametrize(("ttl", "deleted"), [(None, "demo-1"), (7200, None)])
+def test_a_successful_cluster_is_not_kept_for_the_failure_retention(
+    ttl: int | None, deleted: str | None
+) -> None:
+    policy = {"failedClusterRetentionSeconds": 3600, **({"ttlSecondsAfterFinished": ttl} if ttl else {})}
+    result = plan(_job(_running_status(), **policy), _rayjob("Complete", "SUCCEEDED"), [], NOW)
+    assert result.status["phase"] == "Succeeded"
+    assert result.delete_rayjob == deleted

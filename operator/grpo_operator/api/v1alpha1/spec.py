@@ -324,7 +324,54 @@ class ResourcesSpec(ApiModel):
     """Added to the profile's tolerations."""
     priority_class_name: ObjectName | None = None
     queue_name: LabelValue | None = None
-    """Kueue LocalQueue; the RayJob is labelled kueue.x-k8s.io/queue-name and admitted by Kueue."""
+    """Kueue LocalQueue. Each attempt's RayJob is created suspended with Kueue's queue label, and
+    Kueue starts it by unsuspending it when the queue admits it (and may suspend it again to
+    preempt it: the attempt then waits in the queue instead of failing)."""
+    extra_resources: Annotated[
+        dict[LabelKey, Quantity],
+        Field(
+            max_length=16,
+            json_schema_extra={
+                "x-kubernetes-validations": [
+                    cel(
+                        "self.all(k, !(k in ['cpu', 'memory']))",
+                        "resources.extraResources is for devices such as RDMA NICs; CPU and memory have "
+                        "cpuPerNode and memoryPerNode",
+                    )
+                ]
+            },
+        ),
+    ] = Field(default_factory=dict)
+    """More resources each worker pod requests and is limited to, beside its accelerators: e.g.
+    rdma/rdma_shared_device_a: 1 for RDMA between nodes."""
+
+
+class PodsSpec(ApiModel):
+    """What every trainer pod (the Ray head and its workers) gets besides what the operator sets."""
+
+    labels: Annotated[
+        dict[LabelKey, LabelValue],
+        Field(
+            max_length=32,
+            json_schema_extra={
+                "x-kubernetes-validations": [
+                    cel(
+                        "self.all(k, !k.startsWith('grpo.dev/'))",
+                        "pods.labels: the grpo.dev/ labels are the operator's own",
+                    )
+                ]
+            },
+        ),
+    ] = Field(default_factory=dict)
+    """Extra labels (gang schedulers, cost tags, sidecar injectors); the operator's own win."""
+    annotations: Annotated[dict[LabelKey, Annotated[str, Field(max_length=4096)]], Field(max_length=32)] = (
+        Field(default_factory=dict)
+    )
+    """Extra annotations (e.g. for a sidecar injector or a network attachment)."""
+    image_pull_secrets: Annotated[list[ObjectName], Field(max_length=16)] = Field(default_factory=list)
+    """Secrets in the job's namespace for pulling the trainer image from a private registry."""
+    scheduler_name: ObjectName | None = None
+    """The scheduler that places the pods (e.g. a gang scheduler); the cluster's default when unset."""
 
 
 class CheckpointSpec(ApiModel):
@@ -411,6 +458,12 @@ class RunPolicy(ApiModel):
     """Fail the job (DeadlineExceeded) when it has run this long, all attempts together."""
     ttl_seconds_after_finished: Annotated[int, Field(ge=0)] | None = None
     """Delete the finished job's Ray cluster after this many seconds (the GRPOJob stays)."""
+    failed_cluster_retention_seconds: Annotated[int, Field(ge=0, le=604800)] = 0
+    """Keep the Ray cluster of the attempt that failed the job this long, to debug it in place
+    (its pods, `kubectl exec`, the Ray dashboard); 0 deletes it at once. A retried attempt's
+    cluster is always deleted, so the next attempt gets its devices; its log stays on the
+    checkpoint volume either way. When this is longer than ttlSecondsAfterFinished, a successful
+    job's RayJob is deleted as soon as training succeeds."""
     suspend: bool = False
     """Tear the Ray cluster down and keep the checkpoints; setting it back resumes."""
 
@@ -441,6 +494,7 @@ class GRPOJobSpec(ApiModel):
     """Trainer image (default: the accelerator profile's)."""
     env: Annotated[list[EnvVar], Field(max_length=64)] = Field(default_factory=list)
     """Extra environment for every trainer pod."""
+    pods: PodsSpec = Field(default_factory=PodsSpec)
 
     @property
     def world_size(self) -> int:
