@@ -124,7 +124,9 @@ class Cluster:
         except httpx.HTTPStatusError as error:  # the raw request's error: the server's metav1.Status
             code, message = error.response.status_code, _status_message(error.response)
         except httpx.HTTPError as error:
-            raise NoVerdictError(f"cannot reach the API server at {self.server}: {one_line(error)}") from error
+            raise NoVerdictError(
+                f"cannot reach the API server at {self.server}: {one_line(error)}"
+            ) from error
         else:
             return None
         if code == 409:

@@ -69,7 +69,8 @@ def test_logs_of_an_attempt_that_left_none_is_one_line(tmp_path, capsys, no_clus
     _metrics_dir(tmp_path)
     assert main(["logs", JOB, "--attempt", "7", "--workdir", str(tmp_path)]) == 3
     err = capsys.readouterr().err
-    assert err.startswith("error: no such file: ") and err.count("\n") == 1
+    assert err.startswith("error: no such file: ")
+    assert err.count("\n") == 1
 
 
 def test_follow_prints_what_is_written_across_a_roll_over(tmp_path):
@@ -158,7 +159,8 @@ def test_no_kubeconfig_is_one_line(command, capsys, no_cluster):
     assert main(command) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: no cluster to talk to: ")
-    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.count("\n") == 1
+    assert "Traceback" not in err
 
 
 def test_a_typo_in_a_setting_is_a_problem_naming_it(tmp_path, capsys, no_cluster):
