@@ -18,11 +18,12 @@ from .api.v1alpha1.status import OPERATOR_STATUS_FIELDS, Phase
 from .children.meta import rayjob_name
 from .children.paths import job_paths
 from .children.rayjob import cluster_ttl
+from .health import judge
 from .rayjob_status import DEPLOYMENT_FAILED, RayJobStatus
 from .validation import Problem, describe
 
 TERMINAL: frozenset[str] = frozenset({"Succeeded", "Failed"})
-CONDITION_TYPES = ("Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed")
+CONDITION_TYPES = ("Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed", "Healthy")
 
 
 @dataclass(frozen=True)
@@ -218,6 +219,22 @@ def _fail_attempt(st: _Status, job: GRPOJob, attempt: int, outcome: Outcome) -> 
     return st.plan()
 
 
+def _health(st: _Status, job: GRPOJob, now: datetime) -> None:
+    """The Healthy condition from health.judge, and an Event whenever it flips."""
+    running = next((c for c in st.fields["conditions"] if c["type"] == "Running"), None)
+    since = parse_time(running["lastTransitionTime"]) if running else None
+    verdict = judge(job, since, now)
+    if verdict is None:
+        return
+    before = next((c for c in st.fields["conditions"] if c["type"] == "Healthy"), None)
+    was_healthy = before is None or before["status"] == "True"
+    st.condition("Healthy", verdict.healthy, verdict.reason, verdict.message)
+    if was_healthy and not verdict.healthy:
+        st.events.append(("Warning", verdict.reason, verdict.message))
+    elif before is not None and not was_healthy and verdict.healthy:
+        st.events.append(("Normal", "Recovered", verdict.message))
+
+
 def plan(
     job: GRPOJob,
     rayjob: dict[str, Any] | None,
@@ -300,6 +317,7 @@ def plan(
         st.condition("Running", True, "RayJobRunning", message)
         st.clear("Restarting", reason="AttemptRunning", message=message)
         st.clear("Suspended", reason="Resumed", message=message)
+        _health(st, job, now)
         return st.plan()
     # starting or queued: keep Restarting while a retry spins up, Pending otherwise
     if phase != "Restarting":

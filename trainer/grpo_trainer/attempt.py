@@ -149,10 +149,13 @@ def start_reporter(
     on_checkpoint: Callable[[int], None] | None = None,
 ) -> Reporter:
     """Tail this attempt's metrics (and the earlier attempts', for the history) into the status."""
-    algo = job.spec.algorithm
+    algo, health = job.spec.algorithm, job.spec.health
     state = TrainingState(
         total_steps=total_steps(train_rows, algo.train_batch_size, algo.epochs, algo.total_steps),
         resumed_from_step=resumed_from,
+        attempt=attempt.number,
+        entropy_floor=health.entropy_floor,
+        entropy_collapse_steps=health.entropy_collapse_steps,
     )
     metrics_dir = attempt.metrics_file.parent
     previous = [metrics_dir / f"attempt-{n}.jsonl" for n in range(1, attempt.number)]

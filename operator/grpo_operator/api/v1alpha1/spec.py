@@ -468,6 +468,25 @@ class RunPolicy(ApiModel):
     """Tear the Ray cluster down and keep the checkpoints; setting it back resumes."""
 
 
+class HealthSpec(ApiModel):
+    """When a run counts as sick: the `Healthy` condition turns False and a Warning Event says why.
+
+    A NaN or infinite reward or loss is always sick. The trainer judges every step it logs; the
+    operator turns its verdict into the condition and judges a stall from the step times.
+    """
+
+    entropy_floor: Annotated[float, Field(ge=0, le=10)] = 0.02
+    """Mean token entropy (nats) at or below which the policy counts as collapsing: it samples
+    almost one answer per prompt, so the group has nothing to compare. 0 turns the check off."""
+    entropy_collapse_steps: Annotated[int, Field(ge=1, le=10000)] = 10
+    """Consecutive steps at or below entropyFloor before the run is called sick."""
+    stall_factor: Annotated[float, Field(ge=1, le=1000)] = 5.0
+    """No step reported for this many times the last step's duration counts as stalled."""
+    stall_minimum_seconds: Annotated[int, Field(ge=60, le=604800)] = 1800
+    """Never call a run stalled sooner than this after its last step (validation and checkpoint
+    saves take longer than a step)."""
+
+
 class EnvVar(ApiModel):
     """A plain environment variable for every trainer pod."""
 
@@ -495,6 +514,7 @@ class GRPOJobSpec(ApiModel):
     env: Annotated[list[EnvVar], Field(max_length=64)] = Field(default_factory=list)
     """Extra environment for every trainer pod."""
     pods: PodsSpec = Field(default_factory=PodsSpec)
+    health: HealthSpec = Field(default_factory=HealthSpec)
 
     @property
     def world_size(self) -> int:

@@ -15,7 +15,7 @@ from pydantic import Field
 from .base import ApiModel, ShortString
 
 Phase = Literal["Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed"]
-ConditionType = Literal["Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed"]
+ConditionType = Literal["Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed", "Healthy"]
 OPERATOR_STATUS_FIELDS = frozenset(
     {
         "phase",
@@ -30,7 +30,9 @@ OPERATOR_STATUS_FIELDS = frozenset(
         "failedAttempts",
     }
 )
-TRAINER_STATUS_FIELDS = frozenset({"progress", "metrics", "history", "checkpoint", "outputs", "log"})
+TRAINER_STATUS_FIELDS = frozenset(
+    {"progress", "metrics", "history", "checkpoint", "outputs", "log", "health"}
+)
 HISTORY_LIMIT = 120
 Timestamp = Annotated[str, Field(max_length=64)]
 
@@ -89,6 +91,8 @@ class Progress(ApiModel):
     percent: float | None = None
     eta_seconds: int | None = None
     updated_at: Timestamp | None = None
+    last_step_at: Timestamp | None = None
+    """When the trainer read this attempt's newest step: the operator's stall check starts here."""
 
 
 class Metrics(ApiModel):
@@ -101,6 +105,20 @@ class Metrics(ApiModel):
     kl: float | None = None
     step_seconds: float | None = None
     tokens_per_second_per_device: float | None = None
+
+
+class TrainerHealth(ApiModel):
+    """The trainer's verdict on the metrics of this attempt's steps (spec.health's thresholds);
+    the operator turns it into the `Healthy` condition and an Event."""
+
+    attempt: int
+    """The attempt judged: a verdict of an earlier attempt is not this one's."""
+    healthy: bool
+    reason: Annotated[str, Field(max_length=64)] = "TrainingHealthy"
+    """NonFiniteReward, NonFiniteLoss or EntropyCollapse when sick."""
+    message: Annotated[str, Field(max_length=1024)] = ""
+    step: int | None = None
+    """The step that turned the verdict."""
 
 
 class HistoryPoint(ApiModel):
@@ -142,3 +160,4 @@ class GRPOJobStatus(ApiModel):
     history: Annotated[list[HistoryPoint], Field(max_length=HISTORY_LIMIT)] = Field(default_factory=list)
     checkpoint: CheckpointStatus | None = None
     log: LogStatus | None = None
+    health: TrainerHealth | None = None
