@@ -110,7 +110,10 @@ def register(registry: kopf.OperatorRegistry, settings: Settings, reconciler: Re
         key = (meta["namespace"], meta["name"])
         if type == "DELETED":
             seen_jobs.pop(key, None)
+            reconciler.metrics.forget(*key)
             return
+        # Every event, the trainer's progress reports included, refreshes the job's gauges.
+        reconciler.metrics.observe(dict(body))
         # A new uid, a spec change (generation), a deletion starting, or the trainer's health
         # verdict flipping (the Healthy condition follows it) is worth a reconcile.
         health = (body.get("status") or {}).get("health") or {}
