@@ -36,7 +36,11 @@ _JOB_GAUGES = (
     ("grpo_job_total_steps", "Training steps the run will take", ("progress", "totalSteps")),
     ("grpo_job_reward", "Mean reward of the newest step", ("metrics", "reward")),
     ("grpo_job_validation_score", "The newest validation score", ("metrics", "valScore")),
-    ("grpo_job_response_length", "Mean response length of the newest step, in tokens", ("metrics", "responseLength")),
+    (
+        "grpo_job_response_length",
+        "Mean response length of the newest step, in tokens",
+        ("metrics", "responseLength"),
+    ),
     ("grpo_job_entropy", "Mean token entropy of the newest step", ("metrics", "entropy")),
     ("grpo_job_step_seconds", "Duration of the newest step", ("metrics", "stepSeconds")),
     (
