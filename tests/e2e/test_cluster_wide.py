@@ -124,7 +124,7 @@ def test_install_creates_the_operator_and_its_identity(cluster: Cluster, release
     assert settings["namespaces"] == []
     assert settings["resyncSeconds"] == 5
     assert settings["fieldManager"] == FIELD_MANAGER
-    assert set(settings["profiles"]) == {"nvidia", "ascend"}
+    assert set(settings["profiles"]) == {"nvidia", "ascend", "cpu"}
 
     # The metrics Service reaches the operator pod's metrics port.
     service = cluster.get("service", only(manifest, "Service")["metadata"]["name"], release.namespace)
