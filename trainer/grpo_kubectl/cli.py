@@ -33,10 +33,11 @@ from grpo_operator.api.v1alpha1 import GRPOJob
 from grpo_operator.config import Settings
 from grpo_operator.validation import validate
 from grpo_operator.verdict import manifest_problems, parse
+from grpo_trainer import curves as drawing
 from lightkube import ApiError
 
-from . import curves as curve_tools
 from .cluster import Cluster, NoVerdictError, PluginError, one_line
+from .curves import history_from_metrics
 from .reader import DEFAULT_IMAGE
 from .show import describe
 from .volume import LocalVolume, PodVolume, Volume
@@ -288,7 +289,7 @@ def _plot(args: argparse.Namespace) -> int:
             except OSError as error:
                 raise PluginError(f"cannot read {file}: {error.strerror or error}") from error
         title = args.job or ", ".join(Path(f).name for f in args.metrics_file)
-        chart = curve_tools.from_metrics(title, lines)
+        history = history_from_metrics(lines)
     elif not args.job:
         raise PluginError("give a job name or --metrics-file")
     else:
@@ -298,18 +299,22 @@ def _plot(args: argparse.Namespace) -> int:
         title = f"{cluster.namespace}/{args.job}"
         if args.full:
             volume = _volume(args, cluster, GRPOJob.model_validate(body))
-            chart = curve_tools.from_metrics(
-                title, volume.metrics_lines(_metrics_dir(args.job), status.get("attempt") or 1)
+            history = history_from_metrics(
+                volume.metrics_lines(_metrics_dir(args.job), status.get("attempt") or 1)
             )
         else:
-            chart = curve_tools.from_history(title, status.get("history") or [])
-    if chart.empty:
-        raise PluginError(f"no points to plot yet for {chart.title}: the trainer has not reported a step")
+            history = status.get("history") or []
+    found = drawing.curves(history)
+    if not found:
+        raise PluginError(f"no points to plot yet for {title}: the trainer has not reported a step")
     if not args.no_terminal:
-        print(curve_tools.terminal_chart(chart))
+        print(title)
+        for curve in found:
+            print()
+            print(drawing.terminal_chart(curve))
     if (args.output or "").lower() != "none":
         name = re.sub(r"[^A-Za-z0-9_.-]+", "-", args.job or "metrics")
-        path = curve_tools.save_png(chart, Path(args.output or f"{name}-curves.png"))
+        path = drawing.write_png(found, Path(args.output or f"{name}-curves.png"), title)
         print(f"wrote {path}", file=sys.stderr)
     return 0
 

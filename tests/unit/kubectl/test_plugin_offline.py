@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from grpo_kubectl.cli import main
-from grpo_kubectl.curves import from_history, from_metrics, terminal_chart
+from grpo_kubectl.curves import history_from_metrics
 from grpo_kubectl.reader import build_reader_pod, cat_script
 from grpo_kubectl.show import describe
 from grpo_kubectl.volume import LocalVolume
@@ -108,25 +108,17 @@ def test_plot_from_metrics_files_writes_a_png_and_draws_the_curves(tmp_path, cap
     files = [str(metrics / "attempt-1.jsonl"), str(metrics / "attempt-2.jsonl")]
     assert main(["plot", "--metrics-file", files[0], "--metrics-file", files[1], "-o", str(png)]) == 0
     out = capsys.readouterr().out
-    assert "reward (last 0.4 at step 40)" in out
-    assert "validation score (last 0.2 at step 40)" in out
-    assert "response length (last 240 at step 40)" in out
+    assert "step 1 .. 40   reward: last 0.4" in out
+    assert "step 5 .. 40   validation score: last 0.2" in out
+    assert "step 1 .. 40   response length: last 240" in out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert png.stat().st_size > 10_000
 
 
-def test_curves_from_status_history():
-    curves = from_history("j", [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.3, "valScore": 0.5}])
-    assert curves.points["reward"] == [(1, 0.1), (2, 0.3)]
-    assert curves.points["val_score"] == [(2, 0.5)]
-    assert curves.points["response_length"] == []
-    chart = terminal_chart(curves)
-    assert "response length: no points yet" in chart
-
-
-def test_a_retry_replaces_the_steps_it_repeats():
-    curves = from_metrics("j", [*_steps(1, 10).splitlines(), *_steps(6, 8).splitlines()])
-    assert [s for s, _ in curves.points["reward"]] == list(range(1, 11))
+def test_a_retry_replaces_the_steps_it_repeats_at_full_resolution():
+    history = history_from_metrics([*_steps(1, 10).splitlines(), *_steps(6, 8).splitlines()])
+    assert [p["step"] for p in history] == list(range(1, 11))
+    assert history[4] == {"step": 5, "reward": 0.05, "valScore": 0.025, "responseLength": 205.0}
 
 
 def test_plot_with_nothing_to_draw_is_one_line(tmp_path, capsys, no_cluster):
