@@ -21,6 +21,7 @@ from cluster.backend import Cluster
 from grpo_operator.config import Settings
 from grpo_operator.validation import validate
 from grpo_operator.verdict import parse
+from grpo_trainer.spec import grpojob_document
 from verdicts.cases import CASES, Case
 
 REPO = Path(__file__).resolve().parents[2]
@@ -93,7 +94,7 @@ def test_every_judge_gives_the_same_verdict(case: Case, cluster, namespace, crds
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
 def test_the_examples_are_accepted_by_every_judge(example: Path, cluster, namespace, crds, plugin_path):
-    manifest = yaml.safe_load(example.read_text())
+    manifest = grpojob_document(example.read_text())
     assert server_verdict(cluster, namespace, manifest) is None
     plugin = kubectl_grpo(cluster, plugin_path, "validate", "-n", namespace, "-f", str(example))
     assert plugin.returncode == 0, plugin.stdout + plugin.stderr

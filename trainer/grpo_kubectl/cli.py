@@ -34,6 +34,7 @@ from grpo_operator.config import Settings
 from grpo_operator.validation import validate
 from grpo_operator.verdict import manifest_problems, parse
 from grpo_trainer import curves as drawing
+from grpo_trainer.spec import grpojob_document
 from lightkube import ApiError
 
 from .cluster import Cluster, NoVerdictError, PluginError, one_line
@@ -151,7 +152,7 @@ def _read_manifest(path: str) -> dict[str, Any]:
     except OSError as error:
         raise PluginError(f"cannot read {path}: {error.strerror or error}") from error
     try:
-        document = yaml.safe_load(text)
+        document = grpojob_document(text)  # the GRPOJob of a file that also holds its ConfigMap
     except yaml.YAMLError as error:
         raise PluginError(f"{path} is not valid YAML: {one_line(error)}") from error
     if not isinstance(document, dict) or document.get("kind") != "GRPOJob":

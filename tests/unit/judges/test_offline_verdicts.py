@@ -17,6 +17,7 @@ from grpo_operator.verdict import manifest_problems, parse
 from grpo_trainer.cli import main as grpo_train
 from grpo_trainer.engines.verl.configs import CACHE_ENV
 from grpo_trainer.failures import CONFIG_ERROR
+from grpo_trainer.spec import grpojob_document
 from verdicts.cases import BASE, CASES, Case
 
 REPO = Path(__file__).resolve().parents[3]
@@ -63,7 +64,7 @@ def test_grpo_train_refuses_it(case: Case, command: str, tmp_path, capsys):
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
 def test_every_example_is_accepted_by_every_offline_judge(example: Path, capsys):
-    manifest = yaml.safe_load(example.read_text())
+    manifest = grpojob_document(example.read_text())
     assert manifest_problems(manifest) == []
     assert grpo_train(["validate", "--spec", str(example)]) == 0
     assert grpo_train(["plan", "--spec", str(example)]) == 0
