@@ -217,6 +217,29 @@ def downsample(history: dict[int, dict[str, float]], limit: int = HISTORY_LIMIT)
     return points
 
 
+SIGNIFICANT_DIGITS = 4
+"""Digits of status.metrics: what `kubectl get` shows in REWARD and VAL (a printer column cannot
+round); the metrics files keep every digit."""
+
+
+def rounded(value: float) -> float:
+    return float(f"{value:.{SIGNIFICANT_DIGITS}g}")
+
+
+def duration(seconds: int | None) -> str | None:
+    """Seconds for a person: "45s", "12m", "2h30m", "3d4h"."""
+    if seconds is None:
+        return None
+    days, rest = divmod(max(seconds, 0), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m" if minutes else f"{secs}s"
+
+
 def eta_seconds(state: TrainingState) -> int | None:
     if state.total_steps is None or not state.step_seconds:
         return None
@@ -230,19 +253,21 @@ def status_patch(state: TrainingState, now: str) -> dict[str, Any]:
     percent = None
     if total:
         percent = round(min(100.0, 100.0 * state.step / total), 1)
+    eta = eta_seconds(state)
     progress = Progress(
         step=state.step,
         total_steps=total,
         steps=f"{state.step}/{total}" if total else str(state.step),
         epoch=state.epoch,
         percent=percent,
-        eta_seconds=eta_seconds(state),
+        eta_seconds=eta,
+        eta=duration(eta),
         updated_at=now,
         last_step_at=state.last_step_at,
     )
     status: dict[str, Any] = {
         "progress": progress.to_wire(),
-        "metrics": Metrics(**state.latest).to_wire(),
+        "metrics": Metrics(**{k: rounded(v) for k, v in state.latest.items()}).to_wire(),
         "history": [HistoryPoint(**p).to_wire() for p in downsample(state.history)],
     }
     checkpoint = CheckpointStatus(
