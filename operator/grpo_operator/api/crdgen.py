@@ -213,11 +213,8 @@ def build_crd() -> dict[str, Any]:
                                     "description": f"{GROUP}/{VERSION}: the schema this object follows.",
                                 },
                                 "kind": {"type": "string", "description": f"{KIND}."},
-                                "metadata": {
-                                    "type": "object",
-                                    "description": "Name (at most 40 characters: KubeRay derives Service "
-                                    "names from it), namespace, labels and annotations.",
-                                },
+                                # The API server allows nothing here but the type (metadata is its own).
+                                "metadata": {"type": "object"},
                                 "spec": spec_schema,
                                 "status": status_schema,
                             },
