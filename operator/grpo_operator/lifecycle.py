@@ -16,11 +16,14 @@ from .api import contract
 from .api.v1alpha1 import GRPOJob
 from .api.v1alpha1.status import OPERATOR_STATUS_FIELDS, Phase
 from .children.meta import rayjob_name
+from .children.paths import job_paths
+from .children.rayjob import cluster_ttl
+from .health import judge
 from .rayjob_status import DEPLOYMENT_FAILED, RayJobStatus
 from .validation import Problem, describe
 
 TERMINAL: frozenset[str] = frozenset({"Succeeded", "Failed"})
-CONDITION_TYPES = ("Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed")
+CONDITION_TYPES = ("Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed", "Healthy")
 
 
 @dataclass(frozen=True)
@@ -183,12 +186,16 @@ def _fail_attempt(st: _Status, job: GRPOJob, attempt: int, outcome: Outcome) -> 
                 "reason": outcome.reason,
                 "message": outcome.message[:1024],
                 "retryable": outcome.retryable,
+                "logFile": contract.attempt_log_file(job_paths(job).metrics_dir, attempt),
             }
         )
     st.fields["failedAttempts"] = failed
     limit = job.spec.run_policy.backoff_limit
     retries_used = attempt - 1
     if outcome.retryable and retries_used < limit:
+        # A failed attempt's cluster outlives it when KubeRay's TTL is set; the next attempt needs
+        # its devices now (the failure is in failedAttempts, its log on the volume).
+        lingering = rayjob_name(job.name, attempt) if cluster_ttl(job) else None
         nxt = _start_attempt(st, job, attempt + 1)
         message = (
             f"attempt {attempt} failed ({outcome.message[:300]}); starting attempt {nxt} of {limit + 1}, "
@@ -197,7 +204,7 @@ def _fail_attempt(st: _Status, job: GRPOJob, attempt: int, outcome: Outcome) -> 
         st.phase("Restarting", "Retrying", message)
         st.condition("Restarting", True, "Retrying", message)
         st.clear("Running", reason="AttemptFailed", message=f"attempt {attempt} failed")
-        return st.plan(create_attempt=nxt)
+        return st.plan(create_attempt=nxt, delete_rayjob=lingering)
     if outcome.retryable:
         message = (
             f"attempt {attempt} failed and backoffLimit={limit} retries are used up: {outcome.message[:600]}"
@@ -210,6 +217,22 @@ def _fail_attempt(st: _Status, job: GRPOJob, attempt: int, outcome: Outcome) -> 
             f"attempt {attempt} failed and will not be retried: {outcome.message[:600]}",
         )
     return st.plan()
+
+
+def _health(st: _Status, job: GRPOJob, now: datetime) -> None:
+    """The Healthy condition from health.judge, and an Event whenever it flips."""
+    running = next((c for c in st.fields["conditions"] if c["type"] == "Running"), None)
+    since = parse_time(running["lastTransitionTime"]) if running else None
+    verdict = judge(job, since, now)
+    if verdict is None:
+        return
+    before = next((c for c in st.fields["conditions"] if c["type"] == "Healthy"), None)
+    was_healthy = before is None or before["status"] == "True"
+    st.condition("Healthy", verdict.healthy, verdict.reason, verdict.message)
+    if was_healthy and not verdict.healthy:
+        st.events.append(("Warning", verdict.reason, verdict.message))
+    elif before is not None and not was_healthy and verdict.healthy:
+        st.events.append(("Normal", "Recovered", verdict.message))
 
 
 def plan(
@@ -282,7 +305,10 @@ def plan(
     outcome = observe_rayjob(rayjob)
     if outcome.state == "succeeded":
         st.finish("Succeeded", "TrainingSucceeded", f"attempt {attempt} finished training")
-        return st.plan()
+        # KubeRay's TTL is the failure retention here: a successful cluster goes at once.
+        policy = job.spec.run_policy
+        early = policy.failed_cluster_retention_seconds > (policy.ttl_seconds_after_finished or 0)
+        return st.plan(delete_rayjob=current if early else None)
     if outcome.state == "failed":
         return _fail_attempt(st, job, attempt, outcome)
     if outcome.state == "running":
@@ -291,6 +317,7 @@ def plan(
         st.condition("Running", True, "RayJobRunning", message)
         st.clear("Restarting", reason="AttemptRunning", message=message)
         st.clear("Suspended", reason="Resumed", message=message)
+        _health(st, job, now)
         return st.plan()
     # starting or queued: keep Restarting while a retry spins up, Pending otherwise
     if phase != "Restarting":

@@ -220,6 +220,9 @@ def test_a_job_trains_reports_and_exports(
     ]
     assert trainer_fields
     assert {"f:progress", "f:metrics", "f:history", "f:checkpoint", "f:outputs"} <= set(trainer_fields[0])
+    # The trainer judged every step: finite rewards and losses.
+    assert done["health"]["healthy"] is True
+    assert done["health"]["attempt"] == 1
     kubeconfig = yaml.safe_load((pod_root(cluster, namespace, done) / "kubeconfig").read_text())
     token = kubeconfig["users"][0]["user"]["token"]
     claims = json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "=="))
@@ -276,6 +279,38 @@ def test_a_configuration_error_fails_at_once_with_the_trainers_reason(
     assert failed["reason"] == "ConfigError"
     assert "no_such_score" in failed["message"]
     assert done["failedAttempts"][0]["retryable"] is False
+
+    # The attempt's whole output outlives its Ray cluster, on the claim, where status says; the
+    # plugin reads it from a folder standing for the pods' / (no kubelet serves a reader pod here).
+    log_file = f"/grpo/checkpoints/{name}/metrics/attempt-1.log"
+    assert done["failedAttempts"][0]["logFile"] == log_file
+    assert done["log"] == {"attempt": 1, "path": log_file}
+    root = pod_root(cluster, namespace, done) / "root"
+    logs = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grpo_kubectl",
+            "logs",
+            name,
+            "-n",
+            namespace,
+            "--attempt",
+            "1",
+            "--workdir",
+            str(root),
+        ],
+        env={**cluster.env, "PYTHONPATH": os.pathsep.join(sys.path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert logs.returncode == 0, logs.stderr
+    lines = logs.stdout.strip().splitlines()
+    assert lines[0].startswith("=== ")
+    assert f"attempt 1 of {namespace}/{name}" in lines[0]
+    assert lines[-1].startswith("GRPO_FAILURE ")
+    assert '"ConfigError"' in lines[-1]
 
 
 def test_suspend_then_resume_continues_from_the_checkpoint(

@@ -120,7 +120,7 @@ class Reporter:
         for line in self._metrics.lines():
             parsed = parse_line(line)
             if parsed:
-                self.state.add_line(*parsed)
+                self.state.add_line(*parsed, live=True, now=utc_iso())
                 changed = True
         for line in self._events.lines():
             changed |= self._checkpoint_event(line)

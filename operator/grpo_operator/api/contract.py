@@ -11,7 +11,8 @@ What is here:
 - exit codes and which of them a retry cannot fix;
 - the failure line: its format (`Failure.line`) and how the operator reads it back;
 - environment variable names;
-- paths on the pods: mounts, the spec file, the layout of a job's folder, per-attempt files;
+- paths on the pods: mounts, the spec file, the layout of a job's folder, per-attempt files (metrics,
+  checkpoint events, the attempt's log);
 - the accelerator device types the trainer can be asked to run on.
 """
 
@@ -181,6 +182,17 @@ def job_dir(job_name: str) -> str:
 def metrics_file(metrics_dir: str, attempt: int) -> str:
     """One file per attempt: verl's file logger truncates its file on every start."""
     return f"{metrics_dir}/attempt-{attempt}.jsonl"
+
+
+def attempt_log_file(metrics_dir: str, attempt: int) -> str:
+    """The attempt's own output (trainer and engine, stdout and stderr), kept after its Ray cluster
+    is gone; LOG_MAX_BYTES bounds it, the older half moved to `<file>.1` when it fills."""
+    return f"{metrics_dir}/attempt-{attempt}.log"
+
+
+LOG_MAX_BYTES = 64 << 20
+"""Bytes of one attempt's log file before it rolls over to `<file>.1` (so at most twice this)."""
+ROTATED_SUFFIX = ".1"
 
 
 def checkpoint_events_file(metrics_file_path: str) -> str:

@@ -24,18 +24,46 @@ CRD_FILENAME = f"{GROUP}_{PLURAL}.yaml"
 # Keys that JSON Schema allows and a structural schema does not.
 _DROP = {"title", "propertyNames", "$defs", "discriminator"}
 
+# A printer column cannot format a value, so the trainer writes what the columns show: metrics
+# rounded to four significant digits (report.SIGNIFICANT_DIGITS), the ETA as a duration string.
 PRINTER_COLUMNS: list[dict[str, Any]] = [
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
     {"name": "Step", "type": "string", "jsonPath": ".status.progress.steps", "description": "step/total"},
-    {"name": "Reward", "type": "number", "jsonPath": ".status.metrics.reward"},
+    {
+        "name": "Reward",
+        "type": "number",
+        "jsonPath": ".status.metrics.reward",
+        "description": "mean reward of the newest step",
+    },
     {
         "name": "Val",
         "type": "number",
         "jsonPath": ".status.metrics.valScore",
-        "description": "validation score",
+        "description": "the newest validation score",
     },
     {"name": "Attempt", "type": "integer", "jsonPath": ".status.attempt"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    {
+        "name": "%",
+        "type": "number",
+        "jsonPath": ".status.progress.percent",
+        "description": "training progress, percent",
+        "priority": 1,
+    },
+    {
+        "name": "ETA",
+        "type": "string",
+        "jsonPath": ".status.progress.eta",
+        "description": "time left at the recent pace",
+        "priority": 1,
+    },
+    {
+        "name": "Healthy",
+        "type": "string",
+        "jsonPath": '.status.conditions[?(@.type=="Healthy")].status',
+        "description": "False while the run is sick (NaN, entropy collapse, stalled)",
+        "priority": 1,
+    },
     {"name": "Accelerator", "type": "string", "jsonPath": ".spec.resources.accelerator", "priority": 1},
     {"name": "RayJob", "type": "string", "jsonPath": ".status.rayJobName", "priority": 1},
 ]
@@ -180,8 +208,12 @@ def build_crd() -> dict[str, Any]:
                             "description": "A GRPO post-training job for a vision-language model, run on KubeRay.",
                             "required": ["spec"],
                             "properties": {
-                                "apiVersion": {"type": "string"},
-                                "kind": {"type": "string"},
+                                "apiVersion": {
+                                    "type": "string",
+                                    "description": f"{GROUP}/{VERSION}: the schema this object follows.",
+                                },
+                                "kind": {"type": "string", "description": f"{KIND}."},
+                                # The API server allows nothing here but the type (metadata is its own).
                                 "metadata": {"type": "object"},
                                 "spec": spec_schema,
                                 "status": status_schema,
