@@ -439,10 +439,12 @@ start_ray_head() {  # starts `ray start --head --block`; wait_for_ray_head waits
   # the kernel kills them if it dies. Loopback only: Ray binds 127.0.0.1 when it is the node's
   # address, and turns --node-ip-address=127.0.0.1 into the host's address unless
   # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 (Ray's single-host mode). Two metrics ports have no flag,
-  # only variables. No KUBECONFIG: a job gets the credentials of its pod's ServiceAccount or none.
+  # only variables. The dashboard gives each of its nine module processes 30 s to start, which a
+  # loaded 2-core machine overran: 180 s here. No KUBECONFIG: a job gets the credentials of its pod's ServiceAccount or none.
   start_process ray-head env -u KUBECONFIG -u RAY_ADDRESS \
     "$RAY_PROCESS_MARKER" \
     RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 \
+    RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT=180 \
     AUTOSCALER_METRIC_PORT="$RAY_AUTOSCALER_METRICS_PORT" \
     DASHBOARD_METRIC_PORT="$RAY_DASHBOARD_METRICS_PORT" \
     NO_PROXY=127.0.0.1,localhost,::1 no_proxy=127.0.0.1,localhost,::1 \
