@@ -12,12 +12,13 @@ weights cost the same as trained ones.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SPECIAL_TOKENS = (
+CONTROL_TOKENS = (
     "<|endoftext|>",
     "<|im_start|>",
     "<|im_end|>",
@@ -25,12 +26,16 @@ SPECIAL_TOKENS = (
     "<|vision_end|>",
     "<|image_pad|>",
     "<|video_pad|>",
-    "<REASONING>",
-    "</REASONING>",
-    "<SOLUTION>",
-    "</SOLUTION>",
 )
+# The reasoning-format seed's tags: one token each, but ordinary text (decoding keeps them), as in
+# Qwen's own vocabulary, so a reward reading decoded responses sees them.
+TAG_TOKENS = ("<REASONING>", "</REASONING>", "<SOLUTION>", "</SOLUTION>")
+SPECIAL_TOKENS = (*CONTROL_TOKENS, *TAG_TOKENS)
+"""Every token matched whole, in vocabulary order."""
 UNK_TOKEN = "[UNK]"
+NEWLINE = "\n"
+# What the whitespace pre-tokenizer keeps in one piece: a run of word characters or of punctuation.
+_PIECE = re.compile(r"\w+|[^\w\s]+")
 BASE_WORDS = ("system", "user", "assistant", "the", "is", "a", "what", "?", ".", ",", ":")
 
 # Qwen's chat layout, reduced to what the tests need: text and image parts, generation prompt.
@@ -109,12 +114,18 @@ def build_tokenizer(words: Sequence[str] = (), *, vocab_size: int | None = None)
 
     Word-level keeps every task answer a single token, so "chance" is well defined. `vocab_size`
     pads the vocabulary with filler words up to a real model's size.
+
+    The newline is a token of its own, as in Qwen's byte-level vocabulary: the chat template puts
+    one after every role and turn, and verl's rollout (its Qwen continuous-token builder) refuses
+    a tokenizer whose "\n" is not exactly one token. Words the whitespace pre-tokenizer would split
+    (`<think>`, `\boxed{5}`) are matched whole, so a response written with them decodes back to
+    the same text and a reward that parses it sees what the model produced.
     """
-    from tokenizers import Tokenizer, models, pre_tokenizers
+    from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     vocab: dict[str, int] = {}
-    for token in (UNK_TOKEN, *SPECIAL_TOKENS, *BASE_WORDS, *words):
+    for token in (UNK_TOKEN, *SPECIAL_TOKENS, *BASE_WORDS, NEWLINE, *words):
         vocab.setdefault(token, len(vocab))
     if vocab_size is not None:
         if vocab_size < len(vocab):
@@ -123,7 +134,10 @@ def build_tokenizer(words: Sequence[str] = (), *, vocab_size: int | None = None)
             vocab[f"w{index}"] = len(vocab)
     backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK_TOKEN))
     backend.pre_tokenizer = pre_tokenizers.Whitespace()
-    backend.add_special_tokens(list(SPECIAL_TOKENS))
+    backend.add_special_tokens(list(CONTROL_TOKENS))
+    extra = (w for w in dict.fromkeys(words) if w not in SPECIAL_TOKENS and not _PIECE.fullmatch(w))
+    whole = [*TAG_TOKENS, NEWLINE, *extra]
+    backend.add_tokens([AddedToken(token, normalized=False, special=False) for token in whole])
     return PreTrainedTokenizerFast(
         tokenizer_object=backend,
         unk_token=UNK_TOKEN,
