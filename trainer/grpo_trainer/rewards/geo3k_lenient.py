@@ -1,9 +1,13 @@
-r"""geo3k reward: 0.9 x the last `\boxed{}` answer is right + 0.1 x `<think>...</think>...\boxed{...}`.
+r"""geo3k-lenient reward: verl's geo3k weights and format rule, with an answer check that accepts
+equal values written differently.
 
-The same weights and the same format rule as verl's built-in `geo3k` score (which verl uses for
-data_source `hiyouga/geometry3k`); the answer check is `equivalence.compare` instead of mathruler's
-`grade_answer`, so it is bounded in time and accepts equal values written differently
-(`\frac{1}{2}` = `0.5`, `2\sqrt{3}` = `\sqrt{12}`, `45^\circ` = `45`, `1,000` = `1000`, `x = 5` = `5`).
+0.9 x the last `\boxed{}` answer is right + 0.1 x `<think>...</think>...\boxed{...}`, like `geo3k`
+(verl's own scorer, the seed's), but the answer check is `equivalence.compare` instead of
+mathruler's `grade_answer`: it accepts equal values written differently (`\frac{1}{2}` = `0.5`,
+`2\sqrt{3}` = `\sqrt{12}`, `45^\circ` = `45`, `1,000` = `1000`, `x = 5` = `5`, unreduced fractions)
+and is bounded in time without a worker round trip for constant answers. Scores are therefore not
+comparable with published geo3k runs; docs/benchmarks/rewards.md lists every case where the two
+disagree, and why.
 
 verl calls `compute_score` once per response, from an executor thread, with the row's
 `reward_model.ground_truth`. Keyword arguments (from `reward.custom_reward_function.reward_kwargs`):
@@ -18,10 +22,11 @@ verl calls `compute_score` once per response, from an executor thread, with the 
 | `sympy_workers` | 4 | size of the sympy process pool (first call in a process only) |
 
 Result: {"score": (1 - f) * acc + f * format, "acc": 0|1, "format": 0|1, "timeout": 0|1}; score in
-[0, 1]. "acc" makes verl report `val-core/<data_source>/acc/mean@N` as answer accuracy.
+[0, 1]. "acc" makes verl report `val-core/<data_source>/acc/mean@N` as answer accuracy (`geo3k`
+reports the score there, as verl's own scorer does).
 
-Loaded either as `grpo_trainer.rewards.geo3k` or by file path (verl's `custom_reward_function.path`):
-imports are absolute and the module defines no classes, so both work.
+Loaded either as `grpo_trainer.rewards.geo3k_lenient` or by file path (verl's
+`custom_reward_function.path`): imports are absolute and the module defines no classes, so both work.
 """
 
 from __future__ import annotations
@@ -37,36 +42,15 @@ from grpo_trainer.rewards.equivalence import (
     compare,
     deadline_after,
 )
+from grpo_trainer.rewards.geo3k import format_reward
 from grpo_trainer.rewards.options import bool_option, float_option, int_option
-from grpo_trainer.rewards.responses import BOXED, as_text, last_boxed
+from grpo_trainer.rewards.responses import as_text, last_boxed
 from grpo_trainer.rewards.sympy_pool import DEFAULT_WORKERS, default_pool
 
 DEFAULT_FORMAT_SCORE = 0.1
 SCORE_RANGE = (0.0, 1.0)
-THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
 log = logging.getLogger(__name__)
-
-
-def format_reward(text: str, think_opened_in_prompt: bool = False) -> float:
-    r"""1.0 when `text` fully matches verl's `<think>.*</think>.*\\boxed\{.*\}.*` (DOTALL), else 0.0.
-
-    Written with `str.find` rather than the regex: same answer, but linear time (the regex
-    backtracks over every `</think>` in a long response).
-    """
-    if text.startswith(THINK_OPEN):
-        start = len(THINK_OPEN)
-    elif think_opened_in_prompt:
-        start = 0
-    else:
-        return 0.0
-    close = text.find(THINK_CLOSE, start)
-    if close < 0:
-        return 0.0
-    box = text.find(BOXED, close + len(THINK_CLOSE))
-    if box < 0:
-        return 0.0
-    return 1.0 if text.find("}", box + len(BOXED)) >= 0 else 0.0
 
 
 def grade(
@@ -97,7 +81,7 @@ def compute_score(
         default_pool(int_option(kwargs, "sympy_workers", DEFAULT_WORKERS)).start()
         return _score(as_text(solution_str), as_text(ground_truth), deadline, kwargs)
     except Exception:  # a reward must never stop training; see the log for the cause
-        log.exception("geo3k reward failed; scoring 0")
+        log.exception("geo3k-lenient reward failed; scoring 0")
         return {"score": 0.0, "acc": 0.0, "format": 0.0, "timeout": 0.0}
 
 
