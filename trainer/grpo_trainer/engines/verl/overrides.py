@@ -152,7 +152,14 @@ def _data(job: ResolvedJob, inputs: LaunchInputs, warnings: list[str]) -> list[O
         Override("data.truncation", data.truncation),
         Override("data.image_key", data.image_key),
         Override("data.prompt_key", data.prompt_key),
-        Override("data.seed", algo.seed),
+        Override(
+            "data.seed",
+            algo.seed,
+            why=(
+                "spec.algorithm.seed: the order prompts are drawn in; the seeds left data.seed unset, and "
+                "verl then shuffles with torch's default generator (also a fixed order, another one)"
+            ),
+        ),
     ]
     if is_qwen3_vl(spec.model.source, inputs.model_path):
         out.append(
@@ -220,7 +227,7 @@ def _actor(job: ResolvedJob, profile: VerlProfile, warnings: list[str]) -> list[
     algo, engine, kl = spec.algorithm, spec.engine, spec.algorithm.kl
     prefix = "actor_rollout_ref.actor"
     out = [
-        Override(f"{prefix}.strategy", engine.strategy),
+        Override(f"{prefix}.strategy", engine.strategy, why=_strategy_why(engine.strategy)),
         Override(f"{prefix}.optim.lr", algo.learning_rate),
         Override(f"{prefix}.ppo_mini_batch_size", algo.mini_batch_size, why="prompts per optimizer update"),
         Override(f"{prefix}.use_kl_loss", kl.placement == "loss", why=f"kl.placement={kl.placement}"),
@@ -267,6 +274,16 @@ def _actor(job: ResolvedJob, profile: VerlProfile, warnings: list[str]) -> list[
             Override("actor_rollout_ref.ref.fsdp_config.use_torch_compile", compile_),
         ]
     return out
+
+
+def _strategy_why(strategy: str) -> str:
+    if strategy == "fsdp":
+        return "spec.engine.strategy: verl's default, FSDP1, as the seeds ran"
+    return (
+        "spec.engine.strategy (default fsdp2): FSDP2, which verl recommends (less memory, composes with "
+        "torch.compile) and its Qwen3-VL examples use; the seeds ran verl's default, fsdp (FSDP1): set "
+        "engine.strategy: fsdp for their exact setup"
+    )
 
 
 def _loss_agg_mode(job: ResolvedJob) -> str:
@@ -415,12 +432,23 @@ def _trainer(
         validate = False
     project = logging.wandb.project if logging.wandb else job.namespace
     experiment = (logging.wandb.experiment if logging.wandb else None) or job.name
+    names = (
+        "logging.wandb"
+        if logging.wandb and logging.wandb.experiment
+        else "the job's namespace and name (set logging.wandb.project/experiment to choose others)"
+    )
+    names_why = (
+        f"{names}: they name the run in verl's loggers and nothing else here (the checkpoint folder, "
+        "which verl derives from them by default, is the job's own); the seeds' names "
+        "(verl_grpo_example_geo3k/qwen3_vl_4b_npu_fsdp, verl_grpo/qwen3_vl_4b_thinking_safegrpo) "
+        "named their wandb or console runs"
+    )
     out = [
         Override(
             "trainer.logger", loggers, why="file: per-step metrics for status; verl's default adds wandb"
         ),
-        Override("trainer.project_name", project),
-        Override("trainer.experiment_name", experiment),
+        Override("trainer.project_name", project, why=names_why),
+        Override("trainer.experiment_name", experiment, why=names_why),
         Override("trainer.nnodes", res.nodes),
         Override("trainer.n_gpus_per_node", res.devices_per_node),
         Override(
