@@ -227,3 +227,14 @@ def test_without_mathruler_the_reward_says_what_to_install(monkeypatch: pytest.M
     hint = "pip install mathruler==0.1.0, or use reward.builtin: geo3k-lenient"
     with pytest.raises(ImportError, match=re.escape(hint)):
         geo3k.compute_score("d", "\\boxed{5}", "5")
+
+
+def test_answers_mathruler_settles_as_text_never_reach_sympy_and_mathruler_itself_is_untouched() -> None:
+    import mathruler.grader
+
+    assert geo3k.grade_without_sympy("\\boxed{5}", "5") is True
+    assert geo3k.grade_without_sympy("\\boxed{6}", "5") is False  # integer truth: text only
+    assert geo3k.grade_without_sympy("\\boxed{(x+1)^2}", "x^2+2x+1") is None  # sympy decides: a worker does
+    assert geo3k.compute_score("d", "\\boxed{(x+1)^2}", "x^2+2x+1")["correct"] == 1.0
+    # The copy without sympy is private: other users of mathruler in the process keep the real one.
+    assert mathruler.grader.grade_answer("\\frac{1}{2}", "0.5") is True

@@ -27,7 +27,8 @@ with one rate-limited warning per kind of failure in the log. `custom_on_error=r
 run instead (RewardFunctionError). A file that cannot be imported, or lacks the function, raises at
 once with the file's own error: a configuration error should stop the run.
 
-More kwargs: `custom_workers` (2 worker processes per trainer process), `custom_memory_mb` (an
+More kwargs: `custom_workers` (4 worker processes per trainer process; a call waiting for a free
+worker counts against its bound, so size it to the calls expected at once), `custom_memory_mb` (an
 address-space cap per worker; 0, the default, sets none).
 
 `load_function` and the adapters load a file in this process, for engines that call rewards
@@ -51,6 +52,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from grpo_trainer.rewards.batching import adapt_batch, as_batch, rows
+from grpo_trainer.rewards.equivalence import reserve_for
 from grpo_trainer.rewards.options import float_option, int_option, str_option
 from grpo_trainer.rewards.sandbox import DEFAULT_WORKERS, SandboxPool
 
@@ -137,7 +139,7 @@ def compute_score(
         args: tuple[Any, ...] = ([data_source], [solution_str], [ground_truth], [extra_info])
     else:
         args = (data_source, solution_str, ground_truth, extra_info)
-    outcome = pool.call(args, user_kwargs, time.monotonic() + options.timeout_s)
+    outcome = pool.call(args, user_kwargs, _deadline(options.timeout_s))
     if not outcome.ok:
         return _failed(outcome.failure, outcome.message, 1, options)[0]
     value = outcome.value
@@ -167,13 +169,18 @@ def compute_score_batch(
             compute_score(source, solution, truth, info, **kwargs) for source, solution, truth, info in items
         ]
     columns = tuple(list(column) for column in zip(*items, strict=True))
-    outcome = pool.call(columns, user_kwargs, time.monotonic() + options.timeout_s)
+    outcome = pool.call(columns, user_kwargs, _deadline(options.timeout_s))
     if not outcome.ok:
         return _failed(outcome.failure, outcome.message, len(items), options)
     values = _as_list(outcome.value)
     if values is None or len(values) != len(items):
         return _failed("shape", _shape_message(outcome.value, len(items)), len(items), options)
     return [_sanitize(value, options) for value in values]
+
+
+def _deadline(timeout_s: float) -> float:
+    """When to stop waiting so the call returns within `timeout_s` (see equivalence.reserve_for)."""
+    return time.monotonic() + max(0.0, timeout_s - reserve_for(timeout_s))
 
 
 class RewardFunctionError(RuntimeError):

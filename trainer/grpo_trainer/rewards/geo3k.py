@@ -6,11 +6,14 @@ The Ascend geo3k seed used verl's built-in scorer (`verl.utils.reward_score.geo3
     acc    = mathruler.grader.grade_answer(extract_boxed_content(response), ground_truth)
     format = re.fullmatch(r"<think>.*</think>.*\\boxed\{.*\}.*", response, re.DOTALL)
 
-This module computes exactly that. mathruler's grader calls `sympy.simplify` on answers that are
-not plain integers and has no time bound, and verl calls rewards from executor threads where a
-hung call cannot be stopped, so the accuracy is computed by mathruler itself in a `sympy_worker`
-process (`sympy_pool`), which is stopped at the deadline. The only difference from verl's score:
-an answer mathruler has not graded within `timeout_s` counts as wrong (`"timeout": 1`). The format
+This module computes exactly that. mathruler's grader settles most answers by comparing
+normalised text, and calls `sympy.simplify` (no time bound) only for the rest; verl calls rewards
+from executor threads, where a hung call cannot be stopped. So the grade runs in two places:
+mathruler's own `grade_answer` runs here with its sympy step replaced by a signal that sympy is
+needed (a private copy of the module, so nothing else in the process is affected); the answers it
+cannot settle that way are graded again, whole, by mathruler in a `sympy_worker` process
+(`sympy_pool`), which is stopped at the deadline. The only difference from verl's score: an
+answer mathruler has not graded within `timeout_s` counts as wrong (`"timeout": 1`). The format
 check is verl's regular expression rewritten with `str.find` (same answers, linear time).
 
 verl's scorer returns a float, which verl's reward manager records as the metric `acc`; so `acc`
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import re
 import threading
 from typing import Any
 
@@ -82,10 +86,16 @@ def compute_score(
     _require_mathruler()
     text, truth = as_text(solution_str), as_text(ground_truth)
     weight = float_option(kwargs, "format_score", DEFAULT_FORMAT_SCORE)
+    use_boxed = bool_option(kwargs, "use_boxed", True)
+    timeout_s = float_option(kwargs, "timeout_s", DEFAULT_TIMEOUT_S)
+    deadline = deadline_after(timeout_s)
     try:
-        pool = _ready_pool(int_option(kwargs, "sympy_workers", DEFAULT_WORKERS))
-        deadline = deadline_after(float_option(kwargs, "timeout_s", DEFAULT_TIMEOUT_S))
-        verdict = pool.mathruler_equal(text, truth, deadline, bool_option(kwargs, "use_boxed", True))
+        verdict = grade_without_sympy(text, truth, use_boxed)
+        if verdict is None:
+            pool, started = _ready_pool(int_option(kwargs, "sympy_workers", DEFAULT_WORKERS))
+            if started:  # this call waited for the pool to start: that is not the answer's time
+                deadline = deadline_after(timeout_s)
+            verdict = pool.mathruler_equal(text, truth, deadline, use_boxed)
     except Exception:  # a reward must never stop training; see the log for the cause
         log.exception("geo3k reward failed; counting the answer as wrong")
         verdict = None
@@ -115,23 +125,77 @@ def compute_score_batch(
     ]
 
 
+class _SympyNeededError(Exception):
+    """Raised where mathruler would call sympy: this answer is graded in a worker process."""
+
+
+def _sympy_needed(ground_truth: str, given: str) -> bool:
+    """mathruler's `are_equal_under_sympy`, where it needs no sympy: two integer literals are equal
+    exactly when their values are (sympy's answer for them); anything else goes to a worker."""
+    if _INTEGER.fullmatch(ground_truth) and _INTEGER.fullmatch(given):
+        return int(ground_truth) == int(given)
+    raise _SympyNeededError
+
+
+_grader: Any = None
+_grader_lock = threading.Lock()
+_IN_PROCESS_MAX_CHARS = 512
+_INTEGER = re.compile(r"-?\d{1,300}", re.ASCII)
+
+
+def grade_without_sympy(response: str, truth: str, use_boxed: bool = True) -> bool | None:
+    """mathruler's grade when it settles without sympy; None when sympy (or a long answer) decides."""
+    grader = _mathruler_without_sympy()
+    given = grader.extract_boxed_content(response) if use_boxed else response
+    if len(given) > _IN_PROCESS_MAX_CHARS or len(truth) > _IN_PROCESS_MAX_CHARS:
+        return None  # long text: its normalisation is the worker's, within the bound
+    try:
+        return bool(grader.grade_answer(given, truth))
+    except _SympyNeededError:
+        return None
+
+
+def _mathruler_without_sympy() -> Any:
+    """A private copy of mathruler.grader whose sympy step raises _SympyNeededError instead of running."""
+    global _grader
+    if _grader is not None:
+        return _grader
+    with _grader_lock:
+        if _grader is None:
+            import importlib.util
+
+            source = importlib.util.find_spec("mathruler.grader")
+            origin = source.origin if source is not None else None
+            name = "mathruler._grpo_grader_without_sympy"
+            spec = importlib.util.spec_from_file_location(name, origin) if origin else None
+            if spec is None or spec.loader is None:
+                raise ImportError("mathruler.grader cannot be loaded")
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            module.are_equal_under_sympy = _sympy_needed
+            _grader = module
+    return _grader
+
+
 _checked = False
 _warm: set[int] = set()
 _warm_lock = threading.Lock()
 
 
-def _ready_pool(workers: int) -> SympyPool:
-    """The process's worker pool, started and answering: its start-up (importing sympy and mathruler,
-    a second or two, once per process) is not charged to the first answers' time bound."""
+def _ready_pool(workers: int) -> tuple[SympyPool, bool]:
+    """(the process's worker pool, started and answering; whether this call waited for that).
+
+    Its start-up (importing sympy and mathruler, a second or two, once per process) is not charged
+    to the first answers' time bound."""
     pool = default_pool(workers)
     if id(pool) in _warm:
-        return pool
+        return pool, False
     with _warm_lock:
         if id(pool) not in _warm:
             if not pool.warm_up(STARTUP_TIMEOUT_S):
                 log.error("the geo3k grading worker did not start within %.0f s", STARTUP_TIMEOUT_S)
             _warm.add(id(pool))
-    return pool
+    return pool, True
 
 
 def _require_mathruler() -> None:

@@ -18,6 +18,7 @@ import contextlib
 import logging
 import os
 import pickle
+import queue
 import select
 import struct
 import subprocess
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 WORKER_FILE = Path(__file__).with_name("sandbox_worker.py")
-DEFAULT_WORKERS = 2
+DEFAULT_WORKERS = 4
 START_TIMEOUT_S = 300.0
 _HEADER = struct.Struct(">I")
 
@@ -258,10 +259,13 @@ class SandboxPool:
             self._cond.notify()
 
     def _retire(self, worker: _Worker) -> None:
-        """Kill a worker that timed out or died, and start its replacement now."""
-        worker.kill()
+        """Kill a worker that timed out or died and start its replacement, off the caller's time."""
         with self._cond:
             self._busy -= 1
+        _reaper().put((self, worker))
+
+    def _kill_and_replace(self, worker: _Worker) -> None:
+        worker.kill()
         self._replace_later()
 
     def _replace_later(self) -> None:
@@ -278,6 +282,29 @@ class SandboxPool:
 
 
 _POOLS: weakref.WeakSet[SandboxPool] = weakref.WeakSet()
+_retired: queue.SimpleQueue[tuple[SandboxPool, _Worker]] | None = None
+_reaper_lock = threading.Lock()
+
+
+def _reaper() -> queue.SimpleQueue[tuple[SandboxPool, _Worker]]:
+    """One thread per process kills retired workers and starts their replacements."""
+    global _retired
+    with _reaper_lock:
+        if _retired is None:
+            _retired = queue.SimpleQueue()
+            threading.Thread(
+                target=_reap_forever, args=(_retired,), name="reward-sandbox-reaper", daemon=True
+            ).start()
+        return _retired
+
+
+def _reap_forever(retired: queue.SimpleQueue[tuple[SandboxPool, _Worker]]) -> None:
+    while True:
+        pool, worker = retired.get()
+        try:
+            pool._kill_and_replace(worker)
+        except Exception:  # the next call starts a worker itself if this one could not
+            log.exception("could not replace a reward worker")
 
 
 @atexit.register
