@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,14 +15,19 @@ EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "lora-single-gpu.ya
 
 
 @pytest.fixture
-def installed_bitsandbytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def installed_bitsandbytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A bitsandbytes package on sys.path (CI has none; the CUDA image has the real one)."""
     package = tmp_path / "site" / "bitsandbytes"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("")
     monkeypatch.syspath_prepend(str(package.parent))
-    monkeypatch.delitem(sys.modules, "bitsandbytes", raising=False)
-    return package
+    real = sys.modules.pop("bitsandbytes", None)
+    yield package
+    # The module imported here must not outlive the test: later jobs would get adamw_8bit.
+    sys.modules.pop("bitsandbytes", None)
+    if real is not None:
+        sys.modules["bitsandbytes"] = real
+    importlib.invalidate_caches()
 
 
 def test_without_bitsandbytes_the_portable_optimizer_and_why() -> None:
@@ -43,3 +50,8 @@ def test_a_bitsandbytes_that_does_not_import_falls_back(installed_bitsandbytes: 
     name, why = optimizer(load_job(EXAMPLE))
     assert name == "adamw_torch"
     assert "bitsandbytes does not import here (OSError)" in why
+
+
+def test_after_the_fake_package_is_gone_jobs_get_adamw_torch_again() -> None:
+    assert "bitsandbytes" not in sys.modules
+    assert optimizer(load_job(EXAMPLE))[0] == "adamw_torch"
