@@ -379,9 +379,9 @@ def bound_workloads(tmp: Path, calls: int) -> list[tuple[str, float, Any, list[t
         ),
         (
             "custom",
-            1.0,
+            2.0,
             functools.partial(
-                custom.compute_score, custom_path=str(reward_file), custom_timeout_s=1.0, custom_workers=8
+                custom.compute_score, custom_path=str(reward_file), custom_timeout_s=2.0, custom_workers=8
             ),
             mix(("hang", "x", None), [("a", "a", None), ("b", "a", None)]),
         ),

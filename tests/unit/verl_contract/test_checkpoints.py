@@ -97,7 +97,11 @@ def full_state(model: Any) -> dict[str, torch.Tensor]:
     }
 
 
-@pytest.fixture(scope="module", params=[("fsdp", False), ("fsdp", True), ("fsdp2", False), ("fsdp2", True)])
+@pytest.fixture(
+    scope="module",
+    params=[("fsdp", False), ("fsdp", True), ("fsdp2", False), ("fsdp2", True)],
+    ids=["fsdp1-full", "fsdp1-lora", "fsdp2-full", "fsdp2-lora"],
+)
 def saved(
     request: Any, gloo: None, tiny_model: Path, processor: Any, tmp_path_factory: pytest.TempPathFactory
 ):

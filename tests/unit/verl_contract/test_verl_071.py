@@ -29,7 +29,18 @@ def test_the_contract_tests_pass_against_verl_0_7_1(verl_release: str) -> None:
         paths.append(os.environ["PYTHONPATH"])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths), VERSION_ENV: RELEASE}
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *(str(here / f) for f in FILES)],
+        # FSDP1 without LoRA is the same code in both releases; everything else is run again.
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-k",
+            "not fsdp1-full",
+            *(str(here / f) for f in FILES),
+        ],
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,
