@@ -26,14 +26,20 @@ help:
 
 install: $(VENV)/.installed
 
-# Reinstalled when pyproject.toml changes.
-$(VENV)/.installed: pyproject.toml
+# The CUDA image's verl, for the contract tests against verl's own code (tests/unit/verl_contract).
+VERL_VERSION := $(shell sed -n 's/^CUDA_VERL_VERSION=//p' images/versions.env)
+
+# Reinstalled when pyproject.toml or the images' versions change.
+$(VENV)/.installed: pyproject.toml images/versions.env
 	@echo "[install] Python packages into $(VENV) (first time: ~3 GB of wheels, CPU torch among them; several minutes)"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	# trl-cpu: torch and TRL for the TRL engine's CPU tests (PyPI's Linux torch, ~2.7 GB, once).
+	# trl-cpu: torch and TRL for the TRL engine's CPU tests (PyPI's Linux torch, ~2.7 GB, once);
+	# verl-cpu: what verl's dataset, reward loop, agent loop and checkpoint code import.
 	# One line per package it fetches, so a first install is not minutes of silence.
-	$(PY) -m pip install --progress-bar off -e '.[dev,trl-cpu]' | { grep --line-buffered -E '^(Collecting|Successfully installed)' | cut -c1-120 || true; }
+	$(PY) -m pip install --progress-bar off -e '.[dev,trl-cpu,verl-cpu]' | { grep --line-buffered -E '^(Collecting|Successfully installed)' | cut -c1-120 || true; }
+	# verl without its declared dependencies (vLLM and the CUDA stack), which CPU tests do not need.
+	$(PY) -m pip install --quiet --no-deps 'verl==$(VERL_VERSION)'
 	touch $@
 
 # The volume provisioner runs from the virtualenv (lightkube).

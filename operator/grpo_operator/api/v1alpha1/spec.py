@@ -114,8 +114,9 @@ class RewardSpec(ApiModel):
         }
     )
 
-    builtin: Literal["geo3k", "reasoning-format", "safety"] | None = None
-    """A reward bundled with the trainer."""
+    builtin: Literal["geo3k", "geo3k-lenient", "reasoning-format", "safety"] | None = None
+    """A reward bundled with the trainer: geo3k (verl's own geo3k score, as the geo3k seed), geo3k-lenient
+    (the same weights, equal values written differently count as equal), reasoning-format, safety."""
     custom: CustomReward | None = None
     """A user function from a ConfigMap."""
     kwargs: Annotated[dict[Annotated[str, Field(max_length=63)], ShortString], Field(max_length=32)] = Field(
