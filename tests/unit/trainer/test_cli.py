@@ -129,7 +129,17 @@ def test_validate_checks_a_trl_jobs_override_names(tmp_path, capsys):
     assert "use_rslora" not in out, "a LoraConfig field is known"
 
 
-def test_plan_without_verl_installed_is_for_the_newest_supported_release(capsys):
+@pytest.fixture
+def without_verl(monkeypatch):
+    """A laptop without verl (the test environment has it, for the contract tests)."""
+    from grpo_trainer.engines.verl import configs, engine
+
+    for module in (configs, engine):
+        monkeypatch.setattr(module, "installed_version", lambda: None)
+    monkeypatch.setattr(engine, "installed_config_dir", lambda: None)
+
+
+def test_plan_without_verl_installed_is_for_the_newest_supported_release(capsys, without_verl):
     """The README's own `grpo-train plan --spec examples/safegrpo-nvidia.yaml`, on a laptop without verl."""
     assert main(["plan", "--spec", str(EXAMPLES / "safegrpo-nvidia.yaml")]) == 0
     out, err = capsys.readouterr()
@@ -137,7 +147,9 @@ def test_plan_without_verl_installed_is_for_the_newest_supported_release(capsys)
     assert "warning: verl is not installed here: this is the plan for verl 0.9.1" in err
 
 
-def test_validate_fetches_verls_configuration_into_the_users_cache(tmp_path, monkeypatch, capsys):
+def test_validate_fetches_verls_configuration_into_the_users_cache(
+    tmp_path, monkeypatch, capsys, without_verl
+):
     """No manual fetch, and nothing written relative to the folder it is run from."""
     monkeypatch.delenv(CACHE_ENV)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
