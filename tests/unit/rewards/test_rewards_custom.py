@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from grpo_trainer.failures import ConfigError
 from grpo_trainer.rewards import custom
 from grpo_trainer.rewards.batching import adapt_batch, as_batch
 from grpo_trainer.rewards.sandbox import RewardLoadError
@@ -240,3 +241,25 @@ def test_concurrent_calls_from_many_threads_each_get_their_own_result(sample_fil
         results = list(pool.map(lambda t: custom.compute_score("d", t, "t7", None, **options), texts))
     assert [r["score"] for r in results] == [1.0 if t == "t7" else 0.0 for t in texts]
     assert [r["length"] for r in results] == [float(len(t)) for t in texts]
+
+
+def test_the_engine_checks_the_named_function_without_running_the_file(tmp_path: Path) -> None:
+    reward = tmp_path / "reward.py"
+    reward.write_text(
+        "raise SystemExit('never run')\n"
+        "from helpers import shared_score\n"
+        "alias = shared_score\n"
+        "def compute_score(*a, **k):\n    return 1.0\n"
+        "async def score_async(*a, **k):\n    return 1.0\n"
+    )
+    for name in ("compute_score", "score_async", "alias", "shared_score"):
+        custom.check_defines(str(reward), name)
+    with pytest.raises(
+        ConfigError, match=r"defines no 'score' \(its functions: compute_score, score_async\)"
+    ):
+        custom.check_defines(str(reward), "score")
+    reward.write_text("def compute_score(:\n")
+    with pytest.raises(ConfigError, match=r"reward\.py line 1"):
+        custom.check_defines(str(reward), "compute_score")
+    with pytest.raises(ConfigError, match="cannot read the reward file"):
+        custom.check_defines(str(tmp_path / "missing.py"), "compute_score")

@@ -38,6 +38,7 @@ registering it in `sys.modules`.
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import importlib.util
@@ -51,6 +52,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from grpo_trainer.failures import ConfigError
 from grpo_trainer.rewards.batching import adapt_batch, as_batch, rows
 from grpo_trainer.rewards.equivalence import reserve_for
 from grpo_trainer.rewards.options import float_option, int_option, str_option
@@ -100,6 +102,39 @@ def load_function(path: str, name: str) -> Callable[..., Any]:
             f"reward file {str(file)!r} defines no function {name!r}; it defines: {', '.join(defined) or 'none'}"
         )
     return function
+
+
+def check_defines(path: str, name: str) -> None:
+    """Refuse a reward file that does not parse or names no top-level `name`, without running it.
+
+    The engine checks this before it starts: the file is only parsed (its code runs in the
+    sandbox's workers, never in the trainer), so a typo in `reward.custom.function` or a syntax
+    error fails the job at once, with the names the file does define.
+    """
+    file = Path(path.removeprefix("file://")).expanduser()
+    try:
+        tree = ast.parse(file.read_text(encoding="utf-8"), filename=str(file))
+    except OSError as exc:
+        raise ConfigError(
+            f"reward.custom: cannot read the reward file {str(file)!r}: {exc.strerror or exc}"
+        ) from exc
+    except SyntaxError as exc:
+        raise ConfigError(f"reward.custom: {file.name} line {exc.lineno}: {exc.msg}") from exc
+    defined: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            defined.append(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            defined += [t.id for t in targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.ImportFrom | ast.Import):
+            defined += [(a.asname or a.name).split(".")[0] for a in node.names]
+    if name not in defined:
+        functions = [n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+        raise ConfigError(
+            f"reward.custom.function: {file.name} defines no {name!r} "
+            f"(its functions: {', '.join(functions) or 'none'})"
+        )
 
 
 def function_kind(function: Callable[..., Any], name: str = "") -> str:

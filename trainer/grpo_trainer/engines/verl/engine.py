@@ -11,6 +11,7 @@ from grpo_operator.api.v1alpha1 import ResolvedJob
 
 from ... import data, sources
 from ...failures import ConfigError, DataError
+from ...rewards.custom import check_defines
 from ...spec import Attempt
 from ..base import Checkpoint, EngineOptions, ExportResult, Findings, RunPlan, Session, Setting
 from . import checkpoints
@@ -103,6 +104,10 @@ class VerlEngine:
         pruned = checkpoints.prune(ckpt_dir, job.spec.checkpoint.keep)
         if pruned:
             log.info("deleted checkpoints beyond keep=%s: steps %s", job.spec.checkpoint.keep, pruned)
+        custom = job.spec.reward.custom
+        if custom is not None and job.paths.reward_file:
+            # Before anything heavy: verl would find a missing function minutes later, in a worker.
+            check_defines(job.paths.reward_file, custom.function)
         prepared = data.prepare(job, progress=self.options.progress)
         for warning in prepared.warnings:
             log.warning(warning)
