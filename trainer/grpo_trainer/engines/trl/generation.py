@@ -84,11 +84,18 @@ def configure(trainer: Any, path: str, *, generation_batch: int, max_length: int
     config.compile_config = CompileConfig(fullgraph=False, dynamic=False, mode="reduce-overhead")
     base = trainer.model.get_base_model() if hasattr(trainer.model, "get_base_model") else trainer.model
     if hasattr(base, "_prepare_static_cache"):
-        base._prepare_static_cache(
+        cache = base._prepare_static_cache(
             cache_implementation="static",
             batch_size=generation_batch,
             max_cache_len=max_length,
             model_kwargs={},
+        )
+        # transformers allocates a static cache on its first use, and reusing one checks its batch
+        # size, which only an allocated cache has.
+        text = base.config.get_text_config(decoder=True)
+        head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+        cache.early_initialization(
+            generation_batch, text.num_key_value_heads, head_dim, base.dtype, base.device
         )
     _fall_back_to_eager_on_failure(trainer)
 
@@ -112,6 +119,7 @@ def _fall_back_to_eager_on_failure(trainer: Any) -> None:
                 error,
             )
             make_eager(trainer)
+            trainer.generation_fallback = f"{type(error).__name__}: {error}"
             return original(*args, **kwargs)
 
     trainer._generate_single_turn = generate
