@@ -13,6 +13,7 @@ from grpo_operator.api.v1alpha1 import GRPOJob, JobPaths, ResolvedJob
 from grpo_operator.children.resolved import resolve_job
 from grpo_operator.config import Settings
 from grpo_trainer.attempt import Options, run
+from grpo_trainer.engines.base import engine_for
 from grpo_trainer.spec import Attempt
 from grpo_trainer.testing.colour_task import QUESTION, make_rows
 
@@ -94,6 +95,20 @@ def test_run_job_trains_reports_checkpoints_and_exports(
     assert record["step"] == 2
     assert Path(record["model"], "config.json").is_file()
     assert Path(record["loraAdapter"], "adapter_config.json").is_file()
+    # The post-training check (on by default): the exported model's answer to row 0, scored.
+    sample = json.loads((Path(resolved.paths.export_dir) / "sample.json").read_text())
+    assert sample["source"] == "training row 0 (the job has no validation set)"
+    assert (sample["step"], sample["model"]) == (2, record["model"])
+    assert sample["prompt"] == QUESTION
+    assert set(sample["rewards"]) == {"formatting_reward_func", "correctness_reward_func"}
+    assert sample["reward"] == sum(sample["rewards"].values())
+    assert sample["generation"]["max_new_tokens"] == 16  # dataset.maxResponseLength
+    # A later attempt (training complete, say the status patch was lost) reports the same export.
+    again = engine_for("trl").export(resolved)
+    assert again is not None
+    assert again.skipped
+    assert again.sample is not None
+    assert (again.sample.response, again.sample.reward) == (sample["response"], sample["reward"])
 
 
 def test_a_bad_override_is_a_configuration_error(
