@@ -100,3 +100,33 @@ def vocab_test_cases(vocab_file: str | os.PathLike[str]) -> list[tuple[str, list
     # The .inp file ends with a separator; the .out file has one line per text.
     texts = texts[: len(ids)]
     return [(text, [int(v) for v in line.split()]) for text, line in zip(texts, ids, strict=True)]
+
+
+def cached_qwen_tokenizer(vocab_file: str | os.PathLike[str], cache_dir: str | os.PathLike[str]) -> Any:
+    """`build_qwen_tokenizer`, saved under `cache_dir` the first time (reading the 300,000 strings
+    of the vocabulary file takes tens of seconds; loading the saved tokenizer, one)."""
+    from transformers import PreTrainedTokenizerFast
+
+    folder = Path(cache_dir)
+    if (folder / "tokenizer.json").is_file():
+        return PreTrainedTokenizerFast.from_pretrained(folder)
+    tokenizer = build_qwen_tokenizer(vocab_file)
+    staging = folder.with_name(folder.name + ".partial")
+    tokenizer.save_pretrained(staging)
+    staging.rename(folder)
+    return tokenizer
+
+
+def build_qwen_vlm(out_dir: str | os.PathLike[str], tokenizer: Any, shape: Any, *, seed: int = 0) -> Path:
+    """A random Qwen3-VL of `shape` with Qwen's tokenizer, saved as a Hugging Face folder."""
+    from dataclasses import replace
+
+    from .tiny_vlm import build_model, build_processor
+
+    shape = replace(shape, vocab_size=QWEN_VOCAB_SIZE)
+    processor = build_processor(tokenizer, patch_size=shape.patch_size)
+    model = build_model(shape, tokenizer, seed=seed)
+    target = Path(out_dir)
+    model.save_pretrained(target)
+    processor.save_pretrained(target)
+    return target
