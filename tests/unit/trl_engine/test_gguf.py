@@ -191,5 +191,45 @@ def test_llama_cpp_loads_both_files_and_answers(exported: GgufFiles, tools: Tool
     )
     log = result.stdout + result.stderr
     assert result.returncode == 0, log[-3000:]
-    assert "image" in log.lower()
-    assert "decoded" in log.lower() or "encoded" in log.lower(), log[-3000:]
+    assert "batch encoding done" in log, log[-3000:]  # the image went through the projector file
+    # The answer (a random model's words) is what the program prints on stdout.
+    assert result.stdout.strip(), log[-3000:]
+
+
+def test_a_trl_job_ends_with_gguf_files_and_a_sample(
+    model_dir: Path, tools: Tools, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`grpo-train run`'s TRL path with spec.export.gguf: training, the merged model, its GGUF files
+    (q8_0: the converter's own quantization, no llama-quantize), the sample, and the outputs a
+    later attempt reports."""
+    from grpo_operator.api.v1alpha1.spec import GgufExport
+    from grpo_trainer.attempt import Options, outputs_status, run
+    from grpo_trainer.engines.base import engine_for
+    from grpo_trainer.spec import Attempt
+
+    from .test_run_job import job, verl_parquet
+
+    monkeypatch.delenv("GRPO_METRICS_FILE", raising=False)
+    monkeypatch.setenv("GRPO_LLAMA_CPP_DIR", str(tools.root))
+    resolved = job(tmp_path, model_dir, verl_parquet(tmp_path / "train.parquet", 4))
+    export = resolved.spec.export.model_copy(update={"gguf": GgufExport(quantization="q8_0")})
+    resolved = resolved.model_copy(update={"spec": resolved.spec.model_copy(update={"export": export})})
+    attempt = Attempt("colours", "default", 1, Path(resolved.paths.metrics_dir) / "attempt-1.jsonl")
+
+    assert run(resolved, attempt, Options(report=False)) == 0
+
+    gguf_dir = Path(resolved.paths.export_dir) / "gguf"
+    assert sorted(p.name for p in gguf_dir.iterdir()) == ["mmproj-f16.gguf", "model-q8_0.gguf"]
+    meta = fields(GGUFReader(gguf_dir / "model-q8_0.gguf"))
+    assert (meta["general.architecture"], meta["general.file_type"]) == ("qwen3vl", LlamaFileType.MOSTLY_Q8_0)
+    assert (Path(resolved.paths.export_dir) / "sample.json").is_file()
+    result = engine_for("trl").export(resolved)
+    assert result is not None
+    assert result.skipped
+    outputs = outputs_status(result).to_wire()
+    assert outputs["gguf"] == {
+        "model": str(gguf_dir / "model-q8_0.gguf"),
+        "projector": str(gguf_dir / "mmproj-f16.gguf"),
+        "quantization": "q8_0",
+    }
+    assert outputs["sample"]["file"] == str(Path(resolved.paths.export_dir) / "sample.json")
