@@ -119,3 +119,21 @@ def test_a_bad_override_is_a_configuration_error(
     attempt = Attempt("colours", "default", 1, tmp_path / "attempt-1.jsonl")
     assert run(resolved, attempt, Options(report=False)) == 3
     assert "GRPO_FAILURE" in capsys.readouterr().err
+
+
+def test_gguf_without_the_tools_fails_before_training(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from grpo_operator.api.v1alpha1.spec import GgufExport
+
+    monkeypatch.setenv("GRPO_LLAMA_CPP_DIR", str(tmp_path / "no-tools"))
+    resolved = job(tmp_path, tiny_model_dir, verl_parquet(tmp_path / "train.parquet", 4))
+    export = resolved.spec.export.model_copy(update={"gguf": GgufExport()})
+    resolved = resolved.model_copy(update={"spec": resolved.spec.model_copy(update={"export": export})})
+    attempt = Attempt("colours", "default", 1, tmp_path / "attempt-1.jsonl")
+    assert run(resolved, attempt, Options(report=False)) == 3
+    failure = json.loads(capsys.readouterr().err.split("GRPO_FAILURE ", 1)[1].splitlines()[0])
+    assert failure["message"].startswith("export.gguf: llama.cpp's GGUF tools are not installed here")
+    assert not Path(resolved.paths.checkpoint_dir).exists() or not any(
+        Path(resolved.paths.checkpoint_dir).iterdir()
+    )
