@@ -427,6 +427,7 @@ def main() -> None:
             model.save_pretrained(folder)
             processor.save_pretrained(folder)
             model.config._name_or_path = str(folder)
+            model.name_or_path = str(folder)
         say(f"part 2: {args.steps} GRPO steps through the engine, generation={path}")
         try:
             report["engine"][path], model = part_engine(model, processor, rows, path, args, cuda)

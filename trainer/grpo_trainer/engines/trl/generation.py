@@ -94,8 +94,11 @@ def configure(trainer: Any, path: str, *, generation_batch: int, max_length: int
         # size, which only an allocated cache has.
         text = base.config.get_text_config(decoder=True)
         head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+        # Keys and values come out of the base weights' projections, in the weights' dtype (LoRA's
+        # own parameters may be fp32).
+        weights = base.get_input_embeddings().weight
         cache.early_initialization(
-            generation_batch, text.num_key_value_heads, head_dim, base.dtype, base.device
+            generation_batch, text.num_key_value_heads, head_dim, weights.dtype, weights.device
         )
     _fall_back_to_eager_on_failure(trainer)
 
