@@ -505,6 +505,7 @@ class SampleCheck(ApiModel):
     """One generation after the export, recorded beside the model and summarised in status (trl engine)."""
 
     enabled: bool = True
+    """Run the check (it needs export.huggingFace: the merged model generates)."""
     row: Annotated[int, Field(ge=0, le=1000000)] = 0
     """Row of the validation set (of the training set when there is none) whose image and prompt are used."""
     max_new_tokens: Annotated[int, Field(ge=1, le=262144)] | None = None
@@ -512,6 +513,7 @@ class SampleCheck(ApiModel):
     temperature: Annotated[float, Field(ge=0, le=10)] = 0.7
     """Sampling temperature (the seed's check: 0.7 with min_p 0.1); 0 decodes greedily."""
     min_p: Annotated[float, Field(ge=0, le=1)] = 0.1
+    """Drop tokens less likely than this share of the most likely one's probability (0: off)."""
 
 
 class ExportSpec(ApiModel):

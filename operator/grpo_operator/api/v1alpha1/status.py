@@ -93,6 +93,7 @@ class GgufOutputs(ApiModel):
     projector: VolumePath
     """The vision projector (mmproj) file."""
     quantization: Annotated[str, Field(max_length=16)]
+    """The language model file's type (spec.export.gguf.quantization)."""
 
 
 class SampleOutput(ApiModel):
@@ -105,6 +106,7 @@ class SampleOutput(ApiModel):
     reward: float | None = None
     """The job's reward for the response, where the row has an answer."""
     file: VolumePath
+    """The whole record (sample.json beside the exported model)."""
 
 
 class Outputs(ApiModel):
@@ -117,7 +119,9 @@ class Outputs(ApiModel):
     lora_adapter: VolumePath | None = None
     """The LoRA adapter folder, to apply to the base model."""
     gguf: GgufOutputs | None = None
+    """The GGUF files, when spec.export.gguf asked for them."""
     sample: SampleOutput | None = None
+    """The post-training check (spec.export.sample)."""
 
 
 class Progress(ApiModel):
