@@ -24,7 +24,11 @@ help:
 	@echo "make lint         ruff check, format check and the import-layer contracts (part of make test)"
 	@echo "make images       build the operator and trainer images (Docker)"
 
+# llama.cpp's GGUF tools for the TRL engine's export: built from the llama-cpp-python sdist only
+# when .cache/llama.cpp-<version> has no finished build (13 CPU-minutes: ~7 min on an idle 2-core
+# machine, once per version and fresh clone; it prints its steps).
 install: $(VENV)/.installed
+	$(PY) -m grpo_trainer.engines.trl.gguf_tools install
 
 # The CUDA image's verl, for the contract tests against verl's own code (tests/unit/verl_contract).
 VERL_VERSION := $(shell sed -n 's/^CUDA_VERL_VERSION=//p' images/versions.env)
@@ -36,8 +40,9 @@ $(VENV)/.installed: pyproject.toml images/versions.env
 	$(PY) -m pip install --quiet --upgrade pip
 	# trl-cpu: torch and TRL for the TRL engine's CPU tests (PyPI's Linux torch, ~2.7 GB, once);
 	# verl-cpu: what verl's dataset, reward loop, agent loop and checkpoint code import.
+	# gguf: the GGUF export's reader and the converter's sentencepiece.
 	# One line per package it fetches, so a first install is not minutes of silence.
-	$(PY) -m pip install --progress-bar off -e '.[dev,trl-cpu,verl-cpu]' | { grep --line-buffered -E '^(Collecting|Successfully installed)' | cut -c1-120 || true; }
+	$(PY) -m pip install --progress-bar off -e '.[dev,trl-cpu,verl-cpu,gguf]' | { grep --line-buffered -E '^(Collecting|Successfully installed)' | cut -c1-120 || true; }
 	# verl without its declared dependencies (vLLM and the CUDA stack), which CPU tests do not need.
 	$(PY) -m pip install --quiet --no-deps 'verl==$(VERL_VERSION)'
 	touch $@

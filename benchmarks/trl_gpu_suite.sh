@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Every GPU check of the TRL engine, for one device call: `memory` (Qwen3-VL-4B shapes, seed
-# recipe), `learning` (colour task, vision LoRA vs frozen control), `resume` (crash + resume in a
-# second process). Results go to the folder named first.
+# Every GPU check of the TRL engine, for one device call each (<= 9 minutes): `generation` (the
+# rollout paths side by side at the seed's shapes), `memory` (Qwen3-VL-4B shapes, seed recipe,
+# adamw_torch vs adamw_8bit), `learning` (colour task, vision LoRA vs the frozen-vision control) and
+# `resume` (crash + resume in a second process). Results go to the folder named first.
+#   eval "$(bash benchmarks/gpu_stack.sh env)"      # the carried stack: vLLM, TRL, bitsandbytes, ...
+#   bash benchmarks/trl_gpu_suite.sh OUTDIR generation
 #   bash benchmarks/trl_gpu_suite.sh OUTDIR learning resume
 #   bash benchmarks/trl_gpu_suite.sh OUTDIR memory
 set -u
@@ -10,6 +13,7 @@ shift
 work=/tmp/trl-gpu-work
 mkdir -p "$out" "$work"
 export PYTHONPATH="$PWD/trainer:$PWD/operator${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 TRL_EXPERIMENTAL_SILENCE=1
+export VLLM_USE_FLASHINFER_SAMPLER=${VLLM_USE_FLASHINFER_SAMPLER:-0}
 summary="$out/summary.txt"
 {
   date -u +%FT%TZ
@@ -17,14 +21,23 @@ summary="$out/summary.txt"
   python3 -c 'import torch, transformers, trl, peft, accelerate, datasets
 print("torch", torch.__version__, "transformers", transformers.__version__, "trl", trl.__version__,
       "peft", peft.__version__, "accelerate", accelerate.__version__, "datasets", datasets.__version__)'
+  python3 -c 'import vllm; print("vllm", vllm.__version__)' 2>/dev/null || echo "vllm: not importable"
+  python3 -c 'import bitsandbytes; print("bitsandbytes", bitsandbytes.__version__)' 2>/dev/null \
+    || echo "bitsandbytes: not importable"
 } >> "$summary" 2>&1
 
 for part in "$@"; do
   start=$(date +%s)
   case "$part" in
+    generation)
+      # Its own budget (510 s) skips what would not finish; the timeout is the backstop.
+      timeout 560 python3 benchmarks/trl_generation.py --out "$work/generation" > "$work/generation.log" 2>&1
+      rc=$?; cp "$work/generation/generation.json" "$work/generation/generation.png" "$out/" 2>/dev/null ;;
     memory)
-      timeout 540 python3 benchmarks/trl_memory_4b.py --out "$work/memory" > "$work/memory.log" 2>&1
-      rc=$?; cp "$work/memory/memory-4b.json" "$work/memory/memory-steps.jsonl" "$out/" 2>/dev/null ;;
+      # 1024 + 1024 tokens; two optimisers x 2 steps, rollouts compiled so both fit one call.
+      timeout 540 python3 benchmarks/trl_memory_4b.py --out "$work/memory" --steps 2 --generation compiled \
+        > "$work/memory.log" 2>&1
+      rc=$?; cp "$work/memory/memory-4b.json" "$work"/memory/memory-steps-*.jsonl "$out/" 2>/dev/null ;;
     learning)
       timeout 360 python3 benchmarks/trl_learning.py --out "$work/learning" > "$work/learning.log" 2>&1
       rc=$?; cp "$work/learning/learning.json" "$work/learning/learning.png" "$out/" 2>/dev/null ;;

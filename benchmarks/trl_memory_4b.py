@@ -6,14 +6,21 @@ the values), LoRA r=16 on the vision encoder, projector and language layers, G=2
 checkpointing, bf16: the third seed's configuration through the engine's own code path. A random
 model never emits its end token, so every completion runs to the full length, the worst case.
 
+One run per optimiser in `--optims` (default: `adamw_torch` then `adamw_8bit`, the seed's, which
+needs bitsandbytes), on the same model, so the optimiser's memory effect is read off one process:
+peak allocated per run and the optimiser state's size. `--generation` picks the engine's rollout
+path (`compiled` shortens the run; the memory peak is in the loss and backward either way).
+
     PYTHONPATH=trainer:operator python benchmarks/trl_memory_4b.py --out /tmp/mem4b
     PYTHONPATH=trainer:operator python benchmarks/trl_memory_4b.py --shape tiny --steps 2 \
-        --prompt-tokens 64 --completion-tokens 8 --image-side 64 --out /tmp/mem-smoke   # CPU smoke
+        --prompt-tokens 64 --completion-tokens 8 --image-side 64 --optims adamw_torch \
+        --out /tmp/mem-smoke   # CPU smoke
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -76,41 +83,24 @@ def random_reward(prompts: list[Any], completions: list[Any], **kwargs: Any) -> 
     return [random.random() for _ in completions]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--shape", choices=["4b", "tiny"], default="4b")
-    parser.add_argument("--steps", type=int, default=6)
-    parser.add_argument("--prompt-tokens", type=int, default=1024)
-    parser.add_argument("--completion-tokens", type=int, default=1024)
-    parser.add_argument("--image-side", type=int, default=448)
-    parser.add_argument("--no-gradient-checkpointing", action="store_true")
-    args = parser.parse_args()
-
+def run_once(
+    model: Any, processor: Any, args: argparse.Namespace, optim: str, out: Path, cuda: bool
+) -> tuple[dict[str, Any], Any]:
+    """Train `args.steps` steps with one optimiser; return the report and the model without LoRA."""
     import torch
     from grpo_trainer.engines.trl.metrics import read_records
     from grpo_trainer.engines.trl.runner import RunRequest, train
     from grpo_trainer.engines.trl.settings import TrlSettings
-    from grpo_trainer.testing.tiny_vlm import QWEN3_VL_4B, TINY, build_model, build_processor, build_tokenizer
     from transformers import TrainerCallback
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    cuda = torch.cuda.is_available()
-    device = torch.device("cuda" if cuda else "cpu")
-    shape = QWEN3_VL_4B if args.shape == "4b" else TINY
-
-    tokenizer = build_tokenizer(vocab_size=shape.vocab_size)
-    processor = build_processor(tokenizer, patch_size=shape.patch_size, max_image_side=args.image_side)
-    started = time.perf_counter()
-    with device:
-        model = build_model(shape, tokenizer, dtype=torch.bfloat16 if cuda else torch.float32)
-    build_seconds = time.perf_counter() - started
-    weights_bytes = torch.cuda.memory_allocated() if cuda else 0
-    total_params = sum(p.numel() for p in model.parameters())
-
+    run_dir = out / optim
+    for stale in ("_cache", "_compiled_call", "_last_compile_config"):  # a previous run's compiled decoding
+        if hasattr(model, stale):
+            delattr(model, stale)
     samples: list[dict[str, float]] = []
     generation_seconds = time_generation(cuda)
+    steps_file = out / f"memory-steps-{optim}.jsonl"
+    steps_file.unlink(missing_ok=True)
 
     class MemoryProbe(TrainerCallback):
         def on_train_begin(
@@ -133,45 +123,48 @@ def main() -> None:
                     }
                 )
                 # Written as it goes, so a run cut short by a time limit still leaves its numbers.
-                with (out / "memory-steps.jsonl").open("a", encoding="utf-8") as handle:
+                with steps_file.open("a", encoding="utf-8") as handle:
                     handle.write(json.dumps(samples[-1]) + "\n")
 
     settings = replace(
         TrlSettings(),
-        output_dir=str(out / "checkpoints"),
+        output_dir=str(run_dir / "checkpoints"),
         max_steps=args.steps,
         save_steps=10**6,
         max_prompt_length=args.prompt_tokens,
         max_completion_length=args.completion_tokens,
         bf16=cuda,
         gradient_checkpointing=not args.no_gradient_checkpointing,
+        optim=optim,
+        generation=args.generation,
     )
+    if cuda:
+        torch.cuda.empty_cache()
     request = RunRequest(
         settings=settings,
         model_path="(built in memory)",
         rows=filler_rows(processor, args.steps, args.prompt_tokens, args.image_side),
         reward_funcs=[random_reward],
-        metrics_path=str(out / "metrics.jsonl"),
+        metrics_path=str(run_dir / "metrics.jsonl"),
         resume="never",
         policy=(model, processor),
         callbacks=[MemoryProbe()],
     )
     result = train(request)
-
-    steps = [r for r in read_records(out / "metrics.jsonl") if "data" in r]
+    optimizer_state_bytes = sum(
+        value.numel() * value.element_size()
+        for state in result.trainer.optimizer.state.values()
+        for value in state.values()
+        if torch.is_tensor(value)
+    )
+    steps = [r for r in read_records(run_dir / "metrics.jsonl") if "data" in r]
     step_seconds = [r["data"]["timing_s/step"] for r in steps if "timing_s/step" in r["data"]]
     steady = step_seconds[1:] or step_seconds
     report = {
-        "shape": args.shape,
-        "device": torch.cuda.get_device_name() if cuda else "cpu",
-        "torch": torch.__version__,
-        "total_params": total_params,
+        "optim": optim,
+        "generation": args.generation,
         "trainable_params": samples[0]["trainable_params"] if samples else None,
-        "weights_gib": weights_bytes / GIB,
-        "model_build_seconds": build_seconds,
-        "prompt_tokens": args.prompt_tokens,
-        "completion_tokens": args.completion_tokens,
-        "gradient_checkpointing": not args.no_gradient_checkpointing,
+        "optimizer_state_gib": optimizer_state_bytes / GIB,
         "global_step": result.global_step,
         "step_seconds": step_seconds,
         "mean_step_seconds_after_first": sum(steady) / len(steady) if steady else None,
@@ -182,12 +175,89 @@ def main() -> None:
         "memory_by_step": samples[1:],
         "peak_allocated_gib": max((s["peak_allocated_gib"] for s in samples[1:]), default=None),
         "peak_reserved_gib": max((s["peak_reserved_gib"] for s in samples[1:]), default=None),
+        "generation_fell_back_to_eager": getattr(result.trainer, "generation_fallback", None),
         "trl_timings_last_step": {k: v for k, v in steps[-1]["data"].items() if "time" in k.lower()}
         if steps
         else {},
     }
+    base = result.trainer.model.unload()
+    del result
+    gc.collect()
+    if cuda:
+        torch.cuda.empty_cache()
+    return report, base
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--shape", choices=["4b", "tiny"], default="4b")
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--prompt-tokens", type=int, default=1024)
+    parser.add_argument("--completion-tokens", type=int, default=1024)
+    parser.add_argument("--image-side", type=int, default=448)
+    parser.add_argument("--no-gradient-checkpointing", action="store_true")
+    parser.add_argument(
+        "--optims",
+        default="adamw_torch,adamw_8bit",
+        help="optimisers, one run each on the same model (adamw_8bit needs bitsandbytes)",
+    )
+    parser.add_argument(
+        "--generation", default="eager", help="the engine's rollout path (eager, compiled, vllm)"
+    )
+    args = parser.parse_args()
+
+    import torch
+    from grpo_trainer.testing.tiny_vlm import QWEN3_VL_4B, TINY, build_model, build_processor, build_tokenizer
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    shape = QWEN3_VL_4B if args.shape == "4b" else TINY
+
+    tokenizer = build_tokenizer(vocab_size=shape.vocab_size)
+    processor = build_processor(tokenizer, patch_size=shape.patch_size, max_image_side=args.image_side)
+    started = time.perf_counter()
+    with device:
+        model = build_model(shape, tokenizer, dtype=torch.bfloat16 if cuda else torch.float32)
+    report: dict[str, Any] = {
+        "shape": args.shape,
+        "device": torch.cuda.get_device_name() if cuda else "cpu",
+        "torch": torch.__version__,
+        "total_params": sum(p.numel() for p in model.parameters()),
+        "weights_gib": torch.cuda.memory_allocated() / GIB if cuda else 0,
+        "model_build_seconds": time.perf_counter() - started,
+        "prompt_tokens": args.prompt_tokens,
+        "completion_tokens": args.completion_tokens,
+        "gradient_checkpointing": not args.no_gradient_checkpointing,
+        "runs": {},
+    }
+    for optim in [o for o in args.optims.split(",") if o]:
+        print(f"[memory] {optim}: {args.steps} steps", flush=True)
+        try:
+            report["runs"][optim], model = run_once(model, processor, args, optim, out, cuda)
+        except Exception as error:  # e.g. bitsandbytes missing: the other optimiser's numbers still count
+            report["runs"][optim] = {"error": f"{type(error).__name__}: {error}"}
+            print(f"[memory] {optim} failed: {error}", flush=True)
+            break
+        (out / "memory-4b.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    runs = report["runs"]
+    if all(
+        isinstance(runs.get(o), dict) and "peak_allocated_gib" in runs[o]
+        for o in ("adamw_torch", "adamw_8bit")
+    ):
+        torch_peak, bnb_peak = (
+            runs["adamw_torch"]["peak_allocated_gib"],
+            runs["adamw_8bit"]["peak_allocated_gib"],
+        )
+        report["adamw_8bit_saves_gib"] = (
+            None if torch_peak is None or bnb_peak is None else torch_peak - bnb_peak
+        )
     (out / "memory-4b.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
-    print(json.dumps({k: v for k, v in report.items() if k not in ("memory_by_step",)}, indent=2))
+    print(json.dumps({k: v for k, v in report.items() if k != "runs"}, indent=2))
+    for optim, run in runs.items():
+        print(optim, json.dumps({k: v for k, v in run.items() if k != "memory_by_step"}))
 
 
 if __name__ == "__main__":

@@ -201,11 +201,17 @@ def test_a_job_trains_reports_and_exports(
 
     # The export is on the claim, named in status as the pods see it.
     folder = job_folder(cluster, namespace, name, done)
-    assert done["outputs"] == {
+    outputs = dict(done["outputs"])
+    sample = outputs.pop("sample")  # the post-training check, on by default (spec.export.sample)
+    assert outputs == {
         "step": STEPS,
         "model": f"/grpo/checkpoints/{name}/export/model",
         "loraAdapter": f"/grpo/checkpoints/{name}/export/lora-adapter",
     }
+    assert sample["file"] == f"/grpo/checkpoints/{name}/export/sample.json"
+    assert sample["prompt"] == "what colour is the square ?"
+    assert 0.0 <= float(sample["reward"]) <= 1.0
+    assert (folder / "export" / "sample.json").is_file()
     assert (folder / "export" / "model" / "config.json").is_file()
     assert (folder / "export" / "lora-adapter" / "adapter_config.json").is_file()
 

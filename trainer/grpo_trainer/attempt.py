@@ -21,9 +21,9 @@ from pathlib import Path
 
 from grpo_operator.api.contract import COMPLETE_FILE, MOUNT_ROOT, OK, UNKNOWN, Failure, attempt_log_file
 from grpo_operator.api.v1alpha1 import ResolvedJob
-from grpo_operator.api.v1alpha1.status import LogStatus, Outputs
+from grpo_operator.api.v1alpha1.status import GgufOutputs, LogStatus, Outputs, SampleOutput
 
-from .engines.base import Engine, EngineOptions, engine_for
+from .engines.base import Engine, EngineOptions, ExportResult, engine_for
 from .failures import TrainerError
 from .kube import KubeStatusWriter, StatusWriter
 from .logfile import AttemptLog
@@ -98,17 +98,45 @@ def _export(engine: Engine, job: ResolvedJob, writer: StatusWriter | None) -> in
     if result is None:
         return OK
     log.info("exported step %s: model=%s adapter=%s", result.step, result.model, result.lora_adapter)
+    if result.gguf is not None:
+        log.info("GGUF: %s + %s (%s)", result.gguf.model, result.gguf.projector, result.gguf.quantization)
     if writer is not None:
-        outputs = Outputs(
-            step=result.step,
-            model=job.pod_path(result.model) if result.model else None,
-            lora_adapter=job.pod_path(result.lora_adapter) if result.lora_adapter else None,
-        )
+        outputs = outputs_status(result, job.pod_path)
         try:
             writer.patch_status({"status": {"outputs": outputs.to_wire()}})
         except Exception as exc:  # the export is on the volume either way; status is a convenience
             log.warning("could not record the outputs in the job's status: %s", exc)
     return OK
+
+
+def outputs_status(result: ExportResult, pod_path: Callable[[str], str] = str) -> Outputs:
+    """status.outputs from an engine's export: paths as the pods name them, the sample's text cut
+    to what status holds."""
+    gguf = sample = None
+    if result.gguf is not None:
+        gguf = GgufOutputs(
+            model=pod_path(result.gguf.model),
+            projector=pod_path(result.gguf.projector),
+            quantization=result.gguf.quantization,
+        )
+    if result.sample is not None:
+        sample = SampleOutput(
+            prompt=_excerpt(result.sample.prompt, 256),
+            response=_excerpt(result.sample.response, 512),
+            reward=result.sample.reward,
+            file=pod_path(result.sample.path),
+        )
+    return Outputs(
+        step=result.step,
+        model=pod_path(result.model) if result.model else None,
+        lora_adapter=pod_path(result.lora_adapter) if result.lora_adapter else None,
+        gguf=gguf,
+        sample=sample,
+    )
+
+
+def _excerpt(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # --- status reports --------------------------------------------------------------------------

@@ -78,6 +78,16 @@ SPEC_RULES: list[dict[str, str]] = [
         "rule": "self.engine.name != 'trl' || has(self.engine.lora)",
         "message": "engine.name=trl trains LoRA adapters: set engine.lora",
     },
+    {
+        "rule": "self.engine.name == 'trl' || !has(self.export.gguf)",
+        "message": "export.gguf is written by the trl engine; verl exports a Hugging Face model only "
+        "(convert export/model with llama.cpp, or use engine.name=trl)",
+    },
+    {
+        "rule": "self.engine.name == 'trl' || self.rollout.generation == 'auto'",
+        "message": "rollout.generation chooses the trl engine's generation path; verl generates with "
+        "rollout.engine (leave rollout.generation at auto)",
+    },
 ]
 
 

@@ -29,8 +29,9 @@ PREFIXES = {"OPERATOR_": "operator", "CUDA_": "cuda", "ASCEND_": "ascend", "SEED
 # Build settings, not versions: they may differ per build machine.
 TUNING_ARGS = {"MAX_JOBS"}
 # Pinned in the CUDA image but not in the train-cuda extra: flash-attn compiles against the
-# installed torch (--no-build-isolation), which an extra cannot express.
-IMAGE_ONLY = {"flash-attn"}
+# installed torch (--no-build-isolation), which an extra cannot express; llama-cpp-python is not
+# installed at all, only its sdist's vendored llama.cpp built (grpo_trainer/engines/trl/gguf_tools.py).
+IMAGE_ONLY = {"flash-attn", "llama-cpp-python"}
 TRAINERS = ("cuda", "ascend", "ascend-a2-seed")
 UNIQUE_DOCKERFILES = sorted(set(DOCKERFILES.values()))
 

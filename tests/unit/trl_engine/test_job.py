@@ -74,3 +74,51 @@ def test_kl_in_the_reward_is_refused() -> None:
 def test_kl_in_the_loss_becomes_beta() -> None:
     job = resolve_manifest(manifest(kl={"coefficient": 0.04, "placement": "loss"}))
     assert settings_from_job(job).beta == 0.04
+
+
+def _with(spec_update: dict[str, object], accelerator: str = "nvidia") -> dict[str, object]:
+    body = manifest()
+    spec = body["spec"]
+    assert isinstance(spec, dict)
+    spec.update(spec_update)
+    spec["resources"] = {"accelerator": accelerator, "devicesPerNode": 1, "nodes": 1}
+    return body
+
+
+@pytest.mark.parametrize(
+    ("accelerator", "choice", "path"),
+    [("nvidia", "auto", "compiled"), ("cpu", "auto", "eager"), ("nvidia", "eager", "eager")],
+)
+def test_rollout_generation_picks_the_path(accelerator: str, choice: str, path: str) -> None:
+    job = resolve_manifest(_with({"rollout": {"generation": choice}}, accelerator))
+    settings = settings_from_job(job)
+    grpo, _ = build_trl_config(settings)
+    assert settings.generation == path
+    assert grpo.get("cache_implementation") == ("static" if path == "compiled" else None)
+    assert "use_vllm" not in grpo
+
+
+def test_vllm_generation_is_trls_colocated_vllm_sized_by_the_spec() -> None:
+    job = resolve_manifest(_with({"rollout": {"generation": "vllm", "gpuMemoryUtilization": 0.25}}))
+    grpo, _ = build_trl_config(settings_from_job(job))
+    assert (grpo["use_vllm"], grpo["vllm_mode"], grpo["vllm_gpu_memory_utilization"]) == (
+        True,
+        "colocate",
+        0.25,
+    )
+    assert grpo["vllm_max_model_length"] == 2048 + 2048
+
+
+def test_the_plan_says_how_rollouts_are_generated_and_what_is_exported() -> None:
+    from grpo_trainer.engines.base import EngineOptions
+    from grpo_trainer.engines.trl.engine import TrlEngine
+    from grpo_trainer.spec import Attempt
+
+    job = load_job(EXAMPLE)
+    plan = TrlEngine(EngineOptions()).plan(job, Attempt("t", "default", 1, Path("/tmp/m.jsonl")))
+    settings = {s.key: s for s in plan.settings}
+    assert settings["generation"].value == "compiled"
+    assert "CUDA-graph" in settings["generation"].why
+    assert settings["cache_implementation"].value == "static"
+    assert settings["export.gguf"].value == "q4_k_m + mmproj f16"
+    assert settings["export.sample"].value == "row 0"

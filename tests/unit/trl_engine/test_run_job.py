@@ -13,6 +13,7 @@ from grpo_operator.api.v1alpha1 import GRPOJob, JobPaths, ResolvedJob
 from grpo_operator.children.resolved import resolve_job
 from grpo_operator.config import Settings
 from grpo_trainer.attempt import Options, run
+from grpo_trainer.engines.base import engine_for
 from grpo_trainer.spec import Attempt
 from grpo_trainer.testing.colour_task import QUESTION, make_rows
 
@@ -94,6 +95,20 @@ def test_run_job_trains_reports_checkpoints_and_exports(
     assert record["step"] == 2
     assert Path(record["model"], "config.json").is_file()
     assert Path(record["loraAdapter"], "adapter_config.json").is_file()
+    # The post-training check (on by default): the exported model's answer to row 0, scored.
+    sample = json.loads((Path(resolved.paths.export_dir) / "sample.json").read_text())
+    assert sample["source"] == "training row 0 (the job has no validation set)"
+    assert (sample["step"], sample["model"]) == (2, record["model"])
+    assert sample["prompt"] == QUESTION
+    assert set(sample["rewards"]) == {"formatting_reward_func", "correctness_reward_func"}
+    assert sample["reward"] == sum(sample["rewards"].values())
+    assert sample["generation"]["max_new_tokens"] == 16  # dataset.maxResponseLength
+    # A later attempt (training complete, say the status patch was lost) reports the same export.
+    again = engine_for("trl").export(resolved)
+    assert again is not None
+    assert again.skipped
+    assert again.sample is not None
+    assert (again.sample.response, again.sample.reward) == (sample["response"], sample["reward"])
 
 
 def test_a_bad_override_is_a_configuration_error(
@@ -104,3 +119,21 @@ def test_a_bad_override_is_a_configuration_error(
     attempt = Attempt("colours", "default", 1, tmp_path / "attempt-1.jsonl")
     assert run(resolved, attempt, Options(report=False)) == 3
     assert "GRPO_FAILURE" in capsys.readouterr().err
+
+
+def test_gguf_without_the_tools_fails_before_training(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from grpo_operator.api.v1alpha1.spec import GgufExport
+
+    monkeypatch.setenv("GRPO_LLAMA_CPP_DIR", str(tmp_path / "no-tools"))
+    resolved = job(tmp_path, tiny_model_dir, verl_parquet(tmp_path / "train.parquet", 4))
+    export = resolved.spec.export.model_copy(update={"gguf": GgufExport()})
+    resolved = resolved.model_copy(update={"spec": resolved.spec.model_copy(update={"export": export})})
+    attempt = Attempt("colours", "default", 1, tmp_path / "attempt-1.jsonl")
+    assert run(resolved, attempt, Options(report=False)) == 3
+    failure = json.loads(capsys.readouterr().err.split("GRPO_FAILURE ", 1)[1].splitlines()[0])
+    assert failure["message"].startswith("export.gguf: llama.cpp's GGUF tools are not installed here")
+    assert not Path(resolved.paths.checkpoint_dir).exists() or not any(
+        Path(resolved.paths.checkpoint_dir).iterdir()
+    )

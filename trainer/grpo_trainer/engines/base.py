@@ -80,12 +80,33 @@ class Checkpoint:
 
 
 @dataclass(frozen=True)
+class GgufFiles:
+    """The GGUF export: the language model file and its vision projector (mmproj)."""
+
+    model: str
+    projector: str
+    quantization: str
+
+
+@dataclass(frozen=True)
+class SampleSummary:
+    """The post-training check in short; the whole record is the JSON file at `path`."""
+
+    prompt: str
+    response: str
+    reward: float | None
+    path: str
+
+
+@dataclass(frozen=True)
 class ExportResult:
     step: int
     model: str | None
     lora_adapter: str | None
     skipped: bool = False
     """A finished export of the same step was already there."""
+    gguf: GgufFiles | None = None
+    sample: SampleSummary | None = None
 
 
 @dataclass(frozen=True)

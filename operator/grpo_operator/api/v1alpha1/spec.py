@@ -207,6 +207,12 @@ class RolloutSpec(ApiModel):
     """Release the KV cache between rollout and training."""
     temperature: Annotated[float, Field(ge=0, le=10)] = 1.0
     """Sampling temperature during training rollouts."""
+    generation: Literal["auto", "eager", "compiled", "vllm"] = "auto"
+    """How the trl engine generates rollouts: eager (transformers' generate, step by step), compiled
+    (a static KV cache and torch.compile'd CUDA-graph decoding: the same sampling, much less launch
+    overhead), vllm (TRL's colocated vLLM: a second copy of the weights, adapters merged into it,
+    rollouts corrected by importance sampling), or auto (compiled on CUDA, eager elsewhere). verl
+    always generates with rollout.engine; leave this at auto there."""
 
 
 class LoraSpec(ApiModel):
@@ -464,13 +470,74 @@ class LoggingSpec(ApiModel):
     """Write TensorBoard event files next to the checkpoints."""
 
 
+GgufQuantization = Literal[
+    "q2_k",
+    "q3_k_s",
+    "q3_k_m",
+    "q3_k_l",
+    "q4_0",
+    "q4_1",
+    "q4_k_s",
+    "q4_k_m",
+    "q5_0",
+    "q5_1",
+    "q5_k_s",
+    "q5_k_m",
+    "q6_k",
+    "q8_0",
+    "bf16",
+    "f16",
+    "f32",
+]
+
+
+class GgufExport(ApiModel):
+    """A llama.cpp / Ollama copy of the merged model: the language model file and its vision
+    projector (`mmproj`), converted and quantized by llama.cpp's own tools (trl engine)."""
+
+    quantization: GgufQuantization = "q4_k_m"
+    """llama-quantize type of the language model file (q4_k_m: the single-GPU seed's choice)."""
+    projector: Literal["f32", "f16", "bf16", "q8_0"] = "f16"
+    """Type of the vision projector file; llama.cpp keeps projectors at 16 bits or q8_0."""
+
+
+class SampleCheck(ApiModel):
+    """One generation after the export, recorded beside the model and summarised in status (trl engine)."""
+
+    enabled: bool = True
+    """Run the check (it needs export.huggingFace: the merged model generates)."""
+    row: Annotated[int, Field(ge=0, le=1000000)] = 0
+    """Row of the validation set (of the training set when there is none) whose image and prompt are used."""
+    max_new_tokens: Annotated[int, Field(ge=1, le=262144)] | None = None
+    """Longest response (default: dataset.maxResponseLength)."""
+    temperature: Annotated[float, Field(ge=0, le=10)] = 0.7
+    """Sampling temperature (the seed's check: 0.7 with min_p 0.1); 0 decodes greedily."""
+    min_p: Annotated[float, Field(ge=0, le=1)] = 0.1
+    """Drop tokens less likely than this share of the most likely one's probability (0: off)."""
+
+
 class ExportSpec(ApiModel):
     """What is written when training succeeds."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel(
+                    "!has(self.gguf) || self.huggingFace",
+                    "export.gguf is converted from the merged model: set export.huggingFace: true",
+                )
+            ]
+        }
+    )
 
     hugging_face: bool = True
     """Merge the final checkpoint into a Hugging Face model folder."""
     lora_adapter: bool = True
     """Also write the LoRA adapter on its own (LoRA runs only)."""
+    gguf: GgufExport | None = None
+    """Also write GGUF files for llama.cpp and Ollama (trl engine)."""
+    sample: SampleCheck = Field(default_factory=SampleCheck)
+    """The post-training check: one generation on a held-out image and prompt (trl engine)."""
     path: Annotated[str, Field(pattern=r"^/", max_length=512)] | None = None
     """Absolute output folder (default: <checkpoint dir>/export)."""
 

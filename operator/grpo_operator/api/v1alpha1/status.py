@@ -82,15 +82,46 @@ class LogStatus(ApiModel):
     part once the file has rolled over."""
 
 
+VolumePath = Annotated[str, Field(max_length=512)]
+
+
+class GgufOutputs(ApiModel):
+    """The GGUF files (llama.cpp, Ollama): load both, e.g. `llama-mtmd-cli -m MODEL --mmproj PROJECTOR`."""
+
+    model: VolumePath
+    """The language model file."""
+    projector: VolumePath
+    """The vision projector (mmproj) file."""
+    quantization: Annotated[str, Field(max_length=16)]
+    """The language model file's type (spec.export.gguf.quantization)."""
+
+
+class SampleOutput(ApiModel):
+    """The post-training check, in short; the whole record is in `file`."""
+
+    prompt: Annotated[str, Field(max_length=512)]
+    """The prompt's text (cut to 256 characters)."""
+    response: Annotated[str, Field(max_length=1024)]
+    """The start of the response (cut to 512 characters)."""
+    reward: float | None = None
+    """The job's reward for the response, where the row has an answer."""
+    file: VolumePath
+    """The whole record (sample.json beside the exported model)."""
+
+
 class Outputs(ApiModel):
     """Where the exported results are (paths on the checkpoint volume), written by the trainer."""
 
     step: int | None = None
     """The training step that was exported."""
-    model: Annotated[str, Field(max_length=512)] | None = None
+    model: VolumePath | None = None
     """The Hugging Face model folder (LoRA merged in where LoRA was trained)."""
-    lora_adapter: Annotated[str, Field(max_length=512)] | None = None
+    lora_adapter: VolumePath | None = None
     """The LoRA adapter folder, to apply to the base model."""
+    gguf: GgufOutputs | None = None
+    """The GGUF files, when spec.export.gguf asked for them."""
+    sample: SampleOutput | None = None
+    """The post-training check (spec.export.sample)."""
 
 
 class Progress(ApiModel):

@@ -21,8 +21,12 @@ from ...failures import ConfigError
 from ...spec import Attempt
 from ..base import Checkpoint, EngineOptions, ExportResult, Findings, RunPlan, Session, Setting
 from .checkpoints import COMPLETE_MARKER, latest_checkpoint
+from .export import ExportPlan, GgufChoice
+from .generation import resolve as resolve_generation
+from .generation import vllm_installed
+from .gguf_tools import LLAMA_CPP_PYTHON, find_tools
 from .job import SEED, reasons, reward_funcs_for, settings_from_job
-from .settings import build_trl_config, split_overrides
+from .settings import TrlSettings, build_trl_config, split_overrides
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +45,21 @@ class TrlEngine:
         settings += [
             Setting(f"lora.{key}", value, why.get(f"lora.{key}", SEED)) for key, value in sorted(lora.items())
         ]
+        generation, generation_why = resolve_generation(job.spec.rollout.generation, job.accelerator.device)
+        settings.append(Setting("generation", generation, generation_why))
+        gguf = job.spec.export.gguf
+        if gguf is not None:
+            settings.append(
+                Setting(
+                    "export.gguf",
+                    f"{gguf.quantization} + mmproj {gguf.projector}",
+                    f"spec.export.gguf: llama.cpp from llama-cpp-python {LLAMA_CPP_PYTHON} ({find_tools().root})",
+                )
+            )
+        if job.spec.export.sample.enabled:
+            settings.append(
+                Setting("export.sample", f"row {job.spec.export.sample.row}", "spec.export.sample")
+            )
         latest = latest_checkpoint(job.paths.checkpoint_dir)
         resume = "latest" if attempt.number > 1 else job.spec.checkpoint.resume
         if resume == "latest" and latest is not None:
@@ -78,6 +97,7 @@ class TrlEngine:
                 for key in lora_overrides
                 if key not in lora_fields
             ]
+        warnings += [f"{problem}; the trainer image has it" for problem in _missing_here(job)]
         return Findings(problems, warnings, checked=f"{len(plan.settings)} TRL and LoRA settings")
 
     def run(self, job: ResolvedJob, attempt: Attempt, session: Session) -> Failure | None:
@@ -85,6 +105,10 @@ class TrlEngine:
         from .runner import RunRequest, run
 
         settings = settings_from_job(job)
+        # Before training, not after an hour of it: what the job asks for must be here.
+        missing = _missing_here(job)
+        if missing:
+            raise ConfigError("; ".join(missing))
         prepared = data.prepare(job, progress=self.options.progress)
         for warning in prepared.warnings:
             log.warning(warning)
@@ -95,6 +119,7 @@ class TrlEngine:
             prepared.train_files, prompt_key=job.spec.dataset.prompt_key, image_key=job.spec.dataset.image_key
         )
         rewards = reward_funcs_for(job)
+        plan = export_plan(job, prepared.val_files, rows, rewards, settings)
         latest = latest_checkpoint(job.paths.checkpoint_dir)
         # The callback prunes on every save; the reporter needs no hook.
         session.start_reporting(len(rows), latest.step if latest else None)
@@ -108,8 +133,7 @@ class TrlEngine:
                 # A retried attempt always continues from the latest checkpoint.
                 resume="latest" if attempt.number > 1 else job.spec.checkpoint.resume,
                 export_dir=job.paths.export_dir,
-                export_adapter=job.spec.export.lora_adapter,
-                export_merged=job.spec.export.hugging_face,
+                export=plan,
             )
         )
 
@@ -137,29 +161,116 @@ class TrlEngine:
             raise ConfigError(f"nothing to export: no checkpoint in {job.paths.checkpoint_dir}")
         done = read_record(job.paths.export_dir)
         if done is not None and done.get("step") == latest.step:
-            return ExportResult(latest.step, done.get("model"), done.get("loraAdapter"), skipped=True)
-        written = _export_checkpoint(job, latest.path, latest.step)
-        return ExportResult(latest.step, written.get("model"), written.get("loraAdapter"))
+            from .export import finished_extras
+
+            extras = finished_extras(job.paths.export_dir, gguf_choice(job), sample_wanted(job))
+            if extras is not None:
+                gguf, sample = extras
+                return ExportResult(
+                    latest.step,
+                    done.get("model"),
+                    done.get("loraAdapter"),
+                    skipped=True,
+                    gguf=gguf,
+                    sample=sample,
+                )
+        missing = _missing_here(job)
+        if missing:
+            raise ConfigError("; ".join(missing))
+        return _export_checkpoint(job, latest.path, latest.step)
 
 
-def _export_checkpoint(job: ResolvedJob, checkpoint: Path, step: int) -> dict[str, str]:
+def gguf_choice(job: ResolvedJob) -> GgufChoice | None:
+    gguf = job.spec.export.gguf
+    return GgufChoice(gguf.quantization, gguf.projector) if gguf is not None else None
+
+
+def sample_wanted(job: ResolvedJob) -> bool:
+    """The check runs on the merged model, so only when one is exported."""
+    return job.spec.export.sample.enabled and job.spec.export.hugging_face
+
+
+def export_plan(
+    job: ResolvedJob,
+    val_files: list[str],
+    train_rows: list[dict[str, Any]],
+    rewards: list[Any],
+    settings: TrlSettings,
+) -> ExportPlan:
+    """What the job's spec.export asks for; the sample row is picked now, so a bad row fails early."""
+    wanted = job.spec.export
+    sample = None
+    if sample_wanted(job):
+        from .data import rows_from_parquet
+        from .sample import SampleRequest, pick_row
+
+        dataset = job.spec.dataset
+        validation = (
+            rows_from_parquet(val_files, prompt_key=dataset.prompt_key, image_key=dataset.image_key)
+            if val_files
+            else []
+        )
+        try:
+            row, source = pick_row(validation, train_rows, wanted.sample.row)
+        except ValueError as error:
+            raise ConfigError(str(error)) from error
+        sample = SampleRequest(
+            row=row,
+            source=source,
+            max_new_tokens=wanted.sample.max_new_tokens or dataset.max_response_length,
+            temperature=wanted.sample.temperature,
+            min_p=wanted.sample.min_p,
+            seed=job.spec.algorithm.seed,
+        )
+    return ExportPlan(
+        adapter=wanted.lora_adapter,
+        merged=wanted.hugging_face,
+        gguf=gguf_choice(job),
+        sample=sample,
+        reward_funcs=tuple(rewards),
+        reward_weights=settings.reward_weights,
+    )
+
+
+def _missing_here(job: ResolvedJob) -> list[str]:
+    """What the job asks for that this installation lacks (GGUF tools, vLLM), one line each."""
+    missing = []
+    if job.spec.export.gguf is not None:
+        absent = find_tools().missing()
+        if absent:
+            missing.append(
+                "export.gguf: llama.cpp's GGUF tools are not installed here (missing "
+                f"{', '.join(absent)}; `python -m grpo_trainer.engines.trl.gguf_tools install` builds them)"
+            )
+    generation, _ = resolve_generation(job.spec.rollout.generation, job.accelerator.device)
+    if generation == "vllm" and not vllm_installed():
+        missing.append("rollout.generation: vllm is not installed here (use compiled or eager)")
+    return missing
+
+
+def _export_checkpoint(job: ResolvedJob, checkpoint: Path, step: int) -> ExportResult:
     from peft import PeftModel
 
+    from .data import rows_from_parquet
     from .export import export_policy
     from .runner import load_policy
 
-    grpo, _ = build_trl_config(settings_from_job(job))
+    settings = settings_from_job(job)
+    grpo, _ = build_trl_config(settings)
     model_path = sources.resolve(job.spec.model.source, "model", job.paths.cache_dir, workdir=job.workdir)
     base, processor = load_policy(str(model_path), bf16=bool(grpo["bf16"]))
     policy = PeftModel.from_pretrained(base, str(checkpoint))
-    return export_policy(
-        policy,
-        processor,
-        job.paths.export_dir,
-        step=step,
-        adapter=job.spec.export.lora_adapter,
-        merged=job.spec.export.hugging_face,
-    )
+    rows: list[dict[str, Any]] = []
+    val_files: list[str] = []
+    if sample_wanted(job):
+        prepared = data.prepare(job, progress=False)
+        dataset = job.spec.dataset
+        rows = rows_from_parquet(
+            prepared.train_files, prompt_key=dataset.prompt_key, image_key=dataset.image_key
+        )
+        val_files = prepared.val_files
+    plan = export_plan(job, val_files, rows, reward_funcs_for(job), settings)
+    return export_policy(policy, processor, job.paths.export_dir, step=step, plan=plan)
 
 
 def _versions() -> str:

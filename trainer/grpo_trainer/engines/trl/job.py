@@ -21,6 +21,8 @@ from grpo_operator.api.batch import Batch, batch_problems
 from grpo_operator.api.v1alpha1 import ResolvedJob
 
 from ...failures import ConfigError
+from .generation import resolve as resolve_generation
+from .generation import trl_config as generation_trl_config
 from .settings import TrlSettings, split_overrides
 
 SEED = "the single-GPU seed's recipe (no spec field)"
@@ -95,6 +97,8 @@ def settings_from_job(job: ResolvedJob) -> TrlSettings:
         "bf16": job.accelerator.device != "cpu",
         "optim": optimizer(job)[0],
         "overrides": tuple(spec.engine.overrides),
+        "generation": resolve_generation(spec.rollout.generation, job.accelerator.device)[0],
+        "vllm_gpu_memory_utilization": spec.rollout.gpu_memory_utilization,
     }
     lora = spec.engine.lora
     if lora is not None:
@@ -125,6 +129,8 @@ def reasons(job: ResolvedJob) -> dict[str, str]:
         else "microBatchSizePerDevice unset: the whole update in one forward pass"
     )
     lora = "spec.engine.lora" if spec.engine.lora else f"{SEED}; spec.engine.lora is not set"
+    generation, generation_why = resolve_generation(spec.rollout.generation, job.accelerator.device)
+    generation_keys = set(generation_trl_config(generation, max_length=0, gpu_memory_utilization=0.0))
     why = {
         "output_dir": "the job's checkpoint folder on the shared volume (resumed across attempts)",
         "learning_rate": "spec.algorithm.learningRate",
@@ -159,12 +165,15 @@ def reasons(job: ResolvedJob) -> dict[str, str]:
         "bf16": f"the {job.accelerator.name} pool's device ({job.accelerator.device}): bf16 except on CPU",
         "optim": optimizer(job)[1],
         "warmup_steps": f"{SEED}: warmup ratio 0.1 (transformers 5 reads a fraction below 1 as a ratio)",
+        **{key: generation_why for key in generation_keys},
         **{
             f"lora.{key}": lora
             for key in ("r", "lora_alpha", "lora_dropout", "target_modules", "exclude_modules")
         },
     }
     trainer_overrides, lora_overrides = split_overrides(spec.engine.overrides)
+    if "vllm_gpu_memory_utilization" in why:
+        why["vllm_gpu_memory_utilization"] = "spec.rollout.gpuMemoryUtilization: vLLM's share of the device"
     why.update({key: "engine.overrides" for key in trainer_overrides})
     why.update({f"lora.{key}": "engine.overrides" for key in lora_overrides})
     return why

@@ -17,8 +17,10 @@ from typing import Any
 from grpo_operator.api.contract import Failure
 
 from ...failures import classify_exception
+from ..base import ExportResult
 from .checkpoints import remove_incomplete, resolve_resume
-from .export import export_policy
+from .export import ExportPlan, export_event, export_policy
+from .generation import configure as configure_generation
 from .metrics import MetricsFile
 from .rewards import RewardFunc
 from .settings import TrlSettings, build_trl_config
@@ -39,8 +41,8 @@ class RunRequest:
     # `latest`, `never`, or a checkpoint folder.
     resume: str = "latest"
     export_dir: str | None = None
-    export_adapter: bool = True
-    export_merged: bool = True
+    # What to export into `export_dir` (default: the adapter and the merged model).
+    export: ExportPlan = field(default_factory=ExportPlan)
     filter_overlong_prompts: bool = True
     # Test and benchmark hooks: a (model, processor) built in memory instead of loaded from
     # `model_path`, a function that adjusts the model, extra callbacks.
@@ -54,7 +56,7 @@ class RunResult:
     global_step: int
     resumed_from: int | None
     dropped_prompts: int
-    exported: dict[str, str]
+    exported: ExportResult | None
     trainer: Any
 
 
@@ -130,6 +132,12 @@ def train(request: RunRequest) -> RunResult:
     trainer = make_trainer(
         request, (grpo_kwargs, lora_kwargs), model, processor, rows, [progress, *request.callbacks]
     )
+    configure_generation(
+        trainer,
+        settings.generation,
+        generation_batch=int(trainer.args.generation_batch_size),
+        max_length=settings.max_prompt_length + settings.max_completion_length,
+    )
 
     removed = remove_incomplete(output_dir)
     if removed:
@@ -139,17 +147,12 @@ def train(request: RunRequest) -> RunResult:
         metrics.event("resumed", checkpoint.step, path=str(checkpoint.path))
     trainer.train(resume_from_checkpoint=str(checkpoint.path) if checkpoint else None)
 
-    exported: dict[str, str] = {}
-    if request.export_dir and (request.export_adapter or request.export_merged):
+    exported: ExportResult | None = None
+    if request.export_dir and request.export.anything:
         exported = export_policy(
-            trainer.model,
-            processor,
-            request.export_dir,
-            step=trainer.state.global_step,
-            adapter=request.export_adapter,
-            merged=request.export_merged,
+            trainer.model, processor, request.export_dir, step=trainer.state.global_step, plan=request.export
         )
-        metrics.event("exported", trainer.state.global_step, **exported)
+        metrics.event("exported", trainer.state.global_step, **export_event(exported))
     return RunResult(
         global_step=trainer.state.global_step,
         resumed_from=checkpoint.step if checkpoint else None,

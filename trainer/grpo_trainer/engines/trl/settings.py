@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from .generation import trl_config as generation_trl_config
+
 # Module-name fragments, matched as regular expressions by peft against full module names.
 # The Qwen-VL family names its vision tower `visual` and its language model `language_model`;
 # LLaVA-style models use `vision_tower`/`vision_model`, `multi_modal_projector` and
@@ -88,6 +90,10 @@ class TrlSettings:
     # Precision and memory.
     bf16: bool = True
     gradient_checkpointing: bool = True
+    # Rollouts (generation.py): eager, compiled (static cache + CUDA graphs) or vllm (colocated).
+    generation: str = "eager"
+    # vllm only: the share of the device vLLM may take (weights, KV cache, graphs).
+    vllm_gpu_memory_utilization: float = 0.3
     # LoRA (seed: r=16, alpha=16, dropout 0, vision and language layers, attention and MLP).
     lora_rank: int = 16
     lora_alpha: int = 16
@@ -233,6 +239,13 @@ def build_trl_config(settings: TrlSettings) -> tuple[dict[str, Any], dict[str, A
         "remove_unused_columns": False,
         "dataloader_num_workers": 0,
     }
+    grpo.update(
+        generation_trl_config(
+            settings.generation,
+            max_length=settings.max_prompt_length + settings.max_completion_length,
+            gpu_memory_utilization=settings.vllm_gpu_memory_utilization,
+        )
+    )
     lora: dict[str, Any] = {
         "r": settings.lora_rank,
         "lora_alpha": settings.lora_alpha,

@@ -1,0 +1,455 @@
+"""Rollout speed of the TRL engine's generation paths, side by side, at the third seed's shapes.
+
+One process, one model: Qwen3-VL-4B's shapes with random bf16 weights (speed and memory do not
+depend on the values), LoRA r=16 on the vision and language layers as the seed, 2 sequences of a
+`--prompt-tokens` prompt (a 448x448 image and text) and `--new-tokens` new tokens. A random model
+never emits its end token, so every completion runs to the full length.
+
+Part 1, decoding only (transformers' `generate` on the peft model, one step timed by a logits
+processor that synchronises the device, so prefill is left out):
+  - `unmerged`: the adapters applied unmerged, as TRL generates today (the engine's `eager` path);
+  - `merged`: the same after peft's `merge_adapter` (timed too), then `unmerge_adapter`; with what
+    merging costs in bf16: the share of a LoRA update that survives being added to the weights, the
+    logits' distance from the policy's, and the rounding residue one merge/unmerge leaves behind.
+Part 2, whole GRPO steps through the engine (`runner.train`, the seed's settings at these lengths)
+for each path of `spec.rollout.generation`: `eager`, `compiled` (static cache + CUDA graphs) and,
+where vLLM imports, `vllm` (TRL's colocated vLLM). Per path: seconds per step, generation seconds
+and ms per generated token per step, peak memory allocated by PyTorch and peak device memory in
+use (sampled from the driver, so vLLM's own pools count too).
+
+Writes `generation.json` (after every part, so a run cut short keeps what it measured) and
+`generation.png` under `--out`, and prints progress as it goes.
+
+    # the H200, after benchmarks/gpu_stack.sh has installed the stack (one device call, < 9 min):
+    PYTHONPATH=/tmp/gpu-stack/site:$PWD/trainer:$PWD/operator VLLM_USE_FLASHINFER_SAMPLER=0 \\
+        python3 benchmarks/trl_generation.py --out $OUT/generation
+    # CPU smoke (tiny shapes; compiled falls back to the static cache without CUDA graphs):
+    PYTHONPATH=trainer:operator python benchmarks/trl_generation.py --shape tiny --prompt-tokens 64 \\
+        --new-tokens 8 --image-side 64 --steps 2 --out /tmp/gen-smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+import traceback
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+GIB = 1024**3
+BUDGET_GIB = 16 * 10**9 / GIB
+STARTED = time.monotonic()
+
+
+def say(message: str) -> None:
+    print(f"[{time.monotonic() - STARTED:6.0f}s] {message}", flush=True)
+
+
+class DeviceMemory:
+    """Peak device memory in use (all of it, as the driver reports), sampled every 20 ms."""
+
+    def __init__(self, cuda: bool) -> None:
+        self.cuda = cuda
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> DeviceMemory:
+        if self.cuda:
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        import torch
+
+        while not self._stop.is_set():
+            free, total = torch.cuda.mem_get_info()
+            self.peak = max(self.peak, total - free)
+            time.sleep(0.02)
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+class StepTimer:
+    """A logits processor: called once per decoding step, it records when each step's logits exist."""
+
+    def __init__(self, cuda: bool) -> None:
+        self.cuda = cuda
+        self.times: list[float] = []
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        if self.cuda:
+            import torch
+
+            torch.cuda.synchronize()
+        self.times.append(time.perf_counter())
+        return scores
+
+    def decode_ms(self) -> list[float]:
+        """Milliseconds of each decoding step after the first token (which ends the prefill)."""
+        return [(b - a) * 1000 for a, b in zip(self.times, self.times[1:], strict=False)]
+
+
+def median(values: list[float]) -> float | None:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2] if ordered else None
+
+
+def prompt_inputs(processor: Any, row: dict[str, Any], batch: int, device: Any) -> dict[str, Any]:
+    from trl.data_utils import prepare_multimodal_messages
+
+    messages = prepare_multimodal_messages(row["prompt"], images=[row["image"]])
+    encoded = processor.apply_chat_template(
+        [messages] * batch, add_generation_prompt=True, tokenize=True, return_dict=True, return_tensors="pt"
+    )
+    return {k: v.to(device) for k, v in encoded.items()}
+
+
+def lora_model(model: Any, b_std: float) -> Any:
+    """The engine's LoRA on `model`, with B drawn at the size a trained adapter reaches."""
+    import torch
+    from grpo_trainer.engines.trl.settings import TrlSettings, build_trl_config
+    from peft import LoraConfig, get_peft_model
+
+    _, lora = build_trl_config(TrlSettings())
+    peft_model = get_peft_model(model, LoraConfig(**lora))
+    generator = torch.Generator(device="cpu").manual_seed(0)
+    with torch.no_grad():
+        for name, parameter in peft_model.named_parameters():
+            if "lora_B" in name:
+                noise = torch.randn(parameter.shape, generator=generator) * b_std
+                parameter.copy_(noise.to(parameter.dtype))
+    return peft_model
+
+
+def decode(peft_model: Any, inputs: dict[str, Any], new_tokens: int, cuda: bool, pad: int) -> dict[str, Any]:
+    import torch
+
+    timer = StepTimer(cuda)
+    started = time.perf_counter()
+    with torch.no_grad():
+        peft_model.generate(
+            **inputs,
+            max_new_tokens=new_tokens,
+            min_new_tokens=new_tokens,
+            do_sample=True,
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
+            pad_token_id=pad,
+            logits_processor=[timer],
+            disable_compile=True,
+        )
+    steps = timer.decode_ms()
+    return {
+        "seconds": time.perf_counter() - started,
+        "ms_per_token_median": median(steps),
+        "ms_per_token_mean": sum(steps) / len(steps) if steps else None,
+        "decode_steps_timed": len(steps),
+    }
+
+
+def merge_costs(peft_model: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+    """What merging the adapters into bf16 weights does to the policy (see generation.py)."""
+    import torch
+
+    layer = next(
+        m for n, m in peft_model.named_modules() if n.endswith("language_model.layers.0.self_attn.q_proj")
+    )
+    weight = layer.base_layer.weight
+    delta = layer.get_delta_weight("default").detach().float()
+    merged = (weight.float() + delta).to(weight.dtype).float()
+    kept = ((merged - weight.float()) * delta).sum() / (delta * delta).sum()
+    vanished = ((merged == weight.float()) & (delta != 0)).float().mean()
+    # The prompt's last 256 tokens: text only, so no image features are needed.
+    short = {"input_ids": inputs["input_ids"][:, -256:], "attention_mask": inputs["attention_mask"][:, -256:]}
+    with torch.no_grad():
+        with peft_model.disable_adapter():
+            base = peft_model(**short).logits.float()
+        policy = peft_model(**short).logits.float()
+        saved = weight.detach().clone()
+        peft_model.merge_adapter()
+        merged_logits = peft_model(**short).logits.float()
+        peft_model.unmerge_adapter()
+    residue = (weight != saved).float().mean()
+    adapter_effect = (policy - base).norm()
+    return {
+        "q_proj_layer0": {
+            "weight_dtype": str(weight.dtype),
+            "relative_update": float(delta.norm() / weight.detach().float().norm()),
+            "share_of_update_kept_by_merge": float(kept),
+            "share_of_updated_elements_unchanged_by_merge": float(vanished),
+            "share_of_weights_changed_by_merge_then_unmerge": float(residue),
+        },
+        "logits_text_prompt": {
+            "adapter_effect_norm": float(adapter_effect),
+            "merged_minus_policy_over_adapter_effect": float(
+                (merged_logits - policy).norm() / adapter_effect
+            ),
+        },
+    }
+
+
+def part_decoding(
+    model: Any, processor: Any, row: dict[str, Any], args: argparse.Namespace, cuda: bool
+) -> Any:
+    import torch
+
+    device = next(model.parameters()).device
+    peft_model = lora_model(model, args.lora_b_std)
+    peft_model.train()  # as TRL generates: the trainer's model stays in training mode
+    inputs = prompt_inputs(processor, row, 2, device)
+    pad = processor.tokenizer.pad_token_id
+    report: dict[str, Any] = {"prompt_tokens": int(inputs["input_ids"].shape[1])}
+    say(f"decoding, unmerged adapters ({args.decode_tokens} tokens)")
+    decode(peft_model, inputs, 4, cuda, pad)  # warm-up: kernels, allocator
+    report["unmerged"] = decode(peft_model, inputs, args.decode_tokens, cuda, pad)
+    say(f"  {report['unmerged']['ms_per_token_median']:.1f} ms per token")
+    say("decoding, adapters merged")
+    started = time.perf_counter()
+    peft_model.merge_adapter()
+    if cuda:
+        torch.cuda.synchronize()
+    merge_seconds = time.perf_counter() - started
+    report["merged"] = decode(peft_model, inputs, args.decode_tokens, cuda, pad)
+    started = time.perf_counter()
+    peft_model.unmerge_adapter()
+    if cuda:
+        torch.cuda.synchronize()
+    report["merged"].update(merge_seconds=merge_seconds, unmerge_seconds=time.perf_counter() - started)
+    say(f"  {report['merged']['ms_per_token_median']:.1f} ms per token")
+    say("what a bf16 merge does to the policy")
+    report["merge_costs"] = merge_costs(peft_model, inputs)
+    say(f"  {json.dumps(report['merge_costs'])}")
+    base = peft_model.unload()
+    del peft_model
+    gc.collect()
+    return report, base
+
+
+def part_engine(
+    model: Any, processor: Any, rows: list[dict[str, Any]], path: str, args: argparse.Namespace, cuda: bool
+) -> tuple[dict[str, Any], Any]:
+    """`args.steps` GRPO steps through the engine with one generation path."""
+    import torch
+    from grpo_trainer.engines.trl.metrics import read_records
+    from grpo_trainer.engines.trl.runner import RunRequest, train
+    from grpo_trainer.engines.trl.settings import TrlSettings
+    from trl_memory_4b import random_reward, time_generation
+
+    out = Path(args.out) / f"engine-{path}"
+    shutil.rmtree(out, ignore_errors=True)
+    for stale in ("_cache", "_compiled_call", "_last_compile_config"):
+        if hasattr(model, stale):
+            delattr(model, stale)
+    generation_seconds = time_generation(cuda)
+    settings = replace(
+        TrlSettings(),
+        output_dir=str(out / "checkpoints"),
+        max_steps=args.steps,
+        save_steps=10**6,
+        max_prompt_length=args.prompt_tokens,
+        max_completion_length=args.new_tokens,
+        bf16=cuda,
+        generation=path,
+        vllm_gpu_memory_utilization=args.vllm_memory,
+    )
+    if cuda:
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    with DeviceMemory(cuda) as device_memory:
+        result = train(
+            RunRequest(
+                settings=settings,
+                model_path=str(getattr(model.config, "_name_or_path", "")),
+                rows=rows,
+                reward_funcs=[random_reward],
+                metrics_path=str(out / "metrics.jsonl"),
+                resume="never",
+                policy=(model, processor),
+            )
+        )
+    steps = [r for r in read_records(out / "metrics.jsonl") if "data" in r]
+    step_seconds = [r["data"].get("timing_s/step") for r in steps]
+    lengths = [r["data"].get("response_length/mean") for r in steps]
+    generation = [generation_seconds.get(s, 0.0) for s in range(1, result.global_step + 1)]
+    report = {
+        "steps": result.global_step,
+        "step_seconds": step_seconds,
+        "generation_seconds": generation,
+        "completion_mean_length": lengths,
+        "ms_per_token": [1000 * g / args.new_tokens for g in generation],
+        "peak_allocated_gib": torch.cuda.max_memory_allocated() / GIB if cuda else None,
+        "peak_device_used_gib": device_memory.peak / GIB if cuda else None,
+    }
+    report["fell_back_to_eager"] = getattr(result.trainer, "generation_fallback", None)
+    if cuda:
+        import torch._dynamo
+
+        report["dynamo_unique_graphs"] = int(torch._dynamo.utils.counters["stats"]["unique_graphs"])
+    base = result.trainer.model.unload()
+    del result
+    gc.collect()
+    if cuda:
+        torch.cuda.empty_cache()
+    return report, base
+
+
+def plot(out: Path, report: dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    bars: dict[str, float] = {}
+    decoding = report.get("decoding") or {}
+    for key in ("unmerged", "merged"):
+        if decoding.get(key, {}).get("ms_per_token_median") is not None:
+            bars[f"{key} (decode only)"] = decoding[key]["ms_per_token_median"]
+    for path, run in (report.get("engine") or {}).items():
+        steady = run.get("ms_per_token", [])[1:] if isinstance(run, dict) else []
+        if steady:
+            bars[f"engine {path}"] = sum(steady) / len(steady)
+    if not bars:
+        return
+    figure, axes = plt.subplots(figsize=(7, 3.6))
+    names = list(bars)
+    axes.barh(names, [bars[n] for n in names], color="tab:blue")
+    for index, name in enumerate(names):
+        axes.text(bars[name], index, f" {bars[name]:.1f}", va="center", fontsize=8)
+    axes.axvline(8.0, color="black", linestyle="--", linewidth=1, label="target: 8 ms")
+    axes.set_xscale("log")
+    axes.set_xlabel("ms per generated token (2 sequences; engine rows: steps after the first)")
+    axes.set_title(f"TRL engine rollouts, Qwen3-VL-4B shapes ({report.get('device', '?')})", fontsize=9)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(out / "generation.png", dpi=120)
+    plt.close(figure)
+
+
+def save(out: Path, report: dict[str, Any]) -> None:
+    (out / "generation.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    try:
+        plot(out, report)
+    except Exception as error:  # the numbers matter more than the picture
+        say(f"plot failed: {error}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--shape", choices=["4b", "tiny"], default="4b")
+    parser.add_argument("--prompt-tokens", type=int, default=1024)
+    parser.add_argument("--new-tokens", type=int, default=256, help="completion length in the engine runs")
+    parser.add_argument(
+        "--decode-tokens", type=int, default=64, help="tokens timed per decoding run (part 1)"
+    )
+    parser.add_argument("--image-side", type=int, default=448)
+    parser.add_argument("--steps", type=int, default=3, help="GRPO steps per engine path (part 2)")
+    parser.add_argument("--paths", default="eager,compiled,vllm", help="engine paths, in order")
+    parser.add_argument("--vllm-memory", type=float, default=0.1, help="vLLM's share of the device")
+    parser.add_argument("--lora-b-std", type=float, default=3e-4, help="LoRA B entries (~60 steps at 5e-6)")
+    parser.add_argument("--budget", type=float, default=510, help="seconds; later parts are skipped past it")
+    args = parser.parse_args()
+
+    import torch
+    from grpo_trainer.engines.trl.generation import vllm_installed
+    from grpo_trainer.testing.tiny_vlm import QWEN3_VL_4B, TINY, build_model, build_processor, build_tokenizer
+    from trl_memory_4b import filler_rows
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    shape = QWEN3_VL_4B if args.shape == "4b" else TINY
+    report: dict[str, Any] = {
+        "device": torch.cuda.get_device_name() if cuda else "cpu",
+        "torch": torch.__version__,
+        "shape": args.shape,
+        "prompt_tokens": args.prompt_tokens,
+        "new_tokens": args.new_tokens,
+        "sequences": 2,
+        "budget_gib": BUDGET_GIB,
+        "lora_b_std": args.lora_b_std,
+    }
+    for package in ("transformers", "trl", "peft", "vllm"):
+        try:
+            report[package] = __import__(package).__version__
+        except Exception:
+            report[package] = None
+    say(f"building the {args.shape} model on {device}")
+    tokenizer = build_tokenizer(vocab_size=shape.vocab_size)
+    processor = build_processor(tokenizer, patch_size=shape.patch_size, max_image_side=args.image_side)
+    with device:
+        model = build_model(shape, tokenizer, dtype=torch.bfloat16 if cuda else torch.float32)
+    report["weights_gib"] = torch.cuda.memory_allocated() / GIB if cuda else None
+    rows = filler_rows(processor, max(args.steps, 1), args.prompt_tokens, args.image_side)
+    save(out, report)
+
+    say("part 1: decoding with the adapters unmerged and merged")
+    try:
+        report["decoding"], model = part_decoding(model, processor, rows[0], args, cuda)
+    except Exception as error:
+        report["decoding"] = {
+            "error": f"{type(error).__name__}: {error}",
+            "trace": traceback.format_exc()[-3000:],
+        }
+        say(f"part 1 failed: {error}")
+    save(out, report)
+
+    report["engine"] = {}
+    for path in [p for p in args.paths.split(",") if p]:
+        left = args.budget - (time.monotonic() - STARTED)
+        if path == "vllm" and not vllm_installed():
+            report["engine"][path] = {"skipped": "vllm is not installed"}
+            continue
+        if left < 60:
+            report["engine"][path] = {"skipped": f"{left:.0f} s of the budget left"}
+            continue
+        if path == "vllm":
+            # TRL's colocated vLLM loads the policy from disk by name, then receives the weights.
+            folder = Path(os.environ.get("TMPDIR", "/tmp")) / "trl-generation-model"
+            say(f"saving the model for vLLM to {folder}")
+            model.save_pretrained(folder)
+            processor.save_pretrained(folder)
+            model.config._name_or_path = str(folder)
+            model.name_or_path = str(folder)
+        say(f"part 2: {args.steps} GRPO steps through the engine, generation={path}")
+        try:
+            report["engine"][path], model = part_engine(model, processor, rows, path, args, cuda)
+            run = report["engine"][path]
+            say(
+                f"  step seconds {run['step_seconds']}, ms/token {[round(v, 1) for v in run['ms_per_token']]}"
+            )
+            say(f"  peak allocated {run['peak_allocated_gib']}, device {run['peak_device_used_gib']} GiB")
+        except Exception as error:
+            report["engine"][path] = {
+                "error": f"{type(error).__name__}: {error}",
+                "trace": traceback.format_exc()[-3000:],
+            }
+            say(f"  failed: {type(error).__name__}: {error}")
+            # The failed run may have left LoRA layers in the model (or vLLM holding the device):
+            # nothing measured after it would be clean.
+            break
+        save(out, report)
+    report["seconds"] = time.monotonic() - STARTED
+    save(out, report)
+    say(f"done: {out / 'generation.json'}")
+
+
+if __name__ == "__main__":
+    main()

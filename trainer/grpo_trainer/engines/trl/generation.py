@@ -1,0 +1,136 @@
+"""How rollouts are generated: eager, compiled (static cache + CUDA graphs), or TRL's colocated vLLM.
+
+At the seed's shapes nearly all of a step is generation, and TRL's plain `generate` spends it
+launching kernels: ~80 ms per decoding step for 2 sequences of a 4B model whose weights take ~2 ms
+to read. The paths (`spec.rollout.generation`):
+
+- `eager`: TRL's own path (transformers' `generate` with a dynamic KV cache, one Python-driven
+  forward per token, LoRA adapters applied unmerged).
+- `compiled`: the same `generate`, the same sampling and the same model (adapters unmerged), with a
+  static KV cache sized once for the longest prompt + completion and the decoding forward compiled
+  by torch.compile in `reduce-overhead` mode, i.e. replayed as CUDA graphs. Only how the kernels
+  are launched changes; the loss recomputes log-probabilities exactly as before.
+- `vllm`: TRL's colocated vLLM (`use_vllm`, `vllm_mode="colocate"`): a second copy of the weights
+  in vLLM, adapters merged into it after every update, and TRL's importance-sampling correction
+  for the mismatch between vLLM's and the trainer's probabilities.
+
+Not offered: generating with the adapters merged into the training weights. In bf16 a LoRA
+update smaller than half a unit in the last place of a weight disappears when added to it, and
+early in training nearly all of them are that small, so a merged model samples from (nearly) the
+base model, not the policy (`tests/unit/trl_engine/test_generation.py` shows it); unmerging also
+leaves rounding residue in the frozen base weights after every step.
+
+`auto` is `compiled` on CUDA and `eager` elsewhere (torch.compile's CUDA graphs need CUDA; on CPU
+the launch overhead it removes is small). `docs/benchmarks/trl-engine.md` has the measurements.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+PATHS = ("eager", "compiled", "vllm")
+
+
+def resolve(choice: str, device: str) -> tuple[str, str]:
+    """The path a job's `rollout.generation` means on `device`, with the reason."""
+    if choice == "auto":
+        if device == "cuda":
+            return "compiled", "rollout.generation=auto on CUDA: static KV cache + CUDA-graph decoding"
+        return "eager", f"rollout.generation=auto on {device}: CUDA graphs need CUDA"
+    if choice not in PATHS:
+        raise ValueError(f"rollout.generation: {choice!r} is not one of auto, {', '.join(PATHS)}")
+    return choice, "spec.rollout.generation"
+
+
+def vllm_installed() -> bool:
+    return importlib.util.find_spec("vllm") is not None
+
+
+def trl_config(path: str, *, max_length: int, gpu_memory_utilization: float) -> dict[str, Any]:
+    """GRPOConfig keys of a path (pure: tested without TRL)."""
+    if path == "compiled":
+        # TRL passes it to transformers' generate; compilation is switched on in `configure`.
+        return {"cache_implementation": "static"}
+    if path == "vllm":
+        return {
+            "use_vllm": True,
+            "vllm_mode": "colocate",
+            "vllm_gpu_memory_utilization": gpu_memory_utilization,
+            "vllm_max_model_length": max_length,
+            # vLLM's weights and KV cache are released while the trainer computes the loss.
+            "vllm_enable_sleep_mode": True,
+        }
+    return {}
+
+
+def configure(trainer: Any, path: str, *, generation_batch: int, max_length: int) -> None:
+    """Switch compiled decoding on in a built GRPOTrainer (nothing to do for eager and vllm).
+
+    TRL builds its GenerationConfig with `disable_compile=True`; the compiled path turns that off
+    and gives transformers a compile config. The static cache is created here at its final size
+    (every prompt of a generation batch padded to the longest, plus the completion), so later
+    rounds reuse it and the compiled decoding graph is captured once, not once per prompt length.
+    """
+    if path != "compiled":
+        return
+    from transformers import CompileConfig
+
+    config = trainer.generation_config
+    config.disable_compile = False
+    config.compile_config = CompileConfig(fullgraph=False, dynamic=False, mode="reduce-overhead")
+    base = trainer.model.get_base_model() if hasattr(trainer.model, "get_base_model") else trainer.model
+    if hasattr(base, "_prepare_static_cache"):
+        cache = base._prepare_static_cache(
+            cache_implementation="static",
+            batch_size=generation_batch,
+            max_cache_len=max_length,
+            model_kwargs={},
+        )
+        # transformers allocates a static cache on its first use, and reusing one checks its batch
+        # size, which only an allocated cache has.
+        text = base.config.get_text_config(decoder=True)
+        head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+        # Keys and values come out of the base weights' projections, in the weights' dtype (LoRA's
+        # own parameters may be fp32).
+        weights = base.get_input_embeddings().weight
+        cache.early_initialization(
+            generation_batch, text.num_key_value_heads, head_dim, weights.dtype, weights.device
+        )
+    _fall_back_to_eager_on_failure(trainer)
+
+
+def _fall_back_to_eager_on_failure(trainer: Any) -> None:
+    """If the first compiled generation fails (a model or driver torch.compile cannot handle), log it
+    and continue the run on the eager path instead of losing it; later failures are real errors."""
+    original = trainer._generate_single_turn
+    state = {"first": True}
+
+    def generate(*args: Any, **kwargs: Any) -> Any:
+        if not state["first"]:
+            return original(*args, **kwargs)
+        state["first"] = False
+        try:
+            return original(*args, **kwargs)
+        except Exception as error:  # torch._dynamo / inductor errors have no common base class
+            log.warning(
+                "compiled generation failed (%s: %s); continuing with eager generation",
+                type(error).__name__,
+                error,
+            )
+            make_eager(trainer)
+            trainer.generation_fallback = f"{type(error).__name__}: {error}"
+            return original(*args, **kwargs)
+
+    trainer._generate_single_turn = generate
+
+
+def make_eager(trainer: Any) -> None:
+    config = trainer.generation_config
+    config.disable_compile = True
+    config.compile_config = None
+    config.cache_implementation = None
+    trainer.generation_kwargs["cache_implementation"] = None
