@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import importlib.util
 import io
 import json
 import os
@@ -85,6 +86,23 @@ NEEDED = (
 )
 WORDS = ("<think>", "</think>", "x", "find", "5", "7", "\\boxed{5}", "\\boxed{7}")
 RUN_TIMEOUT_S = 420
+
+
+def _attention() -> dict[str, Any]:
+    """verl's actor asks transformers for FlashAttention 2, which the trainer image compiles
+    (Dockerfile.cuda) but PyPI has no wheel of for this torch: without the package the actor and
+    reference use PyTorch's SDPA, and padding stays in (verl's remove-padding path goes through
+    flash-attn's varlen kernel). Recorded in each summary, since it changes the step time."""
+    if importlib.util.find_spec("flash_attn") is not None:
+        return {"implementation": "flash_attention_2", "overrides": [], "remove_padding": True}
+    return {
+        "implementation": "sdpa",
+        "overrides": ["+actor_rollout_ref.model.override_config.attn_implementation=sdpa"],
+        "remove_padding": False,
+    }
+
+
+ATTENTION = _attention()
 
 
 def log(message: str) -> None:
@@ -284,7 +302,8 @@ def spec(name: str, model: Path, data: Path, gpus: int, *, steps: int, **sizes: 
                 "name": "verl",
                 "strategy": "fsdp2",
                 "gradientCheckpointing": True,
-                "overrides": sizes.get("overrides", []),
+                "overrides": [*sizes.get("overrides", []), *ATTENTION["overrides"]],
+                "useRemovePadding": ATTENTION["remove_padding"],
             },
             "resources": {"accelerator": "nvidia", "devicesPerNode": gpus, "nodes": 1},
             "checkpoint": {"saveInterval": sizes["save"], "keep": 2},
@@ -506,6 +525,14 @@ def part_tiny(args: argparse.Namespace) -> int:
         {**env, "GRPO_ATTEMPT": "1"},
         timeout=RUN_TIMEOUT_S // 2,
     )
+    if code_1 != 0:
+        log(f"attempt 1 failed (exit code {code_1}); attempt 2 not started")
+        write_json(
+            out / "tiny-summary.json",
+            {"machine": gpu_facts(), "ok": False, "exit_codes": {"attempt_1": code_1}},
+        )
+        archive_logs(out, work, "tiny")
+        return 1
     # A later attempt of a finished job only exports: drop the mark so attempt 2 trains on, as a
     # retried attempt after a crash between checkpoint and end would.
     for marker in work.rglob("training-complete.json"):
@@ -527,6 +554,7 @@ def part_tiny(args: argparse.Namespace) -> int:
     summary = {
         "machine": gpu_facts(),
         "gpus": args.gpus,
+        "attention": ATTENTION["implementation"],
         "exit_codes": {"attempt_1": code_1, "attempt_2": code_2},
         "steps": {"attempt_1": [m["step"] for m in attempt_1], "attempt_2": [m["step"] for m in attempt_2]},
         "checkpoints": checkpoints,
@@ -596,6 +624,7 @@ def part_4b(args: argparse.Namespace) -> int:
     summary = {
         "machine": gpu_facts(),
         "gpus": args.gpus,
+        "attention": ATTENTION["implementation"],
         "exit_code": code,
         "sizes": {k: v for k, v in sizes.items() if k != "overrides"},
         "steps": per_step,

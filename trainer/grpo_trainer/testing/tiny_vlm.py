@@ -277,10 +277,12 @@ def build_model(
         blind_projector(model, bias_std=shape.embedding_std or 0.02, seed=seed)
     if appended:
         model.resize_token_embeddings(vocab, mean_resizing=False)
-        row = torch.randn(shape.text_hidden, generator=torch.Generator().manual_seed(seed + 1))
+        row = torch.randn(shape.text_hidden, generator=torch.Generator().manual_seed(seed + 1), device="cpu")
         with torch.no_grad():
             embeddings = model.get_input_embeddings().weight
-            embeddings[vocab - 1] = (row * (shape.embedding_std or 0.02)).to(embeddings.dtype)
+            embeddings[vocab - 1] = (row * (shape.embedding_std or 0.02)).to(
+                embeddings.device, embeddings.dtype
+            )
     return model
 
 
