@@ -11,6 +11,8 @@ from grpo_operator.api.contract import COMPLETE_FILE, CONFIG_ERROR, OK, RETRYABL
 from grpo_trainer.attempt import Options, run
 from grpo_trainer.engines.base import EngineOptions
 from grpo_trainer.engines.verl.launch import engine_env
+from grpo_trainer.engines.verl.overrides import _worker_env
+from grpo_trainer.engines.verl.trl_shadow import SHADOWS, trl_needs_shadow
 from grpo_trainer.spec import Attempt
 
 from .helpers import FakeAPI, example_job, hf_cached_dataset
@@ -138,4 +140,21 @@ def test_nvidia_environment_has_no_ascend_settings(tmp_path):
     # The NVIDIA profile's own variables (which the pod already has), and nothing of Ascend's.
     profile = set(job.accelerator.env)
     assert profile == {"NCCL_DEBUG", "NCCL_TIMEOUT", "TORCH_NCCL_ASYNC_ERROR_HANDLING"}
-    assert set(env) == {"VERL_FILE_LOGGER_PATH", "GRPO_METRICS_FILE", "GRPO_ATTEMPT"} | profile
+    shadow = {"PYTHONPATH"} if trl_needs_shadow() else set()  # CI has the TRL engine's trl
+    assert set(env) == {"VERL_FILE_LOGGER_PATH", "GRPO_METRICS_FILE", "GRPO_ATTEMPT"} | profile | shadow
+
+
+def test_a_trl_that_breaks_verl_is_shadowed_for_main_ppo_and_every_ray_worker(tmp_path, monkeypatch):
+    """The stand-in trl goes first on PYTHONPATH (kept behind it: the pod's own), for main_ppo and,
+    through ray_init's runtime_env, for each Ray worker (tests/unit/verl_contract/test_trl_shadow.py
+    runs verl's actor start-up with it)."""
+    from grpo_trainer.engines.verl import launch
+
+    job = example_job("safegrpo-nvidia", tmp_path)
+    monkeypatch.setattr(launch, "trl_needs_shadow", lambda: True)
+    env = engine_env(job, attempt(job), environ={"PYTHONPATH": "/site"})
+    assert env["PYTHONPATH"] == f"{SHADOWS}:/site"
+    workers = [o.render() for o in _worker_env(env)]
+    assert f"+ray_kwargs.ray_init.runtime_env.env_vars.PYTHONPATH='{SHADOWS}:/site'" in workers
+    monkeypatch.setattr(launch, "trl_needs_shadow", lambda: False)
+    assert "PYTHONPATH" not in engine_env(job, attempt(job), environ={"PYTHONPATH": "/site"})

@@ -28,6 +28,7 @@ from ...failures import ConfigError, Failure, classify_engine_exit
 from ...rewards import get_reward
 from ...spec import Attempt
 from .overrides import LaunchInputs, OverridePlan, Resume, RewardFunction, build_overrides
+from .trl_shadow import shadowed_pythonpath, trl_needs_shadow
 from .versions import VerlProfile
 
 ENGINE_MODULE = "verl.trainer.main_ppo"
@@ -95,7 +96,8 @@ def engine_env(
     The accelerator's platform variables (on Ascend, VERL_PLATFORM=huawei, without which verl's
     device detection overwrites trainer.device=npu) come from the job's resolved accelerator,
     unless the pod already has a value (the operator's profile, which cluster admins tune, wins);
-    the profile's preload libraries go in front of LD_PRELOAD when the image has them for this CPU.
+    the profile's preload libraries go in front of LD_PRELOAD when the image has them for this CPU;
+    a stand-in trl goes first on PYTHONPATH when the installed one would break verl (trl_shadow.py).
     """
     environ = os.environ if environ is None else environ
     env = {
@@ -103,6 +105,8 @@ def engine_env(
         Env.METRICS_FILE: str(attempt.metrics_file),
         Env.ATTEMPT: str(attempt.number),
     }
+    if trl_needs_shadow():
+        env["PYTHONPATH"] = shadowed_pythonpath(environ)
     if job.spec.logging.tensorboard:
         env["TENSORBOARD_DIR"] = f"{job.paths.job_dir}/tensorboard"
     accelerator = job.accelerator

@@ -1,0 +1,1 @@
+"""Not trl.experimental: see grpo_trainer/engines/verl/trl_shadow.py."""
