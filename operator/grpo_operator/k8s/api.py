@@ -20,7 +20,14 @@ import aiohttp
 
 from ..api.v1alpha1 import GROUP, KIND, PLURAL, VERSION
 from .credentials import Credentials
-from .transport import MAX_IN_FLIGHT, TIMEOUT_SECONDS, Slots
+from .transport import (
+    MAX_IN_FLIGHT,
+    RETRY_STATUSES,
+    TIMEOUT_SECONDS,
+    RetryPolicy,
+    Slots,
+    retry_after_seconds,
+)
 
 log = logging.getLogger(__name__)
 
@@ -66,13 +73,18 @@ class Api:
     """The operator's view of the API server."""
 
     def __init__(
-        self, credentials: Credentials, field_manager: str, max_in_flight: int = MAX_IN_FLIGHT
+        self,
+        credentials: Credentials,
+        field_manager: str,
+        max_in_flight: int = MAX_IN_FLIGHT,
+        retry: RetryPolicy | None = None,
     ) -> None:
         self._credentials = credentials
         self._manager = field_manager
         self._max_in_flight = max_in_flight
         self._slots = Slots(max_in_flight)
         self._session: aiohttp.ClientSession | None = None
+        self.retry = retry or RetryPolicy()
 
     @classmethod
     def from_environment(cls, field_manager: str, max_in_flight: int = MAX_IN_FLIGHT) -> Api:
@@ -107,7 +119,10 @@ class Api:
         first: bool = False,
     ) -> dict[str, Any]:
         data = json.dumps(body) if body is not None else None
-        for attempt in (1, 2):
+        refreshed = False
+        retry = 0
+        waited = 0.0
+        while True:
             headers = {"Accept": "application/json"}
             if data is not None:
                 headers["Content-Type"] = content_type
@@ -115,21 +130,46 @@ class Api:
                 headers["Authorization"] = self._credentials.authorization
             # The server URL may carry a path (an API proxy's), so paths are appended, not joined.
             url = self._credentials.server.rstrip("/") + path
+            retry_after: float | None = None
+            failure: Exception
             await self._slots.acquire(first=first)
             try:
                 async with self._http().request(
                     method, url, data=data, params=params, headers=headers, proxy=self._credentials.proxy
                 ) as response:
                     status, raw = response.status, await response.read()
+                    retry_after = retry_after_seconds(response.headers.get("Retry-After"))
+            except (aiohttp.ClientError, TimeoutError) as error:
+                # No answer (refused, reset, timed out): the request may or may not have been applied.
+                # Every verb here is safe to repeat: applies and merge patches are idempotent, a
+                # repeated create answers 409, a repeated delete 404.
+                failure = error
+            else:
+                if status == 401 and not refreshed:
+                    self._credentials.refresh()  # a rotated token: read it again, once
+                    refreshed = True
+                    continue
+                if status < 400:
+                    return json.loads(raw) if raw else {}
+                failure = _error(status, raw)
+                if status not in RETRY_STATUSES:
+                    raise failure
             finally:
                 self._slots.release()
-            if status == 401 and attempt == 1:
-                self._credentials.refresh()  # a rotated token: read it again, once
-                continue
-            if status >= 400:
-                raise _error(status, raw)
-            return json.loads(raw) if raw else {}
-        raise AssertionError("unreachable")
+            retry += 1
+            wait = self.retry.delay(retry, retry_after)
+            if retry >= self.retry.attempts or waited + wait > self.retry.budget:
+                raise failure
+            log.info(
+                "%s %s failed (%s); retry %d in %.2f s",
+                method,
+                path,
+                failure,
+                retry,
+                wait,
+            )
+            waited += wait
+            await self.retry.sleep(wait)
 
     async def _get_or_none(self, path: str) -> dict[str, Any] | None:
         try:
