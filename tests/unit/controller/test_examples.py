@@ -81,7 +81,9 @@ def test_ascend_rayjob_requests_npus_and_declares_the_ray_resource() -> None:
     assert env["VERL_PLATFORM"] == "huawei"
     assert env["USE_OPTIMIZED_MODEL"] == "0"
     assert env["HCCL_CONNECT_TIMEOUT"] == "1800"
-    assert env["GRPO_METRICS_FILE"] == "/grpo/checkpoints/geo3k-qwen3-vl-4b-npu/metrics/attempt-1.jsonl"
+    assert (
+        env["GRPO_METRICS_FILE"] == "/grpo/checkpoints/geo3k-qwen3-vl-4b-npu-00000000/metrics/attempt-1.jsonl"
+    )
 
 
 def test_nvidia_rayjob_uses_gpus_and_nccl() -> None:
