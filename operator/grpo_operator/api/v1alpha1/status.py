@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from .base import ApiModel, ShortString
+from .base import ApiModel
 
 Phase = Literal["Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed"]
 ConditionType = Literal["Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed"]
@@ -32,7 +32,16 @@ OPERATOR_STATUS_FIELDS = frozenset(
 )
 TRAINER_STATUS_FIELDS = frozenset({"progress", "metrics", "history", "checkpoint", "outputs"})
 HISTORY_LIMIT = 120
+REASON_LIMIT = 128
+REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+"""metav1.Condition's reason: CamelCase, machine-readable."""
+CONDITION_MESSAGE_LIMIT = 4096
+FAILED_ATTEMPT_MESSAGE_LIMIT = 1024
+FAILED_ATTEMPTS_LIMIT = 101
+"""backoffLimit is at most 100, so at most 101 attempts fail."""
+NAME_LIMIT = 256
 Timestamp = Annotated[str, Field(max_length=64)]
+Reason = Annotated[str, Field(max_length=REASON_LIMIT, pattern=REASON_PATTERN)]
 
 
 class Condition(ApiModel):
@@ -40,8 +49,8 @@ class Condition(ApiModel):
 
     type: ConditionType
     status: Literal["True", "False", "Unknown"]
-    reason: Annotated[str, Field(max_length=128)]
-    message: Annotated[str, Field(max_length=4096)] = ""
+    reason: Reason
+    message: Annotated[str, Field(max_length=CONDITION_MESSAGE_LIMIT)] = ""
     last_transition_time: Timestamp
     observed_generation: int | None = None
 
@@ -50,8 +59,8 @@ class FailedAttempt(ApiModel):
     """Why an earlier attempt ended, for `kubectl describe`."""
 
     attempt: int
-    reason: Annotated[str, Field(max_length=128)]
-    message: Annotated[str, Field(max_length=1024)] = ""
+    reason: Reason
+    message: Annotated[str, Field(max_length=FAILED_ATTEMPT_MESSAGE_LIMIT)] = ""
     retryable: bool
 
 
@@ -116,10 +125,14 @@ class GRPOJobStatus(ApiModel):
     phase: Phase | None = None
     conditions: Annotated[list[Condition], Field(max_length=16)] = Field(default_factory=list)
     attempt: int | None = None
-    failed_attempts: Annotated[list[FailedAttempt], Field(max_length=101)] = Field(default_factory=list)
-    ray_job_name: ShortString | None = None
-    ray_cluster_name: ShortString | None = None
-    dashboard_url: ShortString | None = Field(default=None, alias="dashboardURL")
+    failed_attempts: Annotated[list[FailedAttempt], Field(max_length=FAILED_ATTEMPTS_LIMIT)] = Field(
+        default_factory=list
+    )
+    ray_job_name: Annotated[str, Field(max_length=NAME_LIMIT)] | None = None
+    ray_cluster_name: Annotated[str, Field(max_length=NAME_LIMIT)] | None = None
+    dashboard_url: Annotated[str, Field(max_length=NAME_LIMIT)] | None = Field(
+        default=None, alias="dashboardURL"
+    )
     start_time: Timestamp | None = None
     completion_time: Timestamp | None = None
     observed_generation: int | None = None
