@@ -1,7 +1,9 @@
 """The safety net: reconcile every unfinished job now and then, and jobs with deadlines often.
 
 Events drive the normal path; this loop catches what no event announces (a deadline passing,
-a missed watch event, an operator that was down while a RayJob changed).
+a missed watch event, an operator that was down while a RayJob changed, a child deleted by
+hand). Finished jobs whose Ray cluster is still up are visited as often as deadlines, until it
+is gone.
 """
 
 from __future__ import annotations
@@ -28,13 +30,16 @@ async def resync_once(reconciler: Reconciler, settings: Settings, *, full: bool)
     """
     if full:
         jobs = await reconciler.api.list_jobs(settings.namespaces)
-        due = [
+        unfinished = {
             (job["metadata"]["namespace"], job["metadata"]["name"])
             for job in jobs
             if (job.get("status") or {}).get("phase") not in TERMINAL
-        ]
+        }
+        due = sorted(unfinished | reconciler.draining)
+        # Every child is looked for again: one deleted by hand comes back within a resync period.
+        reconciler.forget_children()
     else:
-        due = sorted(reconciler.with_deadline)
+        due = sorted(reconciler.due_often)
     gate = asyncio.Semaphore(PARALLEL_RECONCILES)
 
     async def one(namespace: str, name: str) -> None:

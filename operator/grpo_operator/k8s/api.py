@@ -221,19 +221,20 @@ class Api:
             first=first,
         )
 
-    async def create_if_absent(self, manifest: dict[str, Any]) -> None:
-        """For objects whose spec is immutable once bound (PersistentVolumeClaims)."""
+    async def create(self, manifest: dict[str, Any], *, first: bool = False) -> None:
+        """Create an object; ApiError 409 when one of its name exists (whoever made it)."""
         meta = manifest["metadata"]
-        try:
-            await self._request(
-                "POST",
-                collection_path(manifest["apiVersion"], manifest["kind"], meta["namespace"]),
-                body=manifest,
-                params={"fieldManager": self._manager},
-            )
-        except ApiError as error:
-            if error.code != 409:
-                raise
+        await self._request(
+            "POST",
+            collection_path(manifest["apiVersion"], manifest["kind"], meta["namespace"]),
+            body=manifest,
+            params={"fieldManager": self._manager},
+            first=first,
+        )
+
+    async def read(self, manifest: dict[str, Any]) -> dict[str, Any] | None:
+        """The object of a manifest's kind, namespace and name as stored; None when there is none."""
+        return await self._get_or_none(_object_path(manifest))
 
     async def delete_rayjob(self, namespace: str, name: str) -> None:
         try:
