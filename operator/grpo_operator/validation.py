@@ -9,11 +9,12 @@ expected and what was found, because that message is what the user reads in `kub
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .api.batch import Batch, batch_problems
 from .api.v1alpha1 import GRPOJob
-from .children.meta import MAX_JOB_NAME
+from .api.v1alpha1.base import JOB_NAME_PATTERN, MAX_JOB_NAME
 from .children.pvc import checkpoint_access_mode
 from .config import Settings
 
@@ -118,6 +119,14 @@ def validate(
     reports them (the caller looks them up; this function stays pure).
     """
     problems: list[Problem] = []
+    if not re.match(JOB_NAME_PATTERN, job.name):
+        problems.append(
+            Problem(
+                "metadata.name",
+                f"{job.name!r} must be a DNS-1035 label (lower-case letters, digits and '-', starting "
+                "with a letter): KubeRay names the Ray cluster's Services after it",
+            )
+        )
     if len(job.name) > MAX_JOB_NAME:
         problems.append(
             Problem(

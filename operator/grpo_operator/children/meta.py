@@ -10,9 +10,6 @@ JOB_LABEL = "grpo.dev/job"
 COMPONENT_LABEL = "grpo.dev/component"
 ATTEMPT_LABEL = "grpo.dev/attempt"
 MANAGED_BY = "grpo-operator"
-# KubeRay's RayCluster name is `<rayjob>-<5 chars>` and its head Service adds `-head-svc`;
-# a Service name must stay within 63 characters, which leaves 40 for the job's own name.
-MAX_JOB_NAME = 40
 
 
 def rayjob_name(job_name: str, attempt: int) -> str:

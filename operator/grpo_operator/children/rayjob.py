@@ -113,7 +113,9 @@ def _env(
                 "valueFrom": {"secretKeyRef": {"name": wandb.secret_name, "key": wandb.secret_key}},
             }
         )
-    env += [{"name": var.name, "value": var.value} for var in spec.env]
+    # As core/v1 spells them: a value, or a reference to a Secret's or ConfigMap's key (the secret
+    # itself never enters the spec, the ConfigMap or this RayJob).
+    env += [var.to_wire() for var in spec.env]
     secrets = [s for s in (spec.model.credentials_secret, spec.dataset.credentials_secret) if s]
     env_from = [{"secretRef": {"name": s}} for s in dict.fromkeys(secrets)]
     return env, env_from

@@ -9,27 +9,63 @@ the operator's settings at reconcile time.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
-from pydantic import ConfigDict, Field
+from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
 from .base import (
+    DNS_SUBDOMAIN,
+    INT32_MAX,
     ApiModel,
+    DataKey,
     LabelKey,
     LabelValue,
     ObjectName,
     Quantity,
     ShortString,
     cel,
+    check_label_keys,
     immutable,
+    labels_rule,
 )
 
-SOURCE_PATTERN = r"^((hf|modelscope|pvc|s3)://[^\s]+|/[^\s]*)$"
+_HUB_NAME = r"[A-Za-z0-9_]([A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?"
+"""One half of a Hugging Face or ModelScope repository id (the hub's own rule, less its no-'--'/'..')."""
+SOURCE_PATTERN = (
+    rf"^((hf|modelscope)://{_HUB_NAME}/{_HUB_NAME}"
+    rf"|pvc://{DNS_SUBDOMAIN}(/[^\s]*)?"
+    r"|s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?"
+    r"|/[^\s]*)$"
+)
 SOURCE_HELP = (
     "hf://org/name, modelscope://org/name, pvc://claim/path, s3://bucket/prefix, "
     "or an absolute path inside the trainer image"
 )
-Source = Annotated[str, Field(pattern=SOURCE_PATTERN, max_length=512)]
+_HUB_RULE = (
+    "!(self.startsWith('hf://') || self.startsWith('modelscope://')) || "
+    "!(self.contains('--') || self.contains('..'))"
+)
+_HUB_MESSAGE = "a hub repository id (hf://org/name, modelscope://org/name) may not contain '--' or '..'"
+
+
+def _hub_id(value: str) -> str:
+    """_HUB_RULE, for the parser."""
+    if value.startswith(("hf://", "modelscope://")) and ("--" in value or ".." in value):
+        raise ValueError(_HUB_MESSAGE)
+    return value
+
+
+Source = Annotated[
+    str,
+    Field(
+        pattern=SOURCE_PATTERN,
+        max_length=512,
+        json_schema_extra={"x-kubernetes-validations": [cel(_HUB_RULE, _HUB_MESSAGE)]},
+    ),
+    AfterValidator(_hub_id),
+]
+OVERRIDE_PATTERN = r"^(~|\+{1,2})?[A-Za-z_][-A-Za-z0-9_.@/\[\]]*=.*$"
+"""`key=value` (Hydra's `+key=value`, `++key=value` and `~key=value` too): what the engines accept."""
 
 
 class ModelSpec(ApiModel):
@@ -254,21 +290,51 @@ class EngineSpec(ApiModel):
     use_fused_kernels: bool = False
     lora: LoraSpec | None = None
     """Train LoRA adapters instead of all weights (required for trl)."""
-    overrides: Annotated[list[Annotated[str, Field(max_length=1024)]], Field(max_length=128)] = Field(
-        default_factory=list
-    )
+    overrides: Annotated[
+        list[Annotated[str, Field(pattern=OVERRIDE_PATTERN, max_length=1024)]], Field(max_length=128)
+    ] = Field(default_factory=list)
     """Escape hatch: raw engine overrides (Hydra `key=value` for verl, GRPOConfig `key=value` for trl),
     applied last."""
 
 
+_TOLERATION_RULES = [
+    cel(
+        "has(self.key) || (has(self.operator) && self.operator == 'Exists')",
+        "a toleration without a key must use operator Exists (it then tolerates every taint)",
+    ),
+    cel(
+        "!(has(self.operator) && self.operator == 'Exists' && has(self.value) && self.value != '')",
+        "a toleration with operator Exists takes no value",
+    ),
+    cel(
+        "!has(self.tolerationSeconds) || (has(self.effect) && self.effect == 'NoExecute')",
+        "tolerationSeconds goes with effect NoExecute",
+    ),
+]
+
+
 class Toleration(ApiModel):
     """A pod toleration, as in core/v1."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": _TOLERATION_RULES})
 
     key: LabelKey | None = None
     operator: Literal["Exists", "Equal"] | None = None
     value: LabelValue | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
     toleration_seconds: int | None = None
+
+    @model_validator(mode="after")
+    def _as_the_pod_api_wants(self) -> Self:
+        """_TOLERATION_RULES, for the parser."""
+        exists = self.operator == "Exists"
+        if self.key is None and not exists:
+            raise ValueError(_TOLERATION_RULES[0]["message"])
+        if exists and self.value:
+            raise ValueError(_TOLERATION_RULES[1]["message"])
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            raise ValueError(_TOLERATION_RULES[2]["message"])
+        return self
 
 
 class ResourcesSpec(ApiModel):
@@ -286,7 +352,7 @@ class ResourcesSpec(ApiModel):
     ]
     """Accelerator profile from the operator's settings: nvidia GPUs, ascend NPUs, or cpu (no
     accelerator: a smoke run of data and rewards with the trl engine before asking for devices)."""
-    product: LabelValue | None = None
+    product: Annotated[LabelValue, Field(min_length=1)] | None = None
     """Device product to pin to (e.g. NVIDIA-H100-80GB-HBM3; Ascend910B3)."""
     devices_per_node: Annotated[
         int,
@@ -318,12 +384,16 @@ class ResourcesSpec(ApiModel):
     """Memory request per worker pod."""
     shared_memory: Quantity | None = None
     """Size of /dev/shm on every pod."""
-    node_selector: Annotated[dict[LabelKey, LabelValue], Field(max_length=32)] = Field(default_factory=dict)
+    node_selector: Annotated[
+        dict[LabelKey, LabelValue],
+        Field(max_length=32, json_schema_extra={"x-kubernetes-validations": [labels_rule("nodeSelector")]}),
+        AfterValidator(check_label_keys),
+    ] = Field(default_factory=dict)
     """Added to the profile's node selector."""
     tolerations: Annotated[list[Toleration], Field(max_length=32)] = Field(default_factory=list)
     """Added to the profile's tolerations."""
     priority_class_name: ObjectName | None = None
-    queue_name: LabelValue | None = None
+    queue_name: Annotated[LabelValue, Field(min_length=1)] | None = None
     """Kueue LocalQueue; the RayJob is labelled kueue.x-k8s.io/queue-name and admitted by Kueue."""
 
 
@@ -379,7 +449,7 @@ class WandbSpec(ApiModel):
     experiment: Annotated[str, Field(max_length=128)] | None = None
     secret_name: ObjectName
     """Secret with the API key."""
-    secret_key: Annotated[str, Field(max_length=253)] = "WANDB_API_KEY"
+    secret_key: DataKey = "WANDB_API_KEY"
 
 
 class LoggingSpec(ApiModel):
@@ -407,19 +477,74 @@ class RunPolicy(ApiModel):
 
     backoff_limit: Annotated[int, Field(ge=0, le=100)] = 3
     """Retries after a retryable failure; each retry resumes from the latest checkpoint."""
-    active_deadline_seconds: Annotated[int, Field(ge=1)] | None = None
+    active_deadline_seconds: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = None
     """Fail the job (DeadlineExceeded) when it has run this long, all attempts together."""
-    ttl_seconds_after_finished: Annotated[int, Field(ge=0)] | None = None
+    ttl_seconds_after_finished: Annotated[int, Field(ge=0, le=INT32_MAX)] | None = None
     """Delete the finished job's Ray cluster after this many seconds (the GRPOJob stays)."""
     suspend: bool = False
     """Tear the Ray cluster down and keep the checkpoints; setting it back resumes."""
 
 
+class KeyRef(ApiModel):
+    """A key of a Secret or ConfigMap in the job's namespace."""
+
+    name: ObjectName
+    key: DataKey
+    optional: bool | None = None
+    """Start the pod even when the key or the object is missing (the variable is then unset)."""
+
+
+class EnvVarSource(ApiModel):
+    """Where a variable's value comes from: a Secret's key or a ConfigMap's key."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel(
+                    "has(self.secretKeyRef) != has(self.configMapKeyRef)",
+                    "set exactly one of valueFrom.secretKeyRef or valueFrom.configMapKeyRef",
+                )
+            ]
+        }
+    )
+
+    secret_key_ref: KeyRef | None = None
+    config_map_key_ref: KeyRef | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Self:
+        if (self.secret_key_ref is None) == (self.config_map_key_ref is None):
+            raise ValueError("set exactly one of valueFrom.secretKeyRef or valueFrom.configMapKeyRef")
+        return self
+
+
+_ENV_RULES = [
+    cel("!(has(self.value) && has(self.valueFrom))", "set value or valueFrom, not both"),
+    cel(
+        "!self.name.startsWith('GRPO_')",
+        "GRPO_* variables are the operator's (the job's name, attempt and files): choose another name",
+    ),
+]
+
+
 class EnvVar(ApiModel):
-    """A plain environment variable for every trainer pod."""
+    """An environment variable for every trainer pod: a plain value, or a Secret's or ConfigMap's key
+    (which stays out of the job's spec, its ConfigMap and its RayJob)."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": _ENV_RULES})
 
     name: Annotated[str, Field(pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$", max_length=253)]
-    value: Annotated[str, Field(max_length=4096)] = ""
+    value: Annotated[str, Field(max_length=4096)] | None = None
+    value_from: EnvVarSource | None = None
+
+    @model_validator(mode="after")
+    def _one_value(self) -> Self:
+        """_ENV_RULES, for the parser."""
+        if self.value is not None and self.value_from is not None:
+            raise ValueError(_ENV_RULES[0]["message"])
+        if self.name.startswith("GRPO_"):
+            raise ValueError(_ENV_RULES[1]["message"])
+        return self
 
 
 class GRPOJobSpec(ApiModel):
@@ -440,7 +565,7 @@ class GRPOJobSpec(ApiModel):
     image: Annotated[str, Field(max_length=512)] | None = None
     """Trainer image (default: the accelerator profile's)."""
     env: Annotated[list[EnvVar], Field(max_length=64)] = Field(default_factory=list)
-    """Extra environment for every trainer pod."""
+    """Extra environment for every trainer pod: `value`, or `valueFrom` a Secret's or ConfigMap's key."""
 
     @property
     def world_size(self) -> int:
