@@ -8,6 +8,7 @@ a few scalar settings can also come from `GRPO_*` environment variables for loca
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 from typing import Any, Literal
 
@@ -122,9 +123,38 @@ class Settings(_Model):
     submission_mode: Literal["HTTPMode", "K8sJobMode"] = "HTTPMode"
     """How KubeRay submits the entrypoint. HTTPMode posts it to the head's job API directly, with no
     submitter pod to schedule on the accelerator pool's taints."""
+    leader_election: bool = True
+    """Only the replica holding the Lease below reconciles (several replicas are then safe)."""
+    lease_name: str = "grpo-operator"
+    lease_namespace: str | None = None
+    """Where the Lease lives; default: the operator pod's namespace ("default" out of a cluster)."""
+    leader_identity: str | None = None
+    """This replica's name in the Lease; default: the host name (the pod's name)."""
+    lease_duration_seconds: float = Field(default=15.0, gt=0)
+    """How long a Lease that is not renewed keeps other replicas waiting."""
+    lease_renew_deadline_seconds: float = Field(default=10.0, gt=0)
+    """A leader that could not renew for this long stops acting (before anyone may take over)."""
+    lease_retry_seconds: float = Field(default=2.0, gt=0)
+    """How often the leader renews, and candidates look."""
 
     def profile(self, accelerator: str) -> AcceleratorProfile | None:
         return self.profiles.get(accelerator)
+
+    def lease_place(self) -> tuple[str, str]:
+        """The leader Lease's namespace and this replica's identity in it, defaults resolved."""
+        return (self.lease_namespace or _own_namespace(), self.leader_identity or socket.gethostname())
+
+
+_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def _own_namespace() -> str:
+    """The pod's namespace (the chart also sets leaseNamespace); "default" out of a cluster."""
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
+    if _NAMESPACE_FILE.is_file():
+        return _NAMESPACE_FILE.read_text().strip()
+    return "default"
 
 
 _ENV_SCALARS = {
@@ -133,6 +163,13 @@ _ENV_SCALARS = {
     "GRPO_METRICS_PORT": "metrics_port",
     "GRPO_HEALTH_PORT": "health_port",
     "GRPO_LOG_FORMAT": "log_format",
+    "GRPO_LEADER_ELECTION": "leader_election",
+    "GRPO_LEASE_NAME": "lease_name",
+    "GRPO_LEASE_NAMESPACE": "lease_namespace",
+    "GRPO_LEADER_IDENTITY": "leader_identity",
+    "GRPO_LEASE_DURATION_SECONDS": "lease_duration_seconds",
+    "GRPO_LEASE_RENEW_DEADLINE_SECONDS": "lease_renew_deadline_seconds",
+    "GRPO_LEASE_RETRY_SECONDS": "lease_retry_seconds",
 }
 
 

@@ -84,6 +84,8 @@ merged per accelerator and per key over the operator's built-in ones.
 {{- $settings := deepCopy .Values.settings }}
 {{- $_ := set $settings "namespaces" (include "grpo-operator.watchNamespaces" . | fromJsonArray) }}
 {{- $_ = set $settings "profiles" .Values.profiles }}
+{{- $_ = set $settings "leaseName" (include "grpo-operator.fullname" .) }}
+{{- $_ = set $settings "leaseNamespace" .Release.Namespace }}
 {{- toYaml $settings }}
 {{- end }}
 
@@ -156,6 +158,21 @@ per-namespace Roles. Every rule says why it exists.
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
+{{- end }}
+
+{{/*
+Leader election: the operator's Lease, in the release namespace only.
+*/}}
+{{- define "grpo-operator.leaderRules" -}}
+# Create the Lease the first time a replica starts (create cannot be limited to a name).
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  verbs: ["create"]
+# Read, renew and take over this release's Lease, and no other.
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  resourceNames: [{{ include "grpo-operator.fullname" . | quote }}]
+  verbs: ["get", "update"]
 {{- end }}
 
 {{/*

@@ -30,7 +30,7 @@ from ..children.pvc import build_checkpoint_pvc
 from ..children.rayjob import build_rayjob
 from ..children.rbac import build_trainer_rbac
 from ..config import Settings
-from ..k8s import Api, ApiError
+from ..k8s import Api, ApiError, NotLeaderError
 from ..lifecycle import (
     TERMINAL,
     Plan,
@@ -69,6 +69,14 @@ class ChildWaitingError(Exception):
     """A child that cannot be made yet (an earlier job's object of its name is still going)."""
 
 
+class StaleReadError(Exception):
+    """The job changed since it was read (another writer, or a replica that was not the leader):
+    the status computed from that read is not written; the reconcile starts over from a fresh one."""
+
+
+STALE_READ_ATTEMPTS = 3
+
+
 def _kind_name(manifest: dict[str, Any]) -> str:
     return f"{manifest['kind']} {manifest['metadata']['name']}"
 
@@ -82,8 +90,11 @@ class Reconciler:
         settings: Settings,
         metrics: Metrics,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        leading: Callable[[], bool] = lambda: True,
     ) -> None:
         self.api = api
+        self.leading = leading
+        """Whether this replica may act (k8s/leader.py); standby replicas drop every trigger."""
         self.settings = settings
         self.metrics = metrics
         self.clock = clock
@@ -125,6 +136,8 @@ class Reconciler:
         `rayjob` (from a RayJob event) each save a read when they are current; a burst of new jobs
         is mostly made of such round trips. A reconcile that fails is scheduled again with backoff.
         """
+        if not self.leading():
+            return  # the leader reconciles; on taking over it visits every job (on_leading)
         # A job without status is new: its reconcile leads to a RayJob and goes first. Following a
         # RayJob's status and the resync pass wait their turn; a user's change to a job does not.
         new_job = body is not None and not body.get("status")
@@ -138,12 +151,21 @@ class Reconciler:
                 # Held only inside the lock, so work queued on this lock is never counted urgent.
                 release = self.urgency.hold() if new_job else None
                 try:
-                    outcome = await self._reconcile(namespace, name, owner_uid, body, rayjob, release)
+                    for tries in range(1, STALE_READ_ATTEMPTS + 1):
+                        try:
+                            outcome = await self._reconcile(namespace, name, owner_uid, body, rayjob, release)
+                            break
+                        except StaleReadError:
+                            if tries == STALE_READ_ATTEMPTS:
+                                raise
+                            body, rayjob = None, None  # read both afresh
                 finally:
                     if release is not None:
                         release()
         except asyncio.CancelledError:
             raise
+        except NotLeaderError:
+            outcome = "standby"  # lost the Lease mid-way: the new leader takes the job from here
         except Exception as error:
             log.warning(
                 "reconcile of %s/%s failed: %s",
@@ -200,6 +222,8 @@ class Reconciler:
         if body is None or body.get("status"):
             # Read afresh under the lock: a handler's body may predate our last status write.
             body = await self.api.get_job(namespace, name)
+        else:
+            body = {**body, "metadata": dict(body["metadata"])}  # our writes move its resourceVersion
         if body is None:
             self._forget(key)
             return "gone"
@@ -259,12 +283,30 @@ class Reconciler:
         return validate(job, self.settings, claim_access_modes=modes)
 
     async def _write(self, job: GRPOJob, body: dict[str, Any], result: Plan) -> dict[str, Any]:
-        """Patch the operator's status fields to the plan's; returns them as now stored."""
+        """Patch the operator's status fields to the plan's; returns them as now stored.
+
+        Only onto the version of the job the plan was made from (`body`'s resourceVersion, moved
+        on by each write): a stale view is never written over a newer status.
+        """
         current = {k: v for k, v in (body.get("status") or {}).items() if k in OPERATOR_STATUS_FIELDS}
         patch = diff(current, result.status)
         if patch:
-            await self.api.patch_job_status(job.namespace, job.name, patch)
+            await self._patch(job, body, patch)
         return dict(result.status)
+
+    async def _patch(self, job: GRPOJob, body: dict[str, Any], patch: dict[str, Any]) -> None:
+        """One status write, preconditioned on `body`'s resourceVersion; `body` follows the write."""
+        meta = body.setdefault("metadata", {})
+        try:
+            stored = await self.api.patch_job_status(
+                job.namespace, job.name, patch, resource_version=meta.get("resourceVersion")
+            )
+        except ApiError as error:
+            if error.code == 409:
+                raise StaleReadError(str(error)) from error
+            raise
+        meta["resourceVersion"] = (stored.get("metadata") or {}).get("resourceVersion")
+        body["status"] = stored.get("status") or {}
 
     async def _carry_out(
         self,
@@ -286,7 +328,7 @@ class Reconciler:
                     await self._children(job, status, result.create_attempt, release)
                 except ChildRefusedError as refused:
                     failed = fail(job, status, rayjob, refused.reason, refused.message, self.clock())
-                    await self._write(job, {"status": status}, failed)
+                    await self._write(job, body, failed)
                     if failed.delete_rayjob:
                         await self.api.delete_rayjob(job.namespace, failed.delete_rayjob)
                     events += failed.events
@@ -297,13 +339,13 @@ class Reconciler:
                     )
                     waiting = children_waiting(job, status, self.clock(), why, cut(str(error), 1024))
                     if waiting:
-                        await self.api.patch_job_status(job.namespace, job.name, waiting)
+                        await self._patch(job, body, waiting)
                         events.append(("Warning", why, str(error)))
                     raise
                 else:
                     created = children_created(job, status, self.clock())
                     if created:
-                        await self.api.patch_job_status(job.namespace, job.name, created)
+                        await self._patch(job, body, created)
         finally:
             for event_type, reason, message in events:
                 await self.api.post_event(body, event_type, reason, message)
@@ -437,5 +479,7 @@ class Reconciler:
             ],
             "completionTime": now,
         }
-        await self.api.patch_job_status(meta["namespace"], meta["name"], status)
+        await self.api.patch_job_status(
+            meta["namespace"], meta["name"], status, resource_version=meta.get("resourceVersion")
+        )
         await self.api.post_event(body, "Warning", "InvalidSpec", message)

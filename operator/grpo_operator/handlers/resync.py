@@ -21,19 +21,22 @@ DEADLINE_TICK_SECONDS = 5.0
 PARALLEL_RECONCILES = 16
 
 
-async def resync_once(reconciler: Reconciler, settings: Settings, *, full: bool) -> int:
+async def resync_once(
+    reconciler: Reconciler, settings: Settings, *, full: bool, everything: bool = False
+) -> int:
     """Reconcile unfinished jobs: all of them when `full`, else those with a deadline.
 
-    The deadline pass does not list: every job has been reconciled since the operator started
-    (kopf's initial listing), so the reconciler knows which unfinished jobs carry a deadline.
-    Listing hundreds of jobs every few seconds would compete with the jobs being started.
+    The deadline pass does not list: every job has been reconciled since this replica became the
+    leader (the `everything` pass), so the reconciler knows which unfinished jobs carry a deadline
+    and which finished ones still have a Ray cluster. Listing hundreds of jobs every few seconds
+    would compete with the jobs being started.
     """
-    if full:
+    if full or everything:
         jobs = await reconciler.api.list_jobs(settings.namespaces)
         unfinished = {
             (job["metadata"]["namespace"], job["metadata"]["name"])
             for job in jobs
-            if (job.get("status") or {}).get("phase") not in TERMINAL
+            if everything or (job.get("status") or {}).get("phase") not in TERMINAL
         }
         due = sorted(unfinished | reconciler.draining)
         # Every child is looked for again: one deleted by hand comes back within a resync period.
@@ -45,7 +48,8 @@ async def resync_once(reconciler: Reconciler, settings: Settings, *, full: bool)
     async def one(namespace: str, name: str) -> None:
         async with gate:
             try:
-                await reconciler.reconcile(namespace, name, trigger="resync" if full else "deadline")
+                trigger = "takeover" if everything else "resync" if full else "deadline"
+                await reconciler.reconcile(namespace, name, trigger=trigger)
             except Exception:  # one bad job must not stop the others' safety net
                 log.exception("resync of %s/%s failed", namespace, name)
 
@@ -57,6 +61,8 @@ async def resync_forever(reconciler: Reconciler, settings: Settings) -> None:
     last_full = time.monotonic()
     while True:
         await asyncio.sleep(min(DEADLINE_TICK_SECONDS, settings.resync_seconds))
+        if not reconciler.leading():
+            continue
         full = time.monotonic() - last_full >= settings.resync_seconds
         if full:
             last_full = time.monotonic()

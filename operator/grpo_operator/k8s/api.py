@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -69,6 +70,10 @@ class ApiError(Exception):
         self.message = message
 
 
+class NotLeaderError(Exception):
+    """A write this replica may not send: it does not hold the leader Lease (k8s/leader.py)."""
+
+
 class Api:
     """The operator's view of the API server."""
 
@@ -85,6 +90,8 @@ class Api:
         self._slots = Slots(max_in_flight)
         self._session: aiohttp.ClientSession | None = None
         self.retry = retry or RetryPolicy()
+        self.guard: Callable[[], bool] | None = None
+        """When set, writes are sent only while it returns True (the leader check)."""
 
     @classmethod
     def from_environment(cls, field_manager: str, max_in_flight: int = MAX_IN_FLIGHT) -> Api:
@@ -108,6 +115,23 @@ class Api:
             )
         return self._session
 
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: dict[str, Any] | None = None,
+        guarded: bool = True,
+        missing_ok: bool = False,
+    ) -> dict[str, Any] | None:
+        """A plain JSON request (the Lease's); `missing_ok`: None for a 404."""
+        try:
+            return await self._request(method, path, body=body, guarded=guarded)
+        except ApiError as error:
+            if missing_ok and error.code == 404:
+                return None
+            raise
+
     async def _request(
         self,
         method: str,
@@ -117,6 +141,7 @@ class Api:
         content_type: str = "application/json",
         params: dict[str, str] | None = None,
         first: bool = False,
+        guarded: bool = True,
     ) -> dict[str, Any]:
         data = json.dumps(body) if body is not None else None
         refreshed = False
@@ -132,6 +157,9 @@ class Api:
             url = self._credentials.server.rstrip("/") + path
             retry_after: float | None = None
             failure: Exception
+            # Checked before every try: a replica that lost the Lease while waiting sends nothing.
+            if guarded and method != "GET" and self.guard is not None and not self.guard():
+                raise NotLeaderError(f"not the leader: {method} {path} not sent")
             await self._slots.acquire(first=first)
             try:
                 async with self._http().request(
@@ -247,12 +275,22 @@ class Api:
             if error.code != 404:
                 raise
 
-    async def patch_job_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
-        """A JSON merge patch of status fields; it leaves fields it does not name alone."""
-        await self._request(
+    async def patch_job_status(
+        self, namespace: str, name: str, patch: dict[str, Any], *, resource_version: str | None = None
+    ) -> dict[str, Any]:
+        """A JSON merge patch of status fields; it leaves fields it does not name alone.
+
+        With `resource_version` it applies only to that version of the job (409 otherwise): a
+        status computed from an older read is never written over a newer one. Returns the job as
+        stored afterwards.
+        """
+        body: dict[str, Any] = {"status": patch}
+        if resource_version:
+            body["metadata"] = {"resourceVersion": resource_version}
+        return await self._request(
             "PATCH",
             f"{collection_path(*_JOBS, namespace)}/{name}/status",
-            body={"status": patch},
+            body=body,
             content_type="application/merge-patch+json",
         )
 

@@ -168,3 +168,22 @@ def test_backoff_grows_and_stays_under_the_cap() -> None:
     for retry in range(1, 12):
         for _ in range(20):
             assert 0 <= policy.delay(retry) <= min(5.0, 0.2 * 2 ** (retry - 1))
+
+
+async def test_a_replica_that_is_not_the_leader_sends_no_write(server) -> None:
+    from grpo_operator.k8s import NotLeaderError
+
+    script, make, _ = server
+    script.answers = [ok({"metadata": {"name": "demo"}})]
+    api = make(RetryPolicy())
+    leading = False
+    api.guard = lambda: leading
+    with pytest.raises(NotLeaderError):
+        await api.patch_job_status("ns", "demo", {"phase": "Running"})
+    with pytest.raises(NotLeaderError):
+        await api.delete_rayjob("ns", "demo-1")
+    assert script.seen == [], "nothing left the process"
+    assert await api.get_job("ns", "demo") is not None, "reads are fine"
+    leading = True
+    await api.patch_job_status("ns", "demo", {"phase": "Running"})
+    assert script.seen[-1] == "PATCH /apis/grpo.dev/v1alpha1/namespaces/ns/grpojobs/demo/status"
