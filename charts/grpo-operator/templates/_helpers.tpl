@@ -161,6 +161,14 @@ per-namespace Roles. Every rule says why it exists.
 {{- end }}
 
 {{/*
+The GRPOJob status fields only the operator may write (status.OPERATOR_STATUS_FIELDS in
+operator/grpo_operator/api/v1alpha1/status.py; tests/unit/chart holds the two together).
+*/}}
+{{- define "grpo-operator.operatorStatusFields" -}}
+{{- list "phase" "conditions" "attempt" "failedAttempts" "rayJobName" "rayClusterName" "dashboardURL" "startTime" "completionTime" "observedGeneration" | toJson }}
+{{- end }}
+
+{{/*
 Leader election: the operator's Lease, in the release namespace only.
 */}}
 {{- define "grpo-operator.leaderRules" -}}
