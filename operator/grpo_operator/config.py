@@ -51,6 +51,13 @@ class AcceleratorProfile(_Model):
     """Default trainer image."""
     memory_per_device: str = "96Gi"
     """Memory request per device for a worker pod when the job does not say."""
+    run_as_user: int = Field(default=1000, ge=1)
+    """The trainer's user id in every Ray pod: never root (the trainer images' user is 1000)."""
+    run_as_group: int = Field(default=1000, ge=0)
+    fs_group: int | None = Field(default=1000, ge=0)
+    """Group that owns the checkpoint volume's files, so the non-root trainer can write them."""
+    supplemental_groups: list[int] = Field(default_factory=list)
+    """Extra groups, e.g. the nodes' device group (Ascend's HwHiAiUser) when it is not run_as_group."""
 
 
 def _default_profiles() -> dict[str, AcceleratorProfile]:
@@ -96,6 +103,16 @@ def _default_profiles() -> dict[str, AcceleratorProfile]:
     }
 
 
+def _default_ray_clients() -> list[dict[str, Any]]:
+    """KubeRay's operator as the README installs it (namespace kuberay-system, its chart's labels)."""
+    return [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kuberay-system"}},
+            "podSelector": {"matchLabels": {"app.kubernetes.io/name": "kuberay-operator"}},
+        }
+    ]
+
+
 class Settings(_Model):
     """Everything the operator can be told."""
 
@@ -123,6 +140,12 @@ class Settings(_Model):
     submission_mode: Literal["HTTPMode", "K8sJobMode"] = "HTTPMode"
     """How KubeRay submits the entrypoint. HTTPMode posts it to the head's job API directly, with no
     submitter pod to schedule on the accelerator pool's taints."""
+    network_policy: bool = True
+    """A NetworkPolicy per job: its Ray pods take connections only from each other and from
+    `ray_clients` (on the head's dashboard port, where Ray's job API listens)."""
+    ray_clients: list[dict[str, Any]] = Field(default_factory=_default_ray_clients)
+    """NetworkPolicy peers that may reach the Ray head's dashboard port (8265): KubeRay, which
+    submits the job and follows it there. The chart adds the operator's own pods."""
     leader_election: bool = True
     """Only the replica holding the Lease below reconciles (several replicas are then safe)."""
     lease_name: str = "grpo-operator"

@@ -20,7 +20,7 @@ from .operator_process import OperatorProcess
 
 pytestmark = pytest.mark.cluster
 
-OTHER_CHILDREN = ("configmaps", "serviceaccounts", "roles", "rolebindings")
+OTHER_CHILDREN = ("configmaps", "serviceaccounts", "roles", "rolebindings", "networkpolicies")
 
 
 def _apply(cluster: Cluster, namespace: str, body: dict) -> str:

@@ -85,6 +85,8 @@ merged per accelerator and per key over the operator's built-in ones.
 {{- $_ := set $settings "namespaces" (include "grpo-operator.watchNamespaces" . | fromJsonArray) }}
 {{- $_ = set $settings "profiles" .Values.profiles }}
 {{- $_ = set $settings "leaseName" (include "grpo-operator.fullname" .) }}
+{{- $operator := dict "namespaceSelector" (dict "matchLabels" (dict "kubernetes.io/metadata.name" .Release.Namespace)) "podSelector" (dict "matchLabels" (merge (include "grpo-operator.selectorLabels" . | fromYaml) (dict "app.kubernetes.io/component" "operator"))) }}
+{{- $_ = set $settings "rayClients" (append (.Values.settings.rayClients | default list) $operator) }}
 {{- $_ = set $settings "leaseNamespace" .Release.Namespace }}
 {{- toYaml $settings }}
 {{- end }}
@@ -153,6 +155,11 @@ per-namespace Roles. Every rule says why it exists.
 # The trainer's Role (get/patch on its own job's status) and its RoleBinding, server-side applied.
 - apiGroups: ["rbac.authorization.k8s.io"]
   resources: ["roles", "rolebindings"]
+  verbs: ["get", "create", "patch"]
+# Each job's NetworkPolicy (its Ray pods reachable only from each other, KubeRay and the
+# operator), server-side applied.
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
   verbs: ["get", "create", "patch"]
 # Events on GRPOJobs for every phase change and invalid spec; kopf posts new ones only.
 - apiGroups: [""]

@@ -28,6 +28,10 @@ def trainer_account_name(job_name: str) -> str:
     return f"{job_name}-trainer"
 
 
+def network_policy_name(job_name: str) -> str:
+    return f"{job_name}-ray"
+
+
 def labels(job: GRPOJob, component: str) -> dict[str, str]:
     """Our label taxonomy: selectable by job and component, recognisable by the usual app labels."""
     return {

@@ -26,6 +26,7 @@ from ..api.v1alpha1 import GRPOJob
 from ..api.v1alpha1.status import CONDITION_MESSAGE_LIMIT, OPERATOR_STATUS_FIELDS
 from ..children.configmap import build_spec_configmap
 from ..children.meta import ownership, rayjob_name
+from ..children.networkpolicy import build_network_policy
 from ..children.pvc import build_checkpoint_pvc
 from ..children.rayjob import build_rayjob
 from ..children.rbac import build_trainer_rbac
@@ -392,15 +393,18 @@ class Reconciler:
         )
 
     async def _put_others(self, job: GRPOJob, *, create: bool) -> None:
-        """The spec ConfigMap, the trainer's ServiceAccount, Role and RoleBinding, and the claim."""
+        """The spec ConfigMap, the trainer's ServiceAccount, Role and RoleBinding, the claim and the
+        NetworkPolicy."""
         account, role, binding = build_trainer_rbac(job)
         pvc = build_checkpoint_pvc(job, self.settings)
+        policy = build_network_policy(job, self.settings)
         await asyncio.gather(
             self._put(job, build_spec_configmap(job, self.settings), create=create),
             self._put(job, account, create=create),
             self._put(job, role, create=create),
             # A claim's spec is immutable once bound: it is only ever created.
             *([self._put(job, pvc, create=create, update=False)] if pvc is not None else []),
+            *([self._put(job, policy, create=create)] if policy is not None else []),
         )
         # Only after its Role: without the `bind` verb, the API server lets us bind a Role only
         # when it exists (and we hold what it grants).

@@ -42,6 +42,7 @@ _PLURALS: dict[tuple[str, str], str] = {
     ("v1", "Event"): "events",
     ("rbac.authorization.k8s.io/v1", "Role"): "roles",
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "rolebindings",
+    ("networking.k8s.io/v1", "NetworkPolicy"): "networkpolicies",
 }
 
 

@@ -24,6 +24,7 @@ OPERATOR_RULES = {
     ("", "serviceaccounts"): {"get", "create", "patch"},
     ("rbac.authorization.k8s.io", "roles"): {"get", "create", "patch"},
     ("rbac.authorization.k8s.io", "rolebindings"): {"get", "create", "patch"},
+    ("networking.k8s.io", "networkpolicies"): {"get", "create", "patch"},
     ("", "events"): {"create"},
 }
 LEADER_RULES = [

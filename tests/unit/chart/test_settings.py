@@ -37,8 +37,27 @@ def _settings(values: dict | None, tmp_path: Path) -> Settings:
 
 def test_default_values_are_the_operators_defaults(tmp_path: Path) -> None:
     rendered = _settings(None, tmp_path)
+    # What the chart derives from the release: the Lease, and the operator's own pods as a Ray client.
     assert (rendered.lease_name, rendered.lease_namespace) == ("grpo-grpo-operator", "grpo-system")
-    assert rendered.model_copy(update={"lease_name": "grpo-operator", "lease_namespace": None}) == Settings()
+    *clients, operator = rendered.ray_clients
+    assert operator == {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "grpo-system"}},
+        "podSelector": {
+            "matchLabels": {
+                "app.kubernetes.io/name": "grpo-operator",
+                "app.kubernetes.io/instance": "grpo",
+                "app.kubernetes.io/component": "operator",
+            }
+        },
+    }
+    derived = {"lease_name": "grpo-operator", "lease_namespace": None, "ray_clients": clients}
+    assert rendered.model_copy(update=derived) == Settings()
+
+
+def test_the_operators_pods_are_the_ones_the_deployment_runs(tmp_path: Path) -> None:
+    operator = _settings(None, tmp_path).ray_clients[-1]["podSelector"]["matchLabels"]
+    pod = only(render(), "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert operator.items() <= pod.items()
 
 
 def test_every_settings_key_is_a_settings_field() -> None:
