@@ -61,6 +61,8 @@ def _resource_problems(job: GRPOJob, settings: Settings) -> list[Problem]:
                 "use engine trl for a CPU run",
             )
         )
+    if spec.engine.name == "trl" and spec.engine.lora is None:
+        problems.append(Problem("spec.engine.lora", "engine.name=trl trains LoRA adapters: set engine.lora"))
     if spec.engine.name == "trl" and spec.world_size != 1:
         problems.append(
             Problem(
@@ -111,12 +113,17 @@ def _data_problems(job: GRPOJob) -> list[Problem]:
 
 
 def validate(
-    job: GRPOJob, settings: Settings, *, claim_access_modes: list[str] | None = None
+    job: GRPOJob,
+    settings: Settings,
+    *,
+    claim_access_modes: list[str] | None = None,
+    priority_class_exists: bool | None = None,
 ) -> list[Problem]:
     """All problems with the job; empty when it can run.
 
     `claim_access_modes` are the access modes of `spec.checkpoint.claimName` as the API server
-    reports them (the caller looks them up; this function stays pure).
+    reports them, and `priority_class_exists` whether `spec.resources.priorityClassName` names a
+    PriorityClass (None: not known). The caller looks them up; this function stays pure.
     """
     problems: list[Problem] = []
     if not re.match(JOB_NAME_PATTERN, job.name):
@@ -136,6 +143,14 @@ def validate(
             )
         )
     problems += _resource_problems(job, settings)
+    if priority_class_exists is False:
+        # Every Ray pod would be refused at admission, and KubeRay would try again forever.
+        problems.append(
+            Problem(
+                "spec.resources.priorityClassName",
+                f"no PriorityClass {job.spec.resources.priority_class_name!r} in the cluster",
+            )
+        )
     problems += _batch_problems(job)
     problems += _volume_problems(job, claim_access_modes)
     problems += _data_problems(job)

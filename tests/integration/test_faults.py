@@ -191,3 +191,18 @@ def test_a_job_recreated_under_the_same_name_starts_afresh(
     assert (
         cluster.get("persistentvolumeclaim", f"{job}-checkpoints", namespace)["metadata"]["uid"] == claim_uid
     )
+
+
+def test_a_priority_class_that_does_not_exist_fails_the_job_before_anything_is_made(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    job = _apply(
+        cluster, namespace, example("lora-single-gpu", **{"resources.priorityClassName": "no-such-class"})
+    )
+    failed = cluster.wait_for("grpojob", job, namespace, phase_is("Failed"), timeout=60, what="Failed")
+    cond = condition(failed, "Failed")
+    assert cond["reason"] == "InvalidSpec"
+    assert (
+        cond["message"] == "spec.resources.priorityClassName: no PriorityClass 'no-such-class' in the cluster"
+    )
+    assert owned_children(cluster, namespace, job) == {}

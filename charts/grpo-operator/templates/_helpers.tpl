@@ -161,6 +161,13 @@ per-namespace Roles. Every rule says why it exists.
 - apiGroups: ["networking.k8s.io"]
   resources: ["networkpolicies"]
   verbs: ["get", "create", "patch"]
+{{- if .Values.rbac.clusterWide }}
+# A job's priorityClassName must name a PriorityClass, or KubeRay's pods are refused forever:
+# looked up before anything is created (namespaced installs grant nothing cluster-wide and skip it).
+- apiGroups: ["scheduling.k8s.io"]
+  resources: ["priorityclasses"]
+  verbs: ["get"]
+{{- end }}
 # Events on GRPOJobs for every phase change and invalid spec; kopf posts new ones only.
 - apiGroups: [""]
   resources: ["events"]

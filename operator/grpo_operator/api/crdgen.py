@@ -64,10 +64,14 @@ SPEC_RULES: list[dict[str, str]] = [
     {
         "rule": "self.engine.name != 'trl' || (self.resources.devicesPerNode == 1 && self.resources.nodes == 1)",
         "message": "engine.name=trl trains on one device: set resources.devicesPerNode=1 and resources.nodes=1",
+        "fieldPath": ".engine.name",
+        "reason": "FieldValueInvalid",
     },
     {
         "rule": "self.engine.name != 'trl' || has(self.engine.lora)",
         "message": "engine.name=trl trains LoRA adapters: set engine.lora",
+        "fieldPath": ".engine.lora",
+        "reason": "FieldValueRequired",
     },
 ]
 

@@ -281,7 +281,11 @@ class Reconciler:
         modes = None
         if job.spec.checkpoint.claim_name and job.spec.resources.nodes > 1:
             modes = await self.api.claim_access_modes(job.namespace, job.spec.checkpoint.claim_name)
-        return validate(job, self.settings, claim_access_modes=modes)
+        priority = job.spec.resources.priority_class_name
+        exists = (
+            await self.api.priority_class_exists(priority) if priority and not job.status.attempt else None
+        )
+        return validate(job, self.settings, claim_access_modes=modes, priority_class_exists=exists)
 
     async def _write(self, job: GRPOJob, body: dict[str, Any], result: Plan) -> dict[str, Any]:
         """Patch the operator's status fields to the plan's; returns them as now stored.

@@ -238,6 +238,16 @@ class Api:
         claim = await self._get_or_none(f"{collection_path('v1', 'PersistentVolumeClaim', namespace)}/{name}")
         return list(((claim or {}).get("spec") or {}).get("accessModes") or [])
 
+    async def priority_class_exists(self, name: str) -> bool | None:
+        """Whether a PriorityClass exists; None when the operator may not look (namespaced RBAC)."""
+        try:
+            found = await self._get_or_none(f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}")
+        except ApiError as error:
+            if error.code == 403:
+                return None
+            raise
+        return found is not None
+
     async def apply(self, manifest: dict[str, Any], *, first: bool = False) -> None:
         """Server-side apply: idempotent, and conflicts with other managers are ours to win.
         `first` puts the request ahead of the others waiting for a slot."""

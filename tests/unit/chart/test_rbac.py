@@ -71,7 +71,8 @@ def test_cluster_wide_grants_exactly_what_the_operator_uses() -> None:
     docs = render()
     roles = _operator_roles(docs)
     assert [r["kind"] for r in roles] == ["ClusterRole"]
-    assert _grants(roles[0]) == OPERATOR_RULES
+    # Cluster-wide, the operator also checks that a job's priorityClassName exists.
+    assert _grants(roles[0]) == {**OPERATOR_RULES, ("scheduling.k8s.io", "priorityclasses"): {"get"}}
     bindings = [d for d in of_kind(docs, "ClusterRoleBinding") if not _is_cleanup(d) and not _is_leader(d)]
     assert len(bindings) == 1
     assert bindings[0]["roleRef"] == {

@@ -122,6 +122,19 @@ class DatasetSpec(ApiModel):
     truncation: Literal["error", "left", "right", "middle"] = "error"
     """What to do with a prompt that is still too long."""
 
+    @model_validator(mode="after")
+    def _as_the_schema_says(self) -> Self:
+        """The section's CEL rules, for the parser (same words)."""
+        if (self.preset is None) == (self.train is None):
+            raise ValueError(
+                "set exactly one of dataset.preset (a built-in dataset) or dataset.train (parquet files)"
+            )
+        if self.validation is not None and self.train is None:
+            raise ValueError(
+                "dataset.validation goes with dataset.train; a preset brings its own validation split"
+            )
+        return self
+
 
 class CustomReward(ApiModel):
     """A user reward function shipped in a ConfigMap."""
@@ -158,6 +171,13 @@ class RewardSpec(ApiModel):
         default_factory=dict
     )
     """Extra keyword arguments passed to the reward function (as strings)."""
+
+    @model_validator(mode="after")
+    def _as_the_schema_says(self) -> Self:
+        """The section's CEL rule, for the parser (same words)."""
+        if (self.builtin is None) == (self.custom is None):
+            raise ValueError("set exactly one of reward.builtin or reward.custom")
+        return self
 
 
 class KLSpec(ApiModel):
@@ -223,6 +243,17 @@ class AlgorithmSpec(ApiModel):
     """Stop after this many steps (overrides epochs)."""
     seed: Annotated[int, Field(ge=0, le=2147483647)] = 42
     """Data shuffling seed."""
+
+    @model_validator(mode="after")
+    def _as_the_schema_says(self) -> Self:
+        """The section's CEL rules, for the parser (same words)."""
+        if self.micro_batch_size_per_device is not None and self.tokens_per_device is not None:
+            raise ValueError(
+                "set at most one of algorithm.microBatchSizePerDevice or algorithm.tokensPerDevice"
+            )
+        if self.mini_batch_size > self.train_batch_size:
+            raise ValueError("algorithm.miniBatchSize must not exceed algorithm.trainBatchSize")
+        return self
 
 
 class RolloutSpec(ApiModel):
@@ -431,6 +462,20 @@ class CheckpointSpec(ApiModel):
     """Keep the volume when the job is deleted (Retain) or delete it with the job."""
     resume: Annotated[str, Field(max_length=512)] = "latest"
     """latest, none, or an absolute path to a global_step_N folder."""
+
+    @model_validator(mode="after")
+    def _as_the_schema_says(self) -> Self:
+        """The section's CEL rules, for the parser (same words)."""
+        if self.claim_name is not None and (self.size is not None or self.storage_class_name is not None):
+            raise ValueError(
+                "checkpoint.claimName names an existing volume; size and storageClassName are for one the "
+                "operator creates"
+            )
+        if self.resume not in ("latest", "none") and not self.resume.startswith("/"):
+            raise ValueError(
+                "checkpoint.resume must be 'latest', 'none' or an absolute path to a global_step_N folder"
+            )
+        return self
 
 
 class EvaluationSpec(ApiModel):
