@@ -102,10 +102,28 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
         merged["nullable"] = True
         return _structural(merged, defs)
     if "patternProperties" in node:
-        # A map with patterned keys: OpenAPI has no key patterns, so the value schema becomes
-        # additionalProperties and the key rule is CEL on the map (base.labels_rule).
-        [values] = node.pop("patternProperties").values()
+        # A map with patterned keys: a structural schema has no key patterns, so the value schema
+        # becomes additionalProperties and the key pattern a CEL rule on the map (unless the model
+        # gives one of its own, as base.labels_rule does), so the API server checks what the
+        # models check.
+        [(pattern, values)] = node.pop("patternProperties").items()
         node["additionalProperties"] = values
+        if not node.get("x-kubernetes-validations"):
+            node["x-kubernetes-validations"] = [
+                {
+                    "rule": f"self.all(k, k.matches(r'{pattern}'))",
+                    "message": f"every key must match {pattern}",
+                }
+            ]
+    if "propertyNames" in node:
+        names = node.pop("propertyNames")
+        if "maxLength" in names:
+            node.setdefault("x-kubernetes-validations", []).append(
+                {
+                    "rule": f"self.all(k, size(k) <= {names['maxLength']})",
+                    "message": f"every key must be at most {names['maxLength']} characters",
+                }
+            )
     if "const" in node:
         node["enum"] = [node.pop("const")]
     if "exclusiveMinimum" in node and not isinstance(node["exclusiveMinimum"], bool):

@@ -167,10 +167,12 @@ class RewardSpec(ApiModel):
     """A reward bundled with the trainer."""
     custom: CustomReward | None = None
     """A user function from a ConfigMap."""
-    kwargs: Annotated[dict[Annotated[str, Field(max_length=63)], ShortString], Field(max_length=32)] = Field(
-        default_factory=dict
-    )
-    """Extra keyword arguments passed to the reward function (as strings)."""
+    kwargs: Annotated[
+        dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")], ShortString],
+        Field(max_length=32),
+    ] = Field(default_factory=dict)
+    """Extra keyword arguments passed to the reward function (as strings); each name a Python
+    identifier."""
 
     @model_validator(mode="after")
     def _as_the_schema_says(self) -> Self:
