@@ -166,27 +166,48 @@ def test_a_job_recreated_under_the_same_name_starts_afresh(
 ) -> None:
     body = example("lora-single-gpu")
     job = _apply(cluster, namespace, body)
-    first = cluster.wait_for("grpojob", job, namespace, _created, timeout=120, what="Created")
+    # Running: its RayJob names a Ray cluster, which the new job must not take for its own.
+    first = cluster.wait_for("grpojob", job, namespace, phase_is("Running"), timeout=120, what="Running")
     claim_uid = cluster.get("persistentvolumeclaim", f"{job}-checkpoints", namespace)["metadata"]["uid"]
+    # The old job's RayJob outlives it for a while (KubeRay stops its Ray job first): a finalizer of
+    # the test's holds it until the new job has seen it.
+    hold = '{"metadata":{"finalizers":["grpo.dev/test-hold"]}}'
+    cluster.kubectl("patch", "rayjobs.ray.io", f"{job}-1", "-n", namespace, "--type=merge", "-p", hold)
     cluster.kubectl("delete", "grpojob", job, "-n", namespace, "--wait=true")
     _apply(cluster, namespace, body)
-    second = cluster.wait_for(
+    waiting = cluster.wait_for(
         "grpojob",
         job,
         namespace,
-        lambda o: o["metadata"]["uid"] != first["metadata"]["uid"] and _created(o),
-        timeout=120,
-        what="the new job Created",
+        lambda o: (condition(o, "Created") or {}).get("reason") == "WaitingForPreviousJob",
+        timeout=60,
+        what="waiting for the old RayJob",
     )
-    new_uid = second["metadata"]["uid"]
+    assert waiting["metadata"]["uid"] != first["metadata"]["uid"]
+    assert "rayClusterName" not in waiting["status"], "the old job's Ray cluster is not the new one's"
+    time.sleep(3)
+    assert cluster.get("grpojob", job, namespace)["status"]["attempt"] == 1
+    cluster.kubectl(
+        "patch", "rayjobs.ray.io", f"{job}-1", "-n", namespace, "--type=json",
+        "-p", '[{"op":"remove","path":"/metadata/finalizers"}]',
+    )  # fmt: skip
+    running = cluster.wait_for(
+        "grpojob",
+        job,
+        namespace,
+        lambda o: o["metadata"]["uid"] == waiting["metadata"]["uid"] and phase_is("Running")(o),
+        timeout=120,
+        what="the new job Running",
+    )
+    new_uid = running["metadata"]["uid"]
+    assert running["status"]["attempt"] == 1, "the old job's RayJob going away is no failure of the new one"
+    assert not running["status"].get("failedAttempts")
+    assert condition(running, "Created")["status"] == "True"
     rayjob = cluster.get("rayjobs.ray.io", f"{job}-1", namespace)
     assert rayjob["metadata"]["ownerReferences"][0]["uid"] == new_uid
     spec = json.loads(cluster.get("configmap", f"{job}-spec", namespace)["data"]["job.json"])
     assert spec["uid"] == new_uid
     assert spec["paths"]["jobDir"] == f"/grpo/checkpoints/{job}-{new_uid.replace('-', '')[:8]}"
-    assert (
-        spec["paths"]["jobDir"] != f"/grpo/checkpoints/{job}-{first['metadata']['uid'].replace('-', '')[:8]}"
-    )
     # The retained volume is the same one: only the job's folder on it is new.
     assert (
         cluster.get("persistentvolumeclaim", f"{job}-checkpoints", namespace)["metadata"]["uid"] == claim_uid

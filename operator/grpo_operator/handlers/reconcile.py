@@ -275,7 +275,12 @@ class Reconciler:
         current = rayjob_name(job.name, attempt)
         if event_rayjob is not None and event_rayjob["metadata"]["name"] == current:
             return event_rayjob
-        return await self.api.get_rayjob(job.namespace, current)
+        found = await self.api.get_rayjob(job.namespace, current)
+        if found is not None and ownership(found, job) != "ours":
+            # An earlier job's of the same name, on its way out: not this job's attempt. Planned as
+            # missing, its creation waits (ChildWaitingError) until the garbage collector is done.
+            return None
+        return found
 
     async def _problems(self, job: GRPOJob) -> list[Problem]:
         modes = None
