@@ -33,6 +33,7 @@ converged, nothing stuck, duplicated or leaked) are met. The recorded run:
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import random
@@ -50,7 +51,7 @@ import yaml
 from lightkube import ApiError, Client, codecs
 from lightkube.config.kubeconfig import KubeConfig
 from lightkube.generic_resource import create_namespaced_resource
-from lightkube.resources.core_v1 import Namespace
+from lightkube.resources.core_v1 import Namespace, Node
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
@@ -175,6 +176,33 @@ def manifest(job: Job) -> dict[str, Any]:
     for section, values in KINDS[job.kind].get("spec", {}).items():
         body["spec"].setdefault(section, {}).update(values)
     return body
+
+
+def capacity_nodes(cluster: Cluster, count: int) -> list[str]:
+    """Fake 8-GPU nodes, so that every job's Ray cluster can be scheduled at once: a job waiting
+    for room is not what this run measures. Removed at the end."""
+    template = next(d for d in yaml.safe_load_all((REPO / "hack/cluster/node-pools.yaml").read_text()) if d)
+    names = []
+    for i in range(count):
+        node = copy.deepcopy(template)
+        name = f"kwok-chaos-{i}"
+        node["metadata"]["name"] = name
+        node["metadata"]["labels"].update({"kubernetes.io/hostname": name, "grpo.dev/chaos": "true"})
+        for key in ("allocatable", "capacity"):
+            node["status"][key]["cpu"] = "128"
+        cluster.client.apply(codecs.from_dict(node), field_manager="grpo-chaos", force=True)
+        names.append(name)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        ready = {
+            n.metadata.name
+            for n in cluster.client.list(Node, labels={"grpo.dev/chaos": "true"})
+            if any(c.type == "Ready" and c.status == "True" for c in (n.status.conditions or []))
+        }
+        if ready >= set(names):
+            return names
+        time.sleep(0.5)
+    raise SystemExit("the chaos run's nodes were not Ready within 120 s")
 
 
 def proxy_kubeconfig(url: str, folder: Path) -> Path:
@@ -314,6 +342,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for kind, namespace in namespaces.items():
         cluster.client.create(Namespace(metadata={"name": namespace, "labels": {"grpo.dev/chaos": "true"}}))
         job_api.configure_namespace(namespace, KINDS[kind]["timeline"])
+    nodes = capacity_nodes(cluster, (args.jobs + 5) // 6)
     workdir = Path(args.workdir or f"/tmp/chaos-{stamp}")
     workdir.mkdir(parents=True, exist_ok=True)
     cluster.client.apply(
@@ -398,6 +427,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for namespace in namespaces.values():
             cluster.client.delete(Namespace, namespace)
             job_api.forget_namespace(namespace)
+        for node in nodes:
+            cluster.client.delete(Node, node)
     return {
         "jobs": len(jobs),
         "by_kind": {kind: sum(1 for j in jobs if j.kind == kind) for kind in KINDS},
