@@ -370,9 +370,7 @@ def children_created(job: GRPOJob, status: dict[str, Any], now: datetime) -> dic
     operator's fields as just written): `Created` means they exist, not that they were asked for.
     """
     attempt = status.get("attempt") or 0
-    message = (
-        f"Ray job {rayjob_name(job.name, attempt)} and the job's ConfigMap, volume, RBAC and network policy"
-    )
+    message = f"Ray job {rayjob_name(job.name, attempt)} and the job's other children exist"
     return _created(job, status, now, True, "ChildrenCreated", message)
 
 

@@ -138,7 +138,7 @@ class Reconciler:
         is mostly made of such round trips. A reconcile that fails is scheduled again with backoff.
         """
         if not self.leading():
-            return  # the leader reconciles; on taking over it visits every job (on_leading)
+            return  # the leader reconciles; on taking over it visits every job (wiring.take_over)
         # A job without status is new: its reconcile leads to a RayJob and goes first. Following a
         # RayJob's status and the resync pass wait their turn; a user's change to a job does not.
         new_job = body is not None and not body.get("status")
