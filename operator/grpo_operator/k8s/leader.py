@@ -91,11 +91,13 @@ class Leader:
         while not await self._try():
             await self._sleep(self.terms.retry)
         log.info("leading as %s (lease %s/%s)", self.terms.identity, self.terms.namespace, self.terms.name)
-        await on_leading()
+        # In a task of its own: a long takeover pass must not hold up the renewals.
+        takeover = asyncio.create_task(on_leading())
         while True:
             await self._sleep(self.terms.retry)
             if not await self._try() and not self.leading:
                 log.error("lost the lease %s/%s", self.terms.namespace, self.terms.name)
+                takeover.cancel()
                 await on_lost()
                 return
 

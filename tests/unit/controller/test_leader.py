@@ -162,3 +162,38 @@ async def test_a_clean_stop_hands_the_lease_over_at_once() -> None:
 def test_the_durations_must_leave_a_gap() -> None:
     with pytest.raises(ValueError, match="retry period < renew deadline < lease duration"):
         LeaseTerms(name="l", namespace="n", identity="a", duration=10, renew_deadline=10, retry=2)
+
+
+async def test_a_long_takeover_does_not_hold_up_the_renewals() -> None:
+    import asyncio
+
+    store, clock = LeaseStore(), Clock()
+    renewals: list[str] = []
+    original = store.request
+
+    async def counting(method, path, **kwargs):
+        if method == "PUT":
+            renewals.append(kwargs["body"]["spec"]["renewTime"])
+        return await original(method, path, **kwargs)
+
+    store.request = counting  # type: ignore[method-assign]
+
+    async def tick(seconds: float) -> None:
+        clock.now += seconds
+        if len(renewals) >= 5:
+            store.down = True  # enough renewals seen: let the lease go, so run() returns
+        await asyncio.sleep(0)
+
+    leader = Leader(store, LeaseTerms(identity="a", **TERMS), clock=clock, sleep=tick)  # type: ignore[arg-type]
+    forever = asyncio.Event()
+    lost = asyncio.Event()
+
+    async def take_over() -> None:
+        await forever.wait()  # a takeover pass over thousands of jobs
+
+    async def lose() -> None:
+        lost.set()
+
+    await asyncio.wait_for(leader.run(take_over, lose), timeout=10)
+    assert len(renewals) >= 5, "the Lease was renewed while the takeover pass ran"
+    assert lost.is_set()
