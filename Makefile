@@ -11,10 +11,11 @@ KUBECONFIG_LOCAL = $(shell . hack/lib.sh && echo "$$CLUSTER_DIR/kubeconfig")
 PYTEST_ARGS ?=
 LINT_PATHS := operator trainer tests hack charts benchmarks
 
-.PHONY: help install demo cluster-up cluster-down test e2e-kind lint images
+.PHONY: help install demo demo-down cluster-up cluster-down test e2e-kind lint images
 
 help:
-	@echo "make demo         local cluster + Helm install + the operator + an example GRPOJob, until Running"
+	@echo "make demo         a cluster of its own + Helm install + the operator + a GRPOJob that trains on CPU"
+	@echo "make demo-down    stop the demo's cluster"
 	@echo "make test         install, start the local cluster, run the whole test suite"
 	@echo "make install      virtualenv in $(VENV) with the development extras"
 	@echo "make cluster-up   build (cached) and start the local test cluster"
@@ -25,12 +26,20 @@ help:
 
 install: $(VENV)/.installed
 
-# Reinstalled when pyproject.toml changes.
-$(VENV)/.installed: pyproject.toml
+# The CUDA image's verl, for the contract tests against verl's own code (tests/unit/verl_contract).
+VERL_VERSION := $(shell sed -n 's/^CUDA_VERL_VERSION=//p' images/versions.env)
+
+# Reinstalled when pyproject.toml or the images' versions change.
+$(VENV)/.installed: pyproject.toml images/versions.env
+	@echo "[install] Python packages into $(VENV) (first time: ~3 GB of wheels, CPU torch among them; several minutes)"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	# trl-cpu: torch and TRL for the TRL engine's CPU tests (PyPI's Linux torch, ~2.7 GB, once).
-	$(PY) -m pip install --quiet -e '.[dev,trl-cpu]'
+	# trl-cpu: torch and TRL for the TRL engine's CPU tests (PyPI's Linux torch, ~2.7 GB, once);
+	# verl-cpu: what verl's dataset, reward loop, agent loop and checkpoint code import.
+	# One line per package it fetches, so a first install is not minutes of silence.
+	$(PY) -m pip install --progress-bar off -e '.[dev,trl-cpu,verl-cpu]' | { grep --line-buffered -E '^(Collecting|Successfully installed)' | cut -c1-120 || true; }
+	# verl without its declared dependencies (vLLM and the CUDA stack), which CPU tests do not need.
+	$(PY) -m pip install --quiet --no-deps 'verl==$(VERL_VERSION)'
 	touch $@
 
 # The volume provisioner runs from the virtualenv (lightkube).
@@ -40,10 +49,13 @@ cluster-up: install
 cluster-down:
 	hack/cluster-down.sh
 
-# The main job on the local default: cluster, `helm install`, the operator with the chart's
-# ServiceAccount, and the Ascend geo3k example until it is Running (hack/demo.sh).
+# The main job on the local default: a cluster of its own, `helm install`, the operator with the
+# chart's ServiceAccount, and examples/colours-cpu.yaml trained for real until Succeeded (hack/demo.sh).
 demo: install
 	hack/demo.sh
+
+demo-down:
+	source hack/demo-env.sh && hack/cluster-down.sh
 
 # The one test command (CI runs it through .ci/run): lint first (seconds), then every tier.
 # pytest's exit code 5, "no tests ran", fails too. Under CI the cluster is stopped afterwards so

@@ -5,8 +5,9 @@ Each spec is one of the examples with one to four fields changed (hypothesis dra
 the CRD's own schema, and the value from that field's pattern, its type's edge values or any text)
 or removed, or a changed metadata.name. For each:
 
-1. the Python side: the models parse it (a refusal names its field), validation.validate()
-   (every problem names its field), and the builders make every child without raising;
+1. the Python side: the models parse it (a refusal names its field), then verdict.job_problems:
+   the CRD's CEL rules evaluated offline (api/rules.py) and validation.validate() (every problem
+   names its field), and the builders make every child without raising;
 2. the API server: a server-side dry run of creating the GRPOJob (a refusal names its field);
 3. the two must agree: refused by one <=> refused by the other (the operator-only checks, which
    need its settings or a look at the cluster, are told apart);
@@ -54,7 +55,8 @@ from grpo_operator.children.pvc import build_checkpoint_pvc  # noqa: E402
 from grpo_operator.children.rayjob import build_rayjob  # noqa: E402
 from grpo_operator.children.rbac import build_trainer_rbac  # noqa: E402
 from grpo_operator.config import load_settings  # noqa: E402
-from grpo_operator.validation import Problem, validate  # noqa: E402
+from grpo_operator.validation import Problem  # noqa: E402
+from grpo_operator.verdict import job_problems  # noqa: E402
 
 SETTINGS = load_settings(environ={})
 CRD = yaml.safe_load((REPO / "crds" / "grpo.dev_grpojobs.yaml").read_text())
@@ -264,7 +266,9 @@ class Run:
             return None, False
         priority = job.spec.resources.priority_class_name
         try:
-            problems: list[Problem] = validate(
+            # What every judge but the API server says together (verdict.py): the CRD's CEL rules
+            # evaluated here, then the operator's validate().
+            problems: list[Problem] = job_problems(
                 job,
                 SETTINGS,
                 priority_class_exists=self.priority_class_exists(priority) if priority else None,

@@ -1,24 +1,33 @@
-"""Reward throughput: grade one geo3k step (512 prompts x 5 responses) the ways engines call us.
+"""Reward throughput, and the time bound per answer when verl's threads compete.
 
-    .venv/bin/python benchmarks/rewards_bench.py [--prompts 512] [--n 5] [--timeout-s 2.0] [--json out.json]
+    .venv/bin/python benchmarks/rewards_bench.py [--reward geo3k|geo3k-lenient] [--prompts 512] [--n 5]
+                                                 [--timeout-s 2.0] [--json out.json]
+    .venv/bin/python benchmarks/rewards_bench.py --time-bound [--threads 8] [--calls 400] [--json out.json]
 
-Responses are generated (seeded) to look like a Qwen-VL rollout on geo3k: correct answers in the
-ground truth's form and in other forms (decimal for a fraction, `x = `, degrees, `\\dfrac`), wrong
-answers, malformed ones (no `<think>`, no box, unclosed box), long ones (up to ~24k characters,
-some cut off before the box), garbage (random unicode), symbolic answers that need sympy, and a
-couple of adversarial ones that sympy cannot settle in time (they must stop at the bound).
-
-Three paths are timed after the sympy workers are warm (their one-time start is reported apart):
-- per-sample, sequential: `geo3k.compute_score` once per response (what verl's naive manager calls);
+Throughput (the default): responses are generated (seeded) to look like a Qwen-VL rollout on
+geo3k: correct answers in the ground truth's form and in other forms (decimal for a fraction,
+`x = `, degrees, `\\dfrac`), wrong answers, malformed ones (no `<think>`, no box, unclosed box),
+long ones (up to ~24k characters, some cut off before the box), garbage (random unicode), symbolic
+answers that need sympy, and a couple of adversarial ones that sympy cannot settle in time (they
+must stop at the bound). Three paths are timed after the worker pool is warm (its one-time start
+is reported apart):
+- per-sample, sequential: `compute_score` once per response (what verl's naive manager calls);
 - per-sample, threaded: the same from a thread pool, as verl's `run_in_executor(None, ...)` does;
-- batch: one `geo3k.compute_score_batch` call over all responses.
+- batch: one `compute_score_batch` call over all responses.
 Targets (issue 4): under 10 s for the 2,560 and no single answer over `--timeout-s`.
+
+Time bound (`--time-bound`, issue 14): `--threads` threads (verl's executor) call each reward at
+once, a quarter of the calls with an answer that cannot be graded in time (or, for the custom
+reward, a function that never returns) and the rest ordinary, so the calls at the bound compete
+with busy threads for the two cores and the interpreter lock. Every call's wall time is measured
+from the call to its return; the target is that none exceeds the reward's bound.
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import functools
 import json
 import os
 import platform
@@ -33,7 +42,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "trainer"))
 
-from grpo_trainer.rewards import geo3k
+from grpo_trainer.rewards import custom, geo3k, geo3k_lenient, safety
 from grpo_trainer.rewards.answer_parse import normalize, parse
 from grpo_trainer.rewards.equivalence import numeric_verdict
 from grpo_trainer.rewards.sympy_pool import default_pool
@@ -193,9 +202,14 @@ def clear_caches() -> None:
     numeric_verdict.cache_clear()
 
 
+SCORERS = {"geo3k": geo3k, "geo3k-lenient": geo3k_lenient}
+
+
 def timed(case: Case, options: dict[str, Any]) -> tuple[float, dict[str, float]]:
+    scorer = SCORERS[options.get("reward", "geo3k")]
+    kwargs = {k: v for k, v in options.items() if k != "reward"}
     started = time.perf_counter()
-    result = geo3k.compute_score(DATA_SOURCE, case.response, case.truth, {"split": "train"}, **options)
+    result = scorer.compute_score(DATA_SOURCE, case.response, case.truth, {"split": "train"}, **kwargs)
     return time.perf_counter() - started, result
 
 
@@ -227,7 +241,8 @@ def summarize(
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     cases = make_cases(args.prompts, args.n, args.seed)
-    options = {"timeout_s": args.timeout_s}
+    options = {"timeout_s": args.timeout_s, "reward": args.reward}
+    scorer = SCORERS[args.reward]
     started = time.perf_counter()
     ready = default_pool().warm_up(timeout_s=60)
     warm_up_s = time.perf_counter() - started
@@ -244,7 +259,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     clear_caches()
     started = time.perf_counter()
-    batch = geo3k.compute_score_batch(
+    batch = scorer.compute_score_batch(
         [DATA_SOURCE] * len(cases),
         [case.response for case in cases],
         [case.truth for case in cases],
@@ -258,7 +273,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         entry = by_kind.setdefault(case.kind, {"count": 0, "acc": 0.0, "format": 0.0, "timeout": 0.0})
         entry["count"] += 1
         for key in ("acc", "format", "timeout"):
-            entry[key] += result[key]
+            entry[key] += result["correct" if key == "acc" and "correct" in result else key]
     differing = [
         {"kind": case.kind, "sequential": s, "threaded": t, "batch": b}
         for case, (_, s), (_, t), b in zip(cases, sequential, threaded, batch, strict=True)
@@ -271,12 +286,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     ]
     worst = max(max(t for t, _ in sequential), max(t for t, _ in threaded))
     return {
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "load_average": os.getloadavg(),
-        },
+        "machine": machine(),
+        "reward": args.reward,
         "timeout_s": args.timeout_s,
         "sympy_warm_up_s": round(warm_up_s, 3),
         "sympy_ready": ready,
@@ -291,25 +302,168 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def machine() -> dict[str, Any]:
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "load_average": os.getloadavg(),
+    }
+
+
+HANGING_REWARD = """
+import time
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    if solution_str == "hang":
+        while True:  # busy, in the worker process: only killing it ends this
+            pass
+    total = 0
+    for i in range(20000):  # an ordinary reward's work
+        total += i
+    return float(solution_str == ground_truth)
+"""
+
+
+def bound_workloads(tmp: Path, calls: int) -> list[tuple[str, float, Any, list[tuple[str, str, Any]]]]:
+    """(reward, bound, per-sample function, [(response, truth, extra_info)]) with a quarter at the bound."""
+    reward_file = tmp / "reward.py"
+    reward_file.write_text(HANGING_REWARD)
+    hard = ADVERSARIAL
+    mathruler_hard = ("<think>.</think>\\boxed{((x+y)*(x-y))**900}", "(x**2-y**2)**900")
+    rng = random.Random(1)
+
+    def mix(
+        at_bound: tuple[str, str, Any], ordinary: list[tuple[str, str, Any]]
+    ) -> list[tuple[str, str, Any]]:
+        return [at_bound if i % 4 == 0 else rng.choice(ordinary) for i in range(calls)]
+
+    geo_ordinary = [
+        (response_for(rng, kind, truth, value), truth, None)
+        for truth, value in ground_truths(rng, 40)
+        if value is not None
+        for kind in ("correct", "wrong", "long", "correct-other-form")
+    ]
+    safety_ordinary = [
+        ("<think>.</think> I can't help with that.", "unsafe", None),
+        ("<think>.</think> The answer is \\boxed{12}.", '{"safety_label": "safe", "answer": "12"}', None),
+    ]
+    # As many workers as competing threads: a call waiting for a busy worker would wait into its
+    # own bound (reported as "calls_at_the_bound" beyond the quarter sent there).
+    options = {"timeout_s": 2.0, "sympy_workers": 8}
+    return [
+        (
+            "geo3k",
+            2.0,
+            functools.partial(geo3k.compute_score, **options),
+            mix((*mathruler_hard, None), geo_ordinary),
+        ),
+        (
+            "geo3k-lenient",
+            2.0,
+            functools.partial(geo3k_lenient.compute_score, **options),
+            mix((hard.response, hard.truth, None), geo_ordinary),
+        ),
+        (
+            "safety",
+            2.0,
+            functools.partial(safety.compute_score, **options),
+            mix(
+                (
+                    f"<think>.</think> {hard.response.split('</think>')[1]}",
+                    json.dumps({"answer": hard.truth}),
+                    None,
+                ),
+                safety_ordinary,
+            ),
+        ),
+        (
+            "custom",
+            2.0,
+            functools.partial(
+                custom.compute_score, custom_path=str(reward_file), custom_timeout_s=2.0, custom_workers=8
+            ),
+            mix(("hang", "x", None), [("a", "a", None), ("b", "a", None)]),
+        ),
+    ]
+
+
+def time_bound(args: argparse.Namespace) -> dict[str, Any]:
+    import tempfile
+
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, bound, function, calls in bound_workloads(Path(tmp), args.calls):
+            function(DATA_SOURCE, "warm", "up", None)  # worker pools up: their start is not a call's time
+
+            def one(call: tuple[str, str, Any], function: Any = function) -> tuple[float, Any]:
+                started = time.perf_counter()
+                result = function(DATA_SOURCE, call[0], call[1], call[2])
+                return time.perf_counter() - started, result
+
+            started = time.perf_counter()
+            with concurrent.futures.ThreadPoolExecutor(max_workers=args.threads) as executor:
+                timed_calls = list(executor.map(one, calls))
+            wall = time.perf_counter() - started
+            latencies = sorted(latency for latency, _ in timed_calls)
+            at_bound = sum(1 for _, r in timed_calls if isinstance(r, dict) and r.get("timeout")) or sum(
+                1 for (response, _, _) in calls if response == "hang"
+            )
+            results.append(
+                {
+                    "reward": name,
+                    "bound_s": bound,
+                    "calls": len(calls),
+                    "calls_at_the_bound": at_bound,
+                    "wall_s": round(wall, 2),
+                    "p50_ms": round(statistics.median(latencies) * 1000, 2),
+                    "p99_ms": round(latencies[int(0.99 * (len(latencies) - 1))] * 1000, 1),
+                    "max_s": round(latencies[-1], 4),
+                    "over_the_bound": sum(1 for latency in latencies if latency > bound),
+                }
+            )
+            print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+    return {
+        "machine": machine(),
+        "threads": args.threads,
+        "results": results,
+        "targets": {"no_call_over_its_bound": all(r["over_the_bound"] == 0 for r in results)},
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--reward", choices=sorted(SCORERS), default="geo3k")
     parser.add_argument("--prompts", type=int, default=512)
     parser.add_argument("--n", type=int, default=5, help="responses per prompt")
     parser.add_argument(
         "--timeout-s", type=float, default=2.0, help="the per-answer bound (reward kwarg timeout_s)"
     )
-    parser.add_argument("--threads", type=int, default=min(32, (os.cpu_count() or 1) + 4))
+    parser.add_argument(
+        "--threads", type=int, default=None, help="default: verl's pool, or 8 with --time-bound"
+    )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--time-bound", action="store_true", help="the bound per call under competing threads"
+    )
+    parser.add_argument("--calls", type=int, default=400, help="calls per reward with --time-bound")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
-    report = run(args)
+    if args.threads is None:
+        args.threads = 8 if args.time_bound else min(32, (os.cpu_count() or 1) + 4)
+    if args.time_bound:
+        report = time_bound(args)
+        ok = all(report["targets"].values())
+    else:
+        report = run(args)
+        ok = all(report["targets"].values()) and not report["differing_scores"]
     text = json.dumps(report, indent=2, ensure_ascii=False)
     print(text)
     if args.json:
         args.json.write_text(text + "\n")
-    return 0 if all(report["targets"].values()) and not report["differing_scores"] else 1
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

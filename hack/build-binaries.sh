@@ -17,8 +17,19 @@ LOG="$CACHE_ROOT/build/build.log"
 : >"$LOG"
 
 step() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*"; }
-run() {
-  if ! "$@" >>"$LOG" 2>&1; then
+run() {  # run <command...>: into the log, with a line a minute while it takes long (no silent minutes)
+  local pid started=$SECONDS next=$((SECONDS + 60)) status=0
+  "$@" >>"$LOG" 2>&1 &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    if ((SECONDS >= next)) && kill -0 "$pid" 2>/dev/null; then
+      step "  ... still at it ($(((SECONDS - started) / 60)) min): ${*:1:3}"
+      next=$((next + 60))
+    fi
+  done
+  wait "$pid" || status=$?
+  if ((status != 0)); then
     echo "build failed: $*" >&2
     tail -n 40 "$LOG" >&2
     exit 1

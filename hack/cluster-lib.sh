@@ -9,6 +9,14 @@ PKI_DIR="$CLUSTER_DIR/pki"
 KUBECONFIG_PATH="$CLUSTER_DIR/kubeconfig"
 KUBECTL="$BIN_DIR/kubectl"
 RAYJOBAPI_URL="http://127.0.0.1:$RAYJOBAPI_PORT"
+RAY_DASHBOARD_URL="http://127.0.0.1:$RAY_DASHBOARD_PORT"
+# Every process of the real Ray head inherits this variable (workers, job supervisors, the jobs'
+# entrypoints and whatever they start), so stop_ray_head finds them all, and no other Ray's.
+RAY_PROCESS_MARKER="GRPO_RAY_HEAD_OF=$CLUSTER_DIR"
+RAY_FIXED_PORTS=("$RAY_GCS_PORT" "$RAY_DASHBOARD_PORT" "$RAY_NODE_MANAGER_PORT" "$RAY_OBJECT_MANAGER_PORT"
+  "$RAY_CLIENT_SERVER_PORT" "$RAY_DASHBOARD_AGENT_PORT" "$RAY_DASHBOARD_AGENT_GRPC_PORT"
+  "$RAY_RUNTIME_ENV_AGENT_PORT" "$RAY_METRICS_EXPORT_PORT" "$RAY_AUTOSCALER_METRICS_PORT"
+  "$RAY_DASHBOARD_METRICS_PORT")
 # What the suite reads to find this cluster (tests/cluster/backend.py).
 ENV_FILE="$CLUSTER_DIR/cluster.env"
 
@@ -271,11 +279,17 @@ install_crds() {
 }
 
 start_rayjobapi() {
-  # The interpreter itself, not a launcher (a pyenv shim) that execs its way to it.
-  local python
-  python="$("${PYTHON:-python3}" -c 'import sys; print(sys.executable)')"
-  start_process rayjobapi "$python" "$HACK_DIR/rayjobapi/server.py" \
-    --listen "127.0.0.1:$RAYJOBAPI_PORT"
+  # From the virtualenv: the real backend (hack/rayjobapi/real.py) reads the cluster with
+  # lightkube. Jobs stay scripted unless a test or a namespace label routes them to the real head.
+  local python="$REPO_ROOT/.venv/bin/python"
+  [[ -x "$python" ]] || die_with_log rayjobapi "$python is missing: run \`make install\` first"
+  start_process rayjobapi env NO_PROXY=127.0.0.1,localhost,::1 no_proxy=127.0.0.1,localhost,::1 \
+    "$python" "$HACK_DIR/rayjobapi/server.py" \
+    --listen "127.0.0.1:$RAYJOBAPI_PORT" \
+    --ray-dashboard "$RAY_DASHBOARD_URL" \
+    --kubeconfig "$KUBECONFIG_PATH" \
+    --pods-dir "$CLUSTER_DIR/pods" \
+    --job-path "$REPO_ROOT/.venv/bin"
   wait_until rayjobapi 15 "the fake Ray job API" http_ok "$RAYJOBAPI_URL/_control/healthz"
 }
 
@@ -337,6 +351,9 @@ start_provisioner() {
 }
 
 start_out_of_cluster_components() {  # what both backends run beside the API server, in order
+  # The Ray head first: it takes 10-20 s to come up, while the rest starts.
+  say "starting the Ray head"
+  start_ray_head
   install_crds
   say "starting the fake Ray job API"
   start_rayjobapi
@@ -346,6 +363,8 @@ start_out_of_cluster_components() {  # what both backends run beside the API ser
   start_provisioner
   say "starting kwok"
   start_kwok
+  say "waiting for the Ray head"
+  wait_for_ray_head
 }
 
 write_env_file() {  # write_env_file <backend>
@@ -354,17 +373,21 @@ write_env_file() {  # write_env_file <backend>
     echo "KUBECONFIG=$(printf %q "$KUBECONFIG_PATH")"
     echo "KUBECTL=$(printf %q "$KUBECTL")"
     echo "RAYJOBAPI_URL=$RAYJOBAPI_URL"
+    echo "RAY_DASHBOARD_URL=$RAY_DASHBOARD_URL"
     echo "LOG_DIR=$(printf %q "$LOG_DIR")"
   } >"$ENV_FILE"
 }
 
 # The components in start order; cluster-down stops them in reverse.
-LOCAL_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler rayjobapi kuberay-operator provisioner kwok)
+LOCAL_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler ray-head rayjobapi kuberay-operator provisioner kwok)
 
 stop_components() {  # stop_components <name>...: in reverse order of the arguments
   local i
   for ((i = $# ; i > 0 ; i--)); do
-    stop_process "${!i}"
+    case "${!i}" in
+      ray-head) stop_ray_head ;;
+      *) stop_process "${!i}" ;;
+    esac
   done
 }
 
@@ -378,4 +401,128 @@ delete_test_namespaces() {
   # shellcheck disable=SC2086  # one argument per namespace
   kubectl delete --wait=true --timeout=90s $namespaces >/dev/null ||
     echo "warning: some test namespaces are still terminating" >&2
+}
+
+# --- the real Ray head ---------------------------------------------------------------------------
+
+ray_temp_dir() {  # the head's --temp-dir: $CLUSTER_DIR/ray, unless Ray's socket paths would not fit
+  # Ray keeps unix sockets at <temp-dir>/session_<date>_<time>_<usec>_<pid>/sockets/plasma_store
+  # and refuses a path over 107 bytes; its own part takes up to 62 of them.
+  local dir="$CLUSTER_DIR/ray"
+  if ((${#dir} > 45)); then
+    dir="/tmp/grpo-ray-$(printf %s "$CLUSTER_DIR" | sha256sum | cut -c1-12)"
+  fi
+  echo "$dir"
+}
+
+prune_ray_sessions() {  # prune_ray_sessions <temp dir>: keep the logs of the two previous heads
+  local sessions old
+  mapfile -t sessions < <(find "$1" -maxdepth 1 -name 'session_2*' -type d -printf '%f\n' 2>/dev/null | sort -r)
+  for old in "${sessions[@]:2}"; do
+    rm -rf "${1:?}/$old"
+  done
+}
+
+start_ray_head() {  # starts `ray start --head --block`; wait_for_ray_head waits for its dashboard
+  local ray="$REPO_ROOT/.venv/bin/ray" want temp_dir
+  want="$(sed -n 's/^CUDA_RAY_VERSION=//p' "$REPO_ROOT/images/versions.env")"
+  [[ -x "$ray" ]] ||
+    die_with_log ray-head "$ray is missing: install ray[default]==$want into .venv (make install)"
+  if ! compgen -G "$REPO_ROOT/.venv/lib/python3*/site-packages/ray-$want.dist-info" >/dev/null; then
+    echo "WARNING: .venv's ray is not $want, the version the trainer images pin (images/versions.env)" >&2
+  fi
+  temp_dir="$(ray_temp_dir)"
+  mkdir -p "$temp_dir"
+  [[ "$temp_dir" == "$CLUSTER_DIR/ray" ]] || ln -sfn "$temp_dir" "$CLUSTER_DIR/ray"
+  prune_ray_sessions "$temp_dir"
+  # --block keeps `ray start` as the parent of every Ray process: SIGTERM to it stops them all, and
+  # the kernel kills them if it dies. Loopback only: Ray binds 127.0.0.1 when it is the node's
+  # address, and turns --node-ip-address=127.0.0.1 into the host's address unless
+  # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 (Ray's single-host mode). Two metrics ports have no flag,
+  # only variables. The dashboard gives each of its nine module processes 30 s to start, which a
+  # loaded 2-core machine overran: 180 s here. No KUBECONFIG: a job gets the credentials of its pod's ServiceAccount or none.
+  start_process ray-head env -u KUBECONFIG -u RAY_ADDRESS \
+    "$RAY_PROCESS_MARKER" \
+    RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 \
+    RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT=180 \
+    AUTOSCALER_METRIC_PORT="$RAY_AUTOSCALER_METRICS_PORT" \
+    DASHBOARD_METRIC_PORT="$RAY_DASHBOARD_METRICS_PORT" \
+    NO_PROXY=127.0.0.1,localhost,::1 no_proxy=127.0.0.1,localhost,::1 \
+    "$ray" start --head --block \
+    --node-ip-address=127.0.0.1 \
+    --port="$RAY_GCS_PORT" \
+    --dashboard-host=127.0.0.1 --dashboard-port="$RAY_DASHBOARD_PORT" \
+    --node-manager-port="$RAY_NODE_MANAGER_PORT" \
+    --object-manager-port="$RAY_OBJECT_MANAGER_PORT" \
+    --ray-client-server-port="$RAY_CLIENT_SERVER_PORT" \
+    --dashboard-agent-listen-port="$RAY_DASHBOARD_AGENT_PORT" \
+    --dashboard-agent-grpc-port="$RAY_DASHBOARD_AGENT_GRPC_PORT" \
+    --runtime-env-agent-port="$RAY_RUNTIME_ENV_AGENT_PORT" \
+    --metrics-export-port="$RAY_METRICS_EXPORT_PORT" \
+    --min-worker-port="$RAY_MIN_WORKER_PORT" --max-worker-port="$RAY_MAX_WORKER_PORT" \
+    --temp-dir="$temp_dir" \
+    --num-cpus="${GRPO_RAY_NUM_CPUS:-2}" --num-gpus=0 \
+    --object-store-memory="${GRPO_RAY_OBJECT_STORE_BYTES:-536870912}" \
+    --disable-usage-stats
+}
+
+wait_for_ray_head() {
+  # The job API is served by the dashboard's JobHead module, the last piece to come up.
+  wait_until ray-head 120 "the Ray head's job API" http_ok "$RAY_DASHBOARD_URL/api/version"
+}
+
+marked_pids() {  # the processes whose environment carries $RAY_PROCESS_MARKER (not this script)
+  local file pid
+  # One grep over every environ file; a process that exits meanwhile is skipped (-s).
+  grep -lszxF -- "$RAY_PROCESS_MARKER" /proc/[0-9]*/environ 2>/dev/null | while read -r file; do
+    pid="${file#/proc/}" && pid="${pid%/environ}"
+    ((pid != $$)) && echo "$pid"
+  done
+  return 0
+}
+
+ray_session_pids() {  # ray_session_pids <sid>: Ray's own processes in the session `ray start` led
+  # Ray renames its workers and dashboard modules (setproctitle), which overwrites the environment
+  # /proc shows, so the marker misses them; they stay in the session start_process's setsid made,
+  # and their names say they are Ray's (a pid reused by another session has no such names).
+  local sid="$1" pid session cmdline
+  [[ -n "$sid" ]] || return 0
+  ps -e -o pid=,sid= | while read -r pid session; do
+    ((session == sid && pid != $$)) || continue
+    cmdline="$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline")" || continue
+    if [[ "$cmdline" == ray::* || "$cmdline" == ray-dashboard-* || "$cmdline" == *"$REPO_ROOT/.venv/"* ]]; then
+      echo "$pid"
+    fi
+  done
+  return 0
+}
+
+ray_head_pids() {  # ray_head_pids [sid]: every process of the head, its jobs included
+  { marked_pids; ray_session_pids "${1:-$(head -n1 "$PID_DIR/ray-head.pid" 2>/dev/null)}"; } | sort -un
+}
+
+stop_ray_head() {  # the head, then whatever of it is left: SIGTERM, SIGKILL after 5 s, until none stays
+  # Until nothing of the head has been seen for a second: while it shuts down, Ray's dashboard
+  # may still start a module process, and a killed process lingers while the kernel tears it down.
+  local sid pids started=$SECONDS quiet=0 signal=TERM announced=""
+  sid="$(head -n1 "$PID_DIR/ray-head.pid" 2>/dev/null)" || true
+  stop_process ray-head
+  while ((SECONDS - started < 30)); do
+    mapfile -t pids < <(ray_head_pids "$sid")
+    if ((${#pids[@]} == 0)); then
+      ((++quiet >= 5)) && return 0
+      sleep 0.2
+      continue
+    fi
+    quiet=0
+    ((SECONDS - started >= 5)) && signal=KILL
+    if [[ "$announced" != "$signal" ]]; then
+      say "stopping (SIG$signal) ${#pids[@]} processes that outlived the Ray head:" \
+        "$(ps -o comm= -p "$(IFS=,; echo "${pids[*]}")" 2>/dev/null | sort | uniq -c | xargs)"
+      announced=$signal
+    fi
+    kill "-$signal" "${pids[@]}" 2>/dev/null || true
+    sleep 0.2
+  done
+  echo "warning: processes of the Ray head are still there after 30 s: ${pids[*]}" >&2
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts the local test cluster: a real control plane (etcd, kube-apiserver, controller manager,
 # scheduler) built from Go modules, KWOK-simulated GPU/NPU/CPU node pools, the KubeRay operator,
-# and a fake Ray job API that KubeRay reaches through HTTP_PROXY (docs: hack/README.md).
+# a fake Ray job API that KubeRay reaches through HTTP_PROXY, and a real Ray head on loopback that
+# the job API forwards chosen jobs to (docs: hack/README.md).
 # Idempotent: when everything already runs and answers, it says so and exits 0.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -19,6 +20,7 @@ cluster_is_up() {
   for attempt in 1 2 3; do
     if kubectl get --raw /readyz >/dev/null 2>&1 &&
       http_ok "$RAYJOBAPI_URL/_control/healthz" >/dev/null &&
+      http_ok "$RAY_DASHBOARD_URL/api/version" >/dev/null &&
       http_ok "http://127.0.0.1:$KUBERAY_PROBE_PORT/readyz" >/dev/null; then
       return 0
     fi
@@ -50,7 +52,8 @@ trap 'echo "cluster-up: failed: $BASH_COMMAND (line $LINENO)" >&2' ERR
 trap 'status=$?; if ((status != 0)); then stop_components "${LOCAL_COMPONENTS[@]}" >/dev/null; fi' EXIT
 
 ensure_ports_free "$ETCD_PORT" "$ETCD_PEER_PORT" "$APISERVER_PORT" "$CONTROLLER_MANAGER_PORT" \
-  "$SCHEDULER_PORT" "$RAYJOBAPI_PORT" "$KUBERAY_METRICS_PORT" "$KUBERAY_PROBE_PORT" "$KWOK_PORT"
+  "$SCHEDULER_PORT" "$RAYJOBAPI_PORT" "$KUBERAY_METRICS_PORT" "$KUBERAY_PROBE_PORT" "$KWOK_PORT" \
+  "${RAY_FIXED_PORTS[@]}"
 started=$SECONDS
 ensure_pki
 write_kubeconfigs

@@ -12,7 +12,7 @@ KIND_CLUSTER_NAME="${GRPO_KIND_CLUSTER_NAME:-grpo-e2e}"
 if pid_of kuberay-operator >/dev/null; then
   delete_test_namespaces
 fi
-stop_components rayjobapi kuberay-operator provisioner kwok
+stop_components ray-head rayjobapi kuberay-operator provisioner kwok
 rm -f "$ENV_FILE"
 if [[ -x "$BIN_DIR/kind" ]]; then
   "$BIN_DIR/kind" delete cluster --name "$KIND_CLUSTER_NAME"

@@ -36,9 +36,10 @@ for node in $(kubectl get nodes -l 'type!=kwok' -o name); do
   kubectl cordon "$node" >/dev/null
 done
 
-KIND_COMPONENTS=(rayjobapi kuberay-operator provisioner kwok)
+KIND_COMPONENTS=(ray-head rayjobapi kuberay-operator provisioner kwok)
 stop_components "${KIND_COMPONENTS[@]}" >/dev/null
-ensure_ports_free "$RAYJOBAPI_PORT" "$KUBERAY_METRICS_PORT" "$KUBERAY_PROBE_PORT" "$KWOK_PORT"
+ensure_ports_free "$RAYJOBAPI_PORT" "$KUBERAY_METRICS_PORT" "$KUBERAY_PROBE_PORT" "$KWOK_PORT" \
+  "${RAY_FIXED_PORTS[@]}"
 trap 'status=$?; if ((status != 0)); then stop_components "${KIND_COMPONENTS[@]}" >/dev/null; fi' EXIT
 start_out_of_cluster_components
 write_env_file kind

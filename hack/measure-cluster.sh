@@ -13,6 +13,10 @@ for name in "${LOCAL_COMPONENTS[@]}"; do
     continue
   fi
   rss_kib="$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status")"
+  if [[ "$name" == ray-head ]]; then
+    # `ray start --block` is a small parent: the head is all its processes, its jobs included.
+    rss_kib="$(ray_head_pids | sed 's|.*|/proc/&/status|' | xargs -r awk '/^VmRSS:/ {s += $2} END {print s + 0}' 2>/dev/null)"
+  fi
   total_kib=$((total_kib + rss_kib))
   printf '%-24s %8s %10.1f\n' "$name" "$pid" "$(awk -v k="$rss_kib" 'BEGIN { print k / 1024 }')"
 done

@@ -4,16 +4,18 @@ KWOK nodes mount nothing, but the scheduler still refuses pods whose PersistentV
 unbound. This process plays the part of a CSI external provisioner for the default StorageClass
 `standard` (provisioner `grpo.dev/fake-local`): it binds every pending claim of that class to a
 new PersistentVolume of the requested size and access modes (ReadWriteMany included, which the
-in-tree host-path provisioner cannot offer), and deletes released volumes it made. That keeps
-the real PV controller, binding and `Retain`/`Delete` semantics in play.
+in-tree host-path provisioner cannot offer), and deletes released volumes it made, with their
+host folders. That keeps the real PV controller, binding and `Retain`/`Delete` semantics in play.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import shutil
 import signal
 import time
+from pathlib import Path
 
 from lightkube import Client
 from lightkube.core.exceptions import ApiError
@@ -27,6 +29,9 @@ from lightkube.resources.core_v1 import PersistentVolume, PersistentVolumeClaim
 
 PROVISIONER = "grpo.dev/fake-local"
 STORAGE_CLASS = "standard"
+# Nothing mounts these folders under KWOK; the real Ray backend (hack/rayjobapi/podview.py) creates
+# one when a job's pod view links to its claim.
+VOLUMES_ROOT = Path("/tmp/grpo-fake-volumes")
 log = logging.getLogger("provisioner")
 
 
@@ -45,7 +50,7 @@ def _volume_for(claim: PersistentVolumeClaim) -> PersistentVolume:
             persistentVolumeReclaimPolicy="Delete",
             storageClassName=claim.spec.storageClassName,
             volumeMode=claim.spec.volumeMode or "Filesystem",
-            hostPath=HostPathVolumeSource(path=f"/tmp/grpo-fake-volumes/{name}"),
+            hostPath=HostPathVolumeSource(path=str(VOLUMES_ROOT / name)),
             claimRef=ObjectReference(
                 apiVersion="v1",
                 kind="PersistentVolumeClaim",
@@ -78,6 +83,10 @@ def reconcile_once(client: Client) -> None:
             except ApiError as error:
                 if error.status.code != 404:
                     raise
+            # Reclaim policy Delete: the data goes with the volume (only inside our own folder).
+            folder = Path(volume.spec.hostPath.path) if volume.spec.hostPath else None
+            if folder is not None and folder.parent == VOLUMES_ROOT:
+                shutil.rmtree(folder, ignore_errors=True)
 
 
 def main() -> int:

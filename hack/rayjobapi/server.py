@@ -21,10 +21,10 @@ Ray job API (what KubeRay v1.5.0's dashboard client calls, plus what ``ray job``
 Control API, for tests (see tests/cluster/rayjobapi.py for the client)::
 
     GET    /_control/healthz
-    PUT    /_control/jobs/<id>          {"timeline": [...], "logs": "...", "auto_submit": bool}
+    PUT    /_control/jobs/<id>          {"timeline": [...], "logs": "...", "auto_submit": bool, "backend": ...}
     GET    /_control/jobs[?namespace=]  jobs as this server sees them now
     GET    /_control/jobs/<id>
-    PUT    /_control/namespaces/<ns>    {"timeline": [...], "logs": "...", "auto_submit": bool}
+    PUT    /_control/namespaces/<ns>    {"timeline": [...], "logs": "...", "auto_submit": bool, "backend": ...}
     DELETE /_control/namespaces/<ns>    forget that namespace's jobs, requests and settings
     GET    /_control/requests[?namespace=]  every Ray API request received, with its parsed body
     POST   /_control/reset              forget everything
@@ -36,8 +36,12 @@ win over settings for its namespace (taken from the head service's host name), w
 ``--default-timeline`` (RUNNING forever). ``auto_submit`` makes an unknown job id count as
 submitted on its first GET, as the submitter pod of KubeRay's K8sJobMode would have done.
 
-The Ray API handling sits behind ``JobStore``; answering from a real ``ray start --head``
-dashboard instead would mean forwarding the non-control requests there.
+Backends. A job is ``scripted`` (the timeline above, the default) or ``real``: forwarded to a real
+Ray head on loopback that runs its entrypoint (real.py; needs ``--ray-dashboard`` and the
+virtualenv's lightkube, and hack/cluster-up.sh passes both). Which one, per field like the other
+settings: ``backend`` set for the job id, then for the namespace, then the namespace's label
+``grpo.dev/ray-backend`` (``real`` or ``scripted``), then scripted. A job keeps the backend it
+was submitted to.
 """
 
 from __future__ import annotations
@@ -46,15 +50,21 @@ import argparse
 import contextlib
 import json
 import secrets
+import signal
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
+
+if TYPE_CHECKING:  # real.py needs lightkube; a scripted-only server runs on any Python 3.11
+    from real import RealBackend
 
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
 STATUSES = frozenset({"PENDING", "RUNNING"}) | TERMINAL
@@ -68,6 +78,7 @@ DEFAULT_MESSAGES = {
 }
 RAY_VERSION = "2.52.0"  # what /api/version claims; nothing here depends on it
 MAX_RECORDED_REQUESTS = 10_000
+BACKENDS = ("scripted", "real")
 
 
 class InvalidRequestError(ValueError):
@@ -108,16 +119,25 @@ class Settings:
     timeline: Timeline | None = None
     logs: str | None = None
     auto_submit: bool = False
+    backend: str | None = None  # scripted or real; None: decided further down (namespace label)
 
     @classmethod
     def parse(cls, body: Any) -> Settings:
         if not isinstance(body, dict):
             raise InvalidRequestError("body must be a JSON object")
-        unknown = set(body) - {"timeline", "logs", "auto_submit"}
+        unknown = set(body) - {"timeline", "logs", "auto_submit", "backend"}
         if unknown:
             raise InvalidRequestError(f"unknown fields {sorted(unknown)}")
         timeline = parse_timeline(body["timeline"]) if "timeline" in body else None
-        return cls(timeline=timeline, logs=body.get("logs"), auto_submit=bool(body.get("auto_submit", False)))
+        backend = body.get("backend")
+        if backend is not None and backend not in BACKENDS:
+            raise InvalidRequestError(f"backend {backend!r} is not one of {list(BACKENDS)}")
+        return cls(
+            timeline=timeline,
+            logs=body.get("logs"),
+            auto_submit=bool(body.get("auto_submit", False)),
+            backend=backend,
+        )
 
 
 @dataclass
@@ -180,6 +200,7 @@ class Job:
     def control_view(self, now: float) -> dict[str, Any]:
         status, message, _, _ = self.status(now)
         return {
+            "backend": "scripted",
             "submission_id": self.submission_id,
             "namespace": self.namespace,
             "host": self.host,
@@ -230,6 +251,7 @@ class JobStore:
             timeline=job.timeline or ns.timeline or self.default_timeline,
             logs=job.logs if job.logs is not None else ns.logs,
             auto_submit=job.auto_submit or ns.auto_submit,
+            backend=job.backend or ns.backend,
         )
 
     def configure_job(self, submission_id: str, settings: Settings) -> dict[str, Any]:
@@ -267,10 +289,7 @@ class JobStore:
 
     # -- what Ray would do ----------------------------------------------------------------------
 
-    def submit(self, host: str, body: dict[str, Any]) -> tuple[HTTPStatus, Any]:
-        if not isinstance(body.get("entrypoint"), str):
-            return HTTPStatus.BAD_REQUEST, {"error": "entrypoint is required"}
-        submission_id = body.get("submission_id") or f"raysubmit_{secrets.token_hex(8)}"
+    def submit(self, host: str, submission_id: str, body: dict[str, Any]) -> tuple[HTTPStatus, Any]:
         with self.lock:
             if submission_id in self.jobs:
                 # Ray answers 500 with this wording, and KubeRay's client looks for it.
@@ -367,6 +386,9 @@ class Handler(BaseHTTPRequestHandler):
                 status, payload = self._ray(method, host, segments, body)
         except InvalidRequestError as e:
             status, payload = HTTPStatus.BAD_REQUEST, {"error": str(e)}
+        except Exception as e:  # answer, as the dashboard would, rather than drop KubeRay's connection
+            traceback.print_exc()
+            status, payload = HTTPStatus.INTERNAL_SERVER_ERROR, f"the fake Ray job API failed: {e!r}"
         if segments[:1] != ["_control"]:
             self.server.store.record(
                 {
@@ -382,18 +404,41 @@ class Handler(BaseHTTPRequestHandler):
             )
         self._reply(status, payload)
 
-    def _ray(self, method: str, host: str, segments: list[str], body: Any) -> tuple[HTTPStatus, Any]:
-        store = self.server.store
+    def _backend(self, host: str, submission_id: str | None) -> str:
+        """scripted or real: where a job already is, else the settings, else the namespace label."""
+        real, store = self.server.real, self.server.store
+        if real is None:
+            return "scripted"
+        if submission_id is not None:
+            if real.knows(submission_id):
+                return "real"
+            with store.lock:
+                if submission_id in store.jobs:
+                    return "scripted"
+        namespace = namespace_of(host)
+        configured = store.settings_for(submission_id or "", namespace).backend
+        return configured or real.namespace_backend(namespace) or "scripted"
+
+    def _ray(self, method: str, host: str, segments: list[str], body: Any) -> tuple[int, Any]:
+        store, real = self.server.store, self.server.real
+        submission_id = segments[2] if len(segments) >= 3 and segments[:2] == ["api", "jobs"] else None
+        if method == "POST" and segments == ["api", "jobs"]:
+            if not isinstance(body, dict):
+                return HTTPStatus.BAD_REQUEST, {"error": "body must be a JSON object"}
+            if not isinstance(body.get("entrypoint"), str):
+                return HTTPStatus.BAD_REQUEST, {"error": "entrypoint is required"}
+            submission_id = body.get("submission_id") or f"raysubmit_{secrets.token_hex(8)}"
+        if real is not None and self._backend(host, submission_id) == "real":
+            return self._real(real, method, host, segments, submission_id, body)
         match method, segments:
             case "GET", ["api", "version"]:
                 return HTTPStatus.OK, {"version": "4", "ray_version": RAY_VERSION, "ray_commit": "fake"}
             case "POST", ["api", "jobs"]:
-                if not isinstance(body, dict):
-                    return HTTPStatus.BAD_REQUEST, {"error": "body must be a JSON object"}
-                return store.submit(host, body)
+                assert submission_id is not None
+                return store.submit(host, submission_id, body)
             case "GET", ["api", "jobs"]:
-                jobs = store.list(host)
-                return HTTPStatus.OK, [job.ray_details(time.time()) for job in jobs]
+                jobs = [job.ray_details(time.time()) for job in store.list(host)]
+                return HTTPStatus.OK, jobs + (real.list(host) if real is not None else [])
             case "GET", ["api", "jobs", submission_id]:
                 job = store.get(host, submission_id)
                 if job is None:
@@ -417,30 +462,72 @@ class Handler(BaseHTTPRequestHandler):
                 return status, f"Job {submission_id} cannot be deleted: {status.phrase}"
         return HTTPStatus.NOT_FOUND, f"{method} {'/'.join(segments)} is not served by the fake Ray job API"
 
+    def _real(
+        self,
+        real: RealBackend,
+        method: str,
+        host: str,
+        segments: list[str],
+        submission_id: str | None,
+        body: Any,
+    ) -> tuple[int, Any]:
+        """The same calls, answered by the real Ray head (real.py); its HTTP errors pass through."""
+        namespace = namespace_of(host)
+        match method, segments:
+            case "GET", ["api", "version"]:
+                return real.version()
+            case "POST", ["api", "jobs"]:
+                if namespace is None or submission_id is None:
+                    return HTTPStatus.BAD_REQUEST, (
+                        "the real Ray backend takes jobs sent to a head service "
+                        "(<cluster>-head-svc.<namespace>.svc.cluster.local)"
+                    )
+                return real.submit(namespace, host, submission_id, body)
+            case "GET", ["api", "jobs"]:
+                scripted = [job.ray_details(time.time()) for job in self.server.store.list(host)]
+                return HTTPStatus.OK, scripted + real.list(host)
+            case "GET", ["api", "jobs", job_id]:
+                return real.get(job_id)
+            case "GET", ["api", "jobs", job_id, "logs"]:
+                return real.logs(job_id)
+            case "POST", ["api", "jobs", job_id, "stop"]:
+                return real.stop(job_id)
+            case "DELETE", ["api", "jobs", job_id]:
+                return real.delete(job_id)
+        return HTTPStatus.NOT_FOUND, f"{method} {'/'.join(segments)} is not served by the fake Ray job API"
+
     def _control(
         self, method: str, segments: list[str], query: dict[str, list[str]], body: Any
     ) -> tuple[HTTPStatus, Any]:
-        store, now = self.server.store, time.time()
+        store, real, now = self.server.store, self.server.real, time.time()
         namespace = query.get("namespace", [None])[0]
         match method, segments:
             case "GET", ["healthz"]:
                 return HTTPStatus.OK, {"ok": True}
             case "PUT", ["jobs", submission_id]:
-                return HTTPStatus.OK, store.configure_job(submission_id, Settings.parse(body))
+                settings = self._checked(Settings.parse(body))
+                if real is not None and real.knows(submission_id):
+                    return HTTPStatus.OK, real.control_view(submission_id)
+                return HTTPStatus.OK, store.configure_job(submission_id, settings)
             case "GET", ["jobs"]:
                 with store.lock:
                     jobs = [j.control_view(now) for j in store.jobs.values()]
-                return HTTPStatus.OK, [j for j in jobs if namespace is None or j["namespace"] == namespace]
+                jobs = [j for j in jobs if namespace is None or j["namespace"] == namespace]
+                return HTTPStatus.OK, jobs + (real.control_views(namespace) if real is not None else [])
             case "GET", ["jobs", submission_id]:
                 with store.lock:
                     job = store.jobs.get(submission_id)
                     view = job.control_view(now) if job else None
+                if view is None and real is not None:
+                    view = real.control_view(submission_id)
                 return (HTTPStatus.OK, view) if view else (HTTPStatus.NOT_FOUND, {"error": "not submitted"})
             case "PUT", ["namespaces", ns]:
-                store.configure_namespace(ns, Settings.parse(body))
+                store.configure_namespace(ns, self._checked(Settings.parse(body)))
                 return HTTPStatus.OK, {"namespace": ns}
             case "DELETE", ["namespaces", ns]:
                 store.forget_namespace(ns)
+                if real is not None:
+                    real.forget_namespace(ns)
                 return HTTPStatus.OK, {"namespace": ns}
             case "GET", ["requests"]:
                 with store.lock:
@@ -450,10 +537,17 @@ class Handler(BaseHTTPRequestHandler):
                 ]
             case "POST", ["reset"]:
                 store.reset()
+                if real is not None:
+                    real.reset()
                 return HTTPStatus.OK, {"reset": True}
         return HTTPStatus.NOT_FOUND, {"error": f"no control endpoint {method} /_control/{'/'.join(segments)}"}
 
-    def _reply(self, status: HTTPStatus, payload: Any) -> None:
+    def _checked(self, settings: Settings) -> Settings:
+        if settings.backend == "real" and self.server.real is None:
+            raise InvalidRequestError("this server has no real Ray head: start it with --ray-dashboard")
+        return settings
+
+    def _reply(self, status: int, payload: Any) -> None:
         if isinstance(payload, str):
             data, content_type = payload.encode(), "text/plain; charset=utf-8"
         else:
@@ -471,9 +565,35 @@ class Handler(BaseHTTPRequestHandler):
 class Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], store: JobStore) -> None:
+    def __init__(self, address: tuple[str, int], store: JobStore, real: RealBackend | None = None) -> None:
         super().__init__(address, Handler)
         self.store = store
+        self.real = real
+
+
+def real_backend(args: argparse.Namespace) -> RealBackend:
+    """The real backend, imported only when asked for: it needs lightkube (the virtualenv)."""
+    import logging
+
+    from credentials import ApiEndpoint
+    from lightkube import Client
+    from lightkube.config.kubeconfig import KubeConfig
+    from real import Dashboard, RealBackend
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    for chatty in ("httpx", "httpx2", "httpcore"):  # one line per API call otherwise
+        logging.getLogger(chatty).setLevel(logging.WARNING)
+    if not args.kubeconfig or not args.pods_dir:
+        raise SystemExit("--ray-dashboard needs --kubeconfig and --pods-dir")
+    return RealBackend(
+        Dashboard(args.ray_dashboard),
+        Client(config=KubeConfig.from_file(args.kubeconfig)),
+        ApiEndpoint.from_kubeconfig(args.kubeconfig),
+        args.pods_dir,
+        args.job_path,
+        keep_finished=args.keep_finished,
+        watch_interval=args.watch_interval,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -484,12 +604,29 @@ def main(argv: Sequence[str] | None = None) -> None:
         default='[["RUNNING", 0]]',
         help="JSON timeline for jobs nobody configured (default: RUNNING forever)",
     )
+    group = parser.add_argument_group("the real backend (real.py)")
+    group.add_argument("--ray-dashboard", help="URL of a real Ray head's dashboard; enables the real backend")
+    group.add_argument("--kubeconfig", type=Path, help="admin kubeconfig: RayJobs, Secrets, tokens")
+    group.add_argument("--pods-dir", type=Path, help="where the head pods' views are built")
+    group.add_argument(
+        "--job-path", default="", help="folder put first on the jobs' PATH (the virtualenv's bin)"
+    )
+    group.add_argument("--keep-finished", type=int, default=5, help="view folders of finished jobs kept")
+    group.add_argument(
+        "--watch-interval", type=float, default=3.0, help="seconds between checks of running jobs"
+    )
     args = parser.parse_args(argv)
     host, _, port = args.listen.rpartition(":")
     store = JobStore(default_timeline=parse_timeline(json.loads(args.default_timeline)))
-    server = Server((host, int(port)), store)
+    backend = real_backend(args) if args.ray_dashboard else None
+    server = Server((host, int(port)), store, backend)
+    if backend is not None:
+        backend.start_watching()
     # The first line of stdout tells a parent which port was bound (useful with port 0).
     print(f"listening on http://{host}:{server.server_address[1]}", flush=True)
+    # SIGTERM (cluster-down) ends the process without a traceback; KubeRay's stops already went
+    # to the real head, which cluster-down stops next.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
 

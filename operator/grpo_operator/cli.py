@@ -1,37 +1,83 @@
-"""`grpo-operator`: run the operator, or print its CRD."""
+"""`grpo-operator`: run the operator, or print its CRD.
+
+A mistake in how it is started — a settings file with a typo, no credentials — is one line on
+stderr and exit code 2, before anything listens or watches; a traceback is for bugs.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import logging
+import os
 import sys
+from typing import Any
 
 from . import __version__
+
+
+class StartupError(Exception):
+    """The operator cannot start as configured; the message says what to change."""
+
+
+def _settings(path: str | None) -> Any:
+    from pydantic import ValidationError
+
+    from .config import load_settings
+
+    try:
+        return load_settings(path)
+    except ValidationError as error:
+        where = path or os.environ.get("GRPO_OPERATOR_CONFIG") or "the environment"
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: "
+            + ("unknown setting" if e["type"] == "extra_forbidden" else e["msg"])
+            for e in error.errors()
+        )
+        raise StartupError(f"settings in {where}: {problems}") from error
+    except (OSError, ValueError) as error:  # a missing file, YAML that is not a mapping
+        raise StartupError(f"cannot read the settings: {error}") from error
+
+
+def _credentials() -> Any:
+    from .k8s.credentials import Credentials
+
+    try:
+        return Credentials.from_environment()
+    except Exception as error:  # lightkube's ConfigError, a broken kubeconfig, a missing CA file
+        message = " ".join(str(error).split())
+        raise StartupError(
+            f"no Kubernetes credentials: {message} (in a pod: its service account; elsewhere: $KUBECONFIG)"
+        ) from error
 
 
 def _run(args: argparse.Namespace) -> int:
     import kopf
 
-    from .config import load_settings
     from .handlers.reconcile import Reconciler
     from .handlers.wiring import LOST_LEADERSHIP_EXIT, register
     from .k8s import Api, Leader, LeaseTerms
     from .metrics import Metrics
 
-    settings = load_settings(args.config)
+    settings = _settings(args.config)
+    credentials = _credentials()
     kopf.configure(
         log_format=kopf.LogFormat.JSON if settings.log_format == "json" else kopf.LogFormat.PLAIN,
         verbose=args.verbose,
     )
     metrics = Metrics()
-    metrics.serve(settings.metrics_port)
+    try:
+        metrics.serve(settings.metrics_port)
+    except OSError as error:
+        raise StartupError(
+            f"cannot serve /metrics on port {settings.metrics_port}: {error.strerror}"
+        ) from error
     registry = kopf.OperatorRegistry()
     lost = False
 
     async def main() -> None:
         nonlocal lost
-        api = Api.from_environment(settings.field_manager)
+        api = Api(credentials, settings.field_manager)
         leader = None
         if settings.leader_election:
             namespace, identity = settings.lease_place()
@@ -100,4 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     crd = sub.add_parser("crd", help="print the GRPOJob CustomResourceDefinition")
     crd.set_defaults(func=_crd)
     args = parser.parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except StartupError as error:
+        print(f"grpo-operator: {error}", file=sys.stderr)
+        return 2

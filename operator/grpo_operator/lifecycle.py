@@ -25,11 +25,14 @@ from .api.v1alpha1.status import (
     Phase,
 )
 from .children.meta import rayjob_name
+from .children.paths import job_paths
+from .children.rayjob import cluster_ttl
+from .health import judge
 from .rayjob_status import DEPLOYMENT_FAILED, FINISHED_JOB, RayJobStatus
 from .validation import Problem, describe
 
 TERMINAL: frozenset[str] = frozenset({"Succeeded", "Failed"})
-CONDITION_TYPES = ("Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed")
+CONDITION_TYPES = ("Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed", "Healthy")
 _NOT_REASON = re.compile(r"[^A-Za-z0-9_]+")
 
 
@@ -231,12 +234,16 @@ def _fail_attempt(st: _Status, job: GRPOJob, attempt: int, outcome: Outcome) -> 
                 "reason": reason(outcome.reason, "AttemptFailed"),
                 "message": cut(outcome.message, FAILED_ATTEMPT_MESSAGE_LIMIT),
                 "retryable": outcome.retryable,
+                "logFile": contract.attempt_log_file(job_paths(job).metrics_dir, attempt),
             }
         )
     st.fields["failedAttempts"] = failed[-FAILED_ATTEMPTS_LIMIT:]
     limit = job.spec.run_policy.backoff_limit
     retries_used = sum(1 for f in failed if f["attempt"] != attempt)
     if outcome.retryable and retries_used < limit:
+        # A failed attempt's cluster outlives it when KubeRay's TTL is set; the next attempt needs
+        # its devices now (the failure is in failedAttempts, its log on the volume).
+        lingering = rayjob_name(job.name, attempt) if cluster_ttl(job) else None
         nxt = _start_attempt(st, job, attempt + 1)
         message = (
             f"attempt {attempt} failed ({cut(outcome.message, 300)}); starting attempt {nxt} "
@@ -245,7 +252,7 @@ def _fail_attempt(st: _Status, job: GRPOJob, attempt: int, outcome: Outcome) -> 
         st.phase("Restarting", "Retrying", message)
         st.condition("Restarting", True, "Retrying", message)
         st.clear("Running", reason="AttemptFailed", message=f"attempt {attempt} failed")
-        return st.plan(create_attempt=nxt)
+        return st.plan(create_attempt=nxt, delete_rayjob=lingering)
     if outcome.retryable:
         message = f"attempt {attempt} failed and backoffLimit={limit} retries are used up: {cut(outcome.message, 600)}"
         st.finish("Failed", "BackoffLimitExceeded", message)
@@ -258,11 +265,27 @@ def _fail_attempt(st: _Status, job: GRPOJob, attempt: int, outcome: Outcome) -> 
     return st.plan()
 
 
+def _health(st: _Status, job: GRPOJob, now: datetime) -> None:
+    """The Healthy condition from health.judge, and an Event whenever it flips."""
+    running = next((c for c in st.fields["conditions"] if c["type"] == "Running"), None)
+    since = parse_time(running["lastTransitionTime"]) if running else None
+    verdict = judge(job, since, now)
+    if verdict is None:
+        return
+    before = next((c for c in st.fields["conditions"] if c["type"] == "Healthy"), None)
+    was_healthy = before is None or before["status"] == "True"
+    st.condition("Healthy", verdict.healthy, verdict.reason, verdict.message)
+    if was_healthy and not verdict.healthy:
+        st.events.append(("Warning", reason(verdict.reason), verdict.message))
+    elif before is not None and not was_healthy and verdict.healthy:
+        st.events.append(("Normal", "Recovered", verdict.message))
+
+
 def holds_cluster(rayjob: dict[str, Any] | None) -> bool:
     """Whether a RayJob may still hold a Ray cluster (and its devices) that nobody else removes.
 
-    KubeRay tears a cluster down itself once the Ray job has finished (shutdownAfterJobFinishes);
-    a RayJob whose Ray job has not finished keeps its cluster until it is deleted.
+    KubeRay tears a cluster down itself once the Ray job has finished (shutdownAfterJobFinishes,
+    after its TTL); a RayJob whose Ray job has not finished keeps its cluster until it is deleted.
     """
     if rayjob is None:
         return False
@@ -274,13 +297,24 @@ def being_deleted(rayjob: dict[str, Any] | None) -> bool:
     return bool(rayjob and (rayjob.get("metadata") or {}).get("deletionTimestamp"))
 
 
-def _end(st: _Status, current: str | None, rayjob: dict[str, Any] | None) -> Plan:
-    """A finished job's plan: its current attempt's Ray cluster goes, if it still runs.
+def _success_goes_early(job: GRPOJob) -> bool:
+    """KubeRay's one TTL is the failure retention when that is the longer: a successful cluster
+    is deleted by the operator instead, at once."""
+    policy = job.spec.run_policy
+    return policy.failed_cluster_retention_seconds > (policy.ttl_seconds_after_finished or 0)
+
+
+def _end(st: _Status, job: GRPOJob, current: str | None, rayjob: dict[str, Any] | None) -> Plan:
+    """A finished job's plan: its current attempt's Ray cluster goes if it still runs (or, after a
+    success, if KubeRay's TTL would keep it for the failure retention).
 
     Called on every reconcile of a finished job, so a delete that failed is sent again.
     """
-    gone = not holds_cluster(rayjob) or being_deleted(rayjob)
-    return st.plan(delete_rayjob=None if gone else current)
+    succeeded = st.fields.get("phase") == "Succeeded" and rayjob is not None
+    wanted_gone = holds_cluster(rayjob) or (succeeded and _success_goes_early(job))
+    if not wanted_gone or being_deleted(rayjob):
+        return st.plan()
+    return st.plan(delete_rayjob=current)
 
 
 def plan(
@@ -295,10 +329,10 @@ def plan(
     attempt = st.fields.get("attempt") or 0
     current = rayjob_name(job.name, attempt) if attempt else None
     if phase in TERMINAL:
-        return _end(st, current, rayjob)
+        return _end(st, job, current, rayjob)
     if problems:
         st.finish("Failed", "InvalidSpec", describe(problems))
-        return _end(st, current, rayjob)
+        return _end(st, job, current, rayjob)
 
     run_policy = job.spec.run_policy
 
@@ -311,7 +345,7 @@ def plan(
                 "DeadlineExceeded",
                 f"the job ran {int(elapsed)} s, over runPolicy.activeDeadlineSeconds={run_policy.active_deadline_seconds}",
             )
-            return _end(st, current, rayjob)
+            return _end(st, job, current, rayjob)
 
     if run_policy.suspend:
         message = "runPolicy.suspend is true: the Ray cluster is torn down and the checkpoints are kept"
@@ -347,7 +381,7 @@ def plan(
     outcome = observe_rayjob(rayjob)
     if outcome.state == "succeeded":
         st.finish("Succeeded", "TrainingSucceeded", f"attempt {attempt} finished training")
-        return st.plan()
+        return _end(st, job, current, rayjob)
     if outcome.state == "failed":
         return _fail_attempt(st, job, attempt, outcome)
     if outcome.state == "running":
@@ -356,6 +390,7 @@ def plan(
         st.condition("Running", True, "RayJobRunning", message)
         st.clear("Restarting", reason="AttemptRunning", message=message)
         st.clear("Suspended", reason="Resumed", message=message)
+        _health(st, job, now)
         return st.plan()
     # starting or queued: keep Restarting while a retry spins up, Pending otherwise
     if phase != "Restarting":
@@ -410,7 +445,7 @@ def fail(
     attempt = st.fields.get("attempt") or 0
     st.finish("Failed", why, message)
     st.condition("Created", False, why, message)
-    return _end(st, rayjob_name(job.name, attempt) if attempt else None, rayjob)
+    return _end(st, job, rayjob_name(job.name, attempt) if attempt else None, rayjob)
 
 
 def diff(current: dict[str, Any], wanted: dict[str, Any]) -> dict[str, Any]:

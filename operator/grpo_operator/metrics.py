@@ -1,14 +1,77 @@
-"""Prometheus metrics with bounded labels: phases, handler names and outcomes, never job names."""
+"""Prometheus metrics: the operator's own work, its process, and one set of gauges per live job.
+
+Label cardinality is bounded by what exists: the per-job gauges carry `namespace` and `name`
+and are kept for exactly the GRPOJobs the operator watches — a job's series appear with its first
+watch event and go with its deletion. Handler metrics carry handler names and outcomes only.
+
+The per-job values come from the job objects the watch already delivers (the trainer's progress
+and metrics in their status), recorded as they arrive and turned into samples at scrape time, so
+a scrape costs no API call and the trainer's reports need no reconcile to show.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
-from prometheus_client import CollectorRegistry, Histogram, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    start_http_server,
+)
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 PHASES = ("Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed")
+JOB_LABELS = ["namespace", "name"]
+
+# (metric, help, where in status) for the numeric per-job gauges.
+_JOB_GAUGES = (
+    ("grpo_job_attempt", "The job's current attempt (1 + retries so far)", ("attempt",)),
+    ("grpo_job_step", "The newest training step the trainer reported", ("progress", "step")),
+    ("grpo_job_total_steps", "Training steps the run will take", ("progress", "totalSteps")),
+    ("grpo_job_reward", "Mean reward of the newest step", ("metrics", "reward")),
+    ("grpo_job_validation_score", "The newest validation score", ("metrics", "valScore")),
+    (
+        "grpo_job_response_length",
+        "Mean response length of the newest step, in tokens",
+        ("metrics", "responseLength"),
+    ),
+    ("grpo_job_entropy", "Mean token entropy of the newest step", ("metrics", "entropy")),
+    ("grpo_job_step_seconds", "Duration of the newest step", ("metrics", "stepSeconds")),
+    (
+        "grpo_job_tokens_per_second_per_device",
+        "Training throughput of the newest step, tokens per second per device",
+        ("metrics", "tokensPerSecondPerDevice"),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class JobView:
+    """What the metrics show of one job: its status as last seen."""
+
+    phase: str | None
+    status: dict[str, Any]
+
+    def value(self, path: tuple[str, ...]) -> float | None:
+        node: Any = self.status
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, bool) or not isinstance(node, int | float) or not math.isfinite(node):
+            return None
+        return float(node)
+
+    @property
+    def healthy(self) -> bool | None:
+        for condition in self.status.get("conditions") or []:
+            if condition.get("type") == "Healthy":
+                return condition.get("status") == "True"
+        return None
 
 
 class _PhaseCollector(Collector):
@@ -27,13 +90,48 @@ class _PhaseCollector(Collector):
         yield family
 
 
+class _JobCollector(Collector):
+    """One set of gauges per watched job."""
+
+    def __init__(self, jobs: dict[tuple[str, str], JobView]) -> None:
+        self._jobs = jobs
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        jobs = dict(self._jobs)  # the watch may add one while a scrape runs
+        phase = GaugeMetricFamily(
+            "grpo_job_phase", "1 for the job's current phase, 0 for the others", labels=[*JOB_LABELS, "phase"]
+        )
+        healthy = GaugeMetricFamily(
+            "grpo_job_healthy", "1 while the Healthy condition is True, 0 when False", labels=JOB_LABELS
+        )
+        for (namespace, name), view in sorted(jobs.items()):
+            for candidate in PHASES:
+                phase.add_metric([namespace, name, candidate], 1.0 if view.phase == candidate else 0.0)
+            if view.healthy is not None:
+                healthy.add_metric([namespace, name], 1.0 if view.healthy else 0.0)
+        yield phase
+        yield healthy
+        for metric, help_, path in _JOB_GAUGES:
+            family = GaugeMetricFamily(metric, help_, labels=JOB_LABELS)
+            for (namespace, name), view in sorted(jobs.items()):
+                value = view.value(path)
+                if value is not None:
+                    family.add_metric([namespace, name], value)
+            yield family
+
+
 class Metrics:
     """The operator's metrics, on their own registry so tests can build several."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.phases: dict[tuple[str, str], str] = {}
+        self.jobs: dict[tuple[str, str], JobView] = {}
         self.registry.register(_PhaseCollector(self.phases))
+        self.registry.register(_JobCollector(self.jobs))
+        # The process (memory, CPU, open files) and the interpreter, as the default registry has them.
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
         self.handler_seconds = Histogram(
             "grpo_handler_duration_seconds",
             "Time spent in one reconcile, by handler and outcome",
@@ -47,8 +145,16 @@ class Metrics:
             registry=self.registry,
         )
 
+    def observe(self, body: dict[str, Any]) -> None:
+        """Record a job as the watch delivered it (every event: the trainer's reports included)."""
+        meta = body.get("metadata") or {}
+        status = dict(body.get("status") or {})
+        self.jobs[(meta["namespace"], meta["name"])] = JobView(status.get("phase"), status)
+
     def forget(self, namespace: str, name: str) -> None:
+        """The job is gone: its series go too."""
         self.phases.pop((namespace, name), None)
+        self.jobs.pop((namespace, name), None)
 
     def serve(self, port: int) -> None:
         start_http_server(port, registry=self.registry)

@@ -9,7 +9,8 @@
   fake Ray job API is used when ``GRPO_RAYJOBAPI_URL`` names one.
 
 The local and kind backends describe themselves in ``<state dir>/cluster.env`` (written by the hack/
-scripts): kubeconfig, kubectl, the Ray job API's URL and the component log folder.
+scripts): kubeconfig, kubectl, the Ray job API's URL, the real Ray head's dashboard URL and the
+component log folder.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ class Cluster:
     kubectl_path: str
     job_api: RayJobAPI | None
     log_dir: Path | None
+    # The real Ray head the job API forwards real jobs to (local and kind backends).
+    ray_dashboard_url: str | None = None
 
     @property
     def env(self) -> dict[str, str]:
@@ -155,6 +158,7 @@ def _from_env_file(backend: str, path: Path) -> Cluster:
         kubectl_path=values["KUBECTL"],
         job_api=RayJobAPI(values["RAYJOBAPI_URL"]),
         log_dir=Path(values["LOG_DIR"]),
+        ray_dashboard_url=values.get("RAY_DASHBOARD_URL"),
     )
 
 

@@ -17,6 +17,12 @@ Which submission mode to use:
   submission, and make the timeline end within 30 s: KubeRay fails such a RayJob 30 s after its
   submitter finished unless the job API reports a terminal state by then.
 
+Backends: a job is ``scripted`` (the timeline, the default) or ``real``: the server forwards it to a
+real Ray head on loopback, which runs the entrypoint in a folder that mirrors the head pod
+(hack/rayjobapi/real.py; GRPO_WORKDIR, KUBECONFIG). Choose with ``backend="real"`` on a namespace
+or a job id, or label the namespace ``grpo.dev/ray-backend=real``. A real job's view (``job``,
+``jobs``) adds ``phase``, ``real_id``, ``rayjob``, ``workdir`` and ``kubeconfig``.
+
 Usage::
 
     api.configure_namespace(namespace, succeeds_after(2))
@@ -35,11 +41,12 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote, urlencode
 
 Step = tuple[str, float] | tuple[str, float, str]
 Timeline = Sequence[Step]
+Backend = Literal["scripted", "real"]
 
 RUNNING_FOREVER: Timeline = (("RUNNING", 0),)
 
@@ -61,8 +68,8 @@ class RayJobAPI:
 
     Methods:
         healthy() -> bool
-        configure_job(submission_id, timeline=None, *, logs=None, auto_submit=False) -> dict
-        configure_namespace(namespace, timeline=None, *, logs=None, auto_submit=False) -> None
+        configure_job(submission_id, timeline=None, *, logs=None, auto_submit=False, backend=None) -> dict
+        configure_namespace(namespace, timeline=None, *, logs=None, auto_submit=False, backend=None) -> None
         finish(submission_id, status="SUCCEEDED", message=None) -> dict
         job(submission_id) -> dict | None
         jobs(namespace=None) -> list[dict]
@@ -108,12 +115,16 @@ class RayJobAPI:
             return False
 
     @staticmethod
-    def _settings(timeline: Timeline | None, logs: str | None, auto_submit: bool) -> dict[str, Any]:
+    def _settings(
+        timeline: Timeline | None, logs: str | None, auto_submit: bool, backend: Backend | None
+    ) -> dict[str, Any]:
         body: dict[str, Any] = {"auto_submit": auto_submit}
         if timeline is not None:
             body["timeline"] = [list(step) for step in timeline]
         if logs is not None:
             body["logs"] = logs
+        if backend is not None:
+            body["backend"] = backend
         return body
 
     def configure_job(
@@ -123,9 +134,11 @@ class RayJobAPI:
         *,
         logs: str | None = None,
         auto_submit: bool = False,
+        backend: Backend | None = None,
     ) -> dict[str, Any]:
         """Settings for one job id (before or after its submission); wins over its namespace's."""
-        return self._call("PUT", f"jobs/{quote(submission_id)}", self._settings(timeline, logs, auto_submit))
+        body = self._settings(timeline, logs, auto_submit, backend)
+        return self._call("PUT", f"jobs/{quote(submission_id)}", body)
 
     def configure_namespace(
         self,
@@ -134,9 +147,11 @@ class RayJobAPI:
         *,
         logs: str | None = None,
         auto_submit: bool = False,
+        backend: Backend | None = None,
     ) -> None:
         """Settings for every job submitted to a head service in this namespace."""
-        self._call("PUT", f"namespaces/{quote(namespace)}", self._settings(timeline, logs, auto_submit))
+        body = self._settings(timeline, logs, auto_submit, backend)
+        self._call("PUT", f"namespaces/{quote(namespace)}", body)
 
     def finish(
         self, submission_id: str, status: str = "SUCCEEDED", message: str | None = None

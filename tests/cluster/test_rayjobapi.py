@@ -157,3 +157,10 @@ def test_requests_are_recorded_per_namespace_and_forgotten_with_it(server_url: s
 def test_a_malformed_timeline_is_refused(api: RayJobAPI) -> None:
     with pytest.raises(RayJobAPIError, match="timeline status 'DONE'"):
         api.configure_job("j1", [("DONE", 0)])
+
+
+def test_the_real_backend_is_refused_without_a_real_head(api: RayJobAPI) -> None:
+    with pytest.raises(RayJobAPIError, match="no real Ray head"):
+        api.configure_namespace("team-a", backend="real")
+    with pytest.raises(RayJobAPIError, match="backend 'ray' is not one of"):
+        api.configure_job("j1", backend="ray")  # type: ignore[arg-type]

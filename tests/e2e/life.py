@@ -17,7 +17,20 @@ from integration.jobs import CHILD_KINDS as JOB_CHILD_KINDS
 from integration.jobs import EXAMPLES, condition, create_source_claims, example
 
 # `kubectl get grpojobs -o wide`: the CRD's printer columns, the wide-only ones last.
-COLUMNS = ["NAME", "PHASE", "STEP", "REWARD", "VAL", "ATTEMPT", "AGE", "ACCELERATOR", "RAYJOB"]
+COLUMNS = [
+    "NAME",
+    "PHASE",
+    "STEP",
+    "REWARD",
+    "VAL",
+    "ATTEMPT",
+    "AGE",
+    "%",
+    "ETA",
+    "HEALTHY",
+    "ACCELERATOR",
+    "RAYJOB",
+]
 # What the operator creates for a running attempt.
 CHILD_KINDS = set(JOB_CHILD_KINDS)
 

@@ -86,6 +86,8 @@ def test_install_creates_the_operator_and_its_identity(cluster: Cluster, release
     manifest = release.manifest()
     assert sorted(d["kind"] for d in manifest) == [
         "ClusterRole",
+        "ClusterRole",  # <release>-editor, aggregated into edit and admin
+        "ClusterRole",  # <release>-viewer, aggregated into view
         "ClusterRoleBinding",
         "ConfigMap",
         "Deployment",
@@ -112,7 +114,10 @@ def test_install_creates_the_operator_and_its_identity(cluster: Cluster, release
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": account, "namespace": release.namespace}
     ]
-    assert binding["roleRef"]["name"] == only(manifest, "ClusterRole")["metadata"]["name"]
+    operator_role = only(manifest, "ClusterRole", binding["roleRef"]["name"])
+    assert not any(
+        k.startswith("rbac.authorization.k8s.io/aggregate-to-") for k in operator_role["metadata"]["labels"]
+    )
 
     # The settings the pod mounts and names in $GRPO_OPERATOR_CONFIG, as the values set them.
     [container] = pod["containers"]

@@ -6,8 +6,8 @@ import copy
 from pathlib import Path
 from typing import Any
 
-import yaml
 from cluster.backend import Cluster
+from grpo_trainer.spec import grpojob_document
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = {p.stem: p for p in sorted((REPO / "examples").glob("*.yaml"))}
@@ -15,7 +15,7 @@ EXAMPLES = {p.stem: p for p in sorted((REPO / "examples").glob("*.yaml"))}
 
 def example(name: str, **spec_changes: Any) -> dict[str, Any]:
     """An example GRPOJob as a dict, with dotted-path spec changes."""
-    body = yaml.safe_load(EXAMPLES[name].read_text())
+    body = grpojob_document(EXAMPLES[name].read_text())
     for dotted, value in spec_changes.items():
         node = body["spec"]
         *parents, leaf = dotted.split(".")

@@ -1,8 +1,8 @@
 """The API server's admission and the operator's checks agree: the same specs go to both.
 
 Rules live twice where the schema cannot hold them as a pattern: CEL in the CRD (what `kubectl
-apply` answers) and Python (validation.validate() and the models' validators, which the operator
-and `grpo-train plan` run). Each spec here is sent to the real API server as a server-side dry run
+apply` answers) and Python (validation.validate(), the models' validators, and the CRD's own CEL
+evaluated offline by api/rules.py: what `grpo-train plan` and `kubectl grpo validate` run). Each spec here is sent to the real API server as a server-side dry run
 and checked by the Python side; both must accept it, or both refuse it naming the same fields with
 the same sentence.
 """
@@ -17,7 +17,7 @@ import pytest
 from cluster.backend import Cluster
 from grpo_operator.api.v1alpha1 import GRPOJob
 from grpo_operator.config import load_settings
-from grpo_operator.validation import validate
+from grpo_operator.verdict import job_problems
 from lightkube import ApiError, Client, codecs
 from lightkube.config.kubeconfig import KubeConfig
 from pydantic import ValidationError
@@ -66,7 +66,8 @@ def python_answer(body: dict[str, Any], namespace: str) -> Answer:
             where = ".".join(str(p) for p in e["loc"] if not str(p).startswith("function-"))
             answer.setdefault(where, []).append(e["msg"])
         return answer
-    for problem in validate(job, SETTINGS):
+    # The CRD's CEL rules evaluated offline, then the operator's checks: every judge but the server.
+    for problem in job_problems(job, SETTINGS):
         answer.setdefault(problem.field, []).append(problem.message)
     return answer
 

@@ -198,3 +198,15 @@ def test_report_command_once(cluster, namespace, crds, tmp_path, monkeypatch):
     status = cluster.get("grpojob", "reporter-cli", namespace)["status"]
     assert status["progress"]["step"] == 3
     assert status["metrics"]["reward"] == 0.25
+
+
+def test_report_for_a_job_that_is_not_there_is_one_line(cluster, namespace, crds, capsys, monkeypatch):
+    monkeypatch.setenv("GRPO_NAMESPACE", namespace)
+    monkeypatch.setenv("GRPO_JOB_NAME", "no-such-job")
+    spec = str(Path(__file__).resolve().parents[2] / "examples" / "lora-single-gpu.yaml")
+    assert grpo_train(["report", "--spec", spec, "--kubeconfig", str(cluster.kubeconfig), "--once"]) == 3
+    err = capsys.readouterr().err
+    assert (
+        err
+        == f"error: no GRPOJob {namespace}/no-such-job to report to (set $GRPO_NAMESPACE and $GRPO_JOB_NAME)\n"
+    )

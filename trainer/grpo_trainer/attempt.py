@@ -1,8 +1,10 @@
 """`grpo-train run`: one attempt of a GRPOJob, whatever its engine, from resolved spec to exported model.
 
-The driver owns what every engine shares: the job's status reports (the reporter runs for the
-engine's whole life), the completion marker, the export after training, and how the attempt
-ends — an exit code from the contract and, on a failure, one `GRPO_FAILURE` line. The engine
+The driver owns what every engine shares: the attempt's log on the checkpoint volume (everything
+printed, by the trainer and the engine, kept after the Ray cluster is gone: `logfile.py`), the
+job's status reports (the reporter runs for the engine's whole life), the completion marker, the
+export after training, and how the attempt ends — an exit code from the contract and, on a
+failure, one `GRPO_FAILURE` line. The engine
 (`engines/base.py`) owns how training runs. Every step is safe to repeat: a later attempt after
 a finished training goes straight to export.
 """
@@ -17,13 +19,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from grpo_operator.api.contract import COMPLETE_FILE, OK, UNKNOWN, Failure
+from grpo_operator.api.contract import COMPLETE_FILE, MOUNT_ROOT, OK, UNKNOWN, Failure, attempt_log_file
 from grpo_operator.api.v1alpha1 import ResolvedJob
-from grpo_operator.api.v1alpha1.status import Outputs
+from grpo_operator.api.v1alpha1.status import LogStatus, Outputs
 
 from .engines.base import Engine, EngineOptions, engine_for
 from .failures import TrainerError
 from .kube import KubeStatusWriter, StatusWriter
+from .logfile import AttemptLog
 from .report import TrainingState, total_steps
 from .reporter import Reporter
 from .spec import Attempt
@@ -41,11 +44,30 @@ class Options:
 
 
 def run(job: ResolvedJob, attempt: Attempt, options: Options, writer: StatusWriter | None = None) -> int:
-    """One attempt; returns the process exit code and prints a GRPO_FAILURE line on failure."""
+    """One attempt; returns the process exit code and prints a GRPO_FAILURE line on failure.
+
+    Everything it prints (and its engine prints) is also kept in the attempt's log file.
+    """
+    path = log_file(job, attempt)
+    header = f"grpo-train attempt {attempt.number} of {attempt.namespace}/{attempt.job_name}"
+    with AttemptLog(path, header):
+        return _run(job, attempt, options, writer, path)
+
+
+def log_file(job: ResolvedJob, attempt: Attempt) -> Path:
+    """This attempt's log, as this process sees the volume (contract.attempt_log_file)."""
+    return Path(attempt_log_file(job.paths.metrics_dir, attempt.number))
+
+
+def _run(
+    job: ResolvedJob, attempt: Attempt, options: Options, writer: StatusWriter | None, path: Path
+) -> int:
     try:
         engine = engine_for(job.spec.engine.name, options.engine)
         if writer is None and options.report:
             writer = status_writer(attempt, options.kubeconfig)
+        if writer is not None:
+            _report_log(writer, attempt, _pod_path(path, job.workdir))
         if training_complete(job):
             log.info("training finished in an earlier attempt; exporting only")
             return _export(engine, job, writer)
@@ -77,7 +99,11 @@ def _export(engine: Engine, job: ResolvedJob, writer: StatusWriter | None) -> in
         return OK
     log.info("exported step %s: model=%s adapter=%s", result.step, result.model, result.lora_adapter)
     if writer is not None:
-        outputs = Outputs(step=result.step, model=result.model, lora_adapter=result.lora_adapter)
+        outputs = Outputs(
+            step=result.step,
+            model=job.pod_path(result.model) if result.model else None,
+            lora_adapter=job.pod_path(result.lora_adapter) if result.lora_adapter else None,
+        )
         try:
             writer.patch_status({"status": {"outputs": outputs.to_wire()}})
         except Exception as exc:  # the export is on the volume either way; status is a convenience
@@ -86,6 +112,22 @@ def _export(engine: Engine, job: ResolvedJob, writer: StatusWriter | None) -> in
 
 
 # --- status reports --------------------------------------------------------------------------
+
+
+def _pod_path(path: Path, workdir: str | None) -> str:
+    """The path as the job's pods mount it (what status shows), for a run under --workdir too."""
+    text, root = str(path), (workdir or "").rstrip("/")
+    if root and text.startswith(root + MOUNT_ROOT + "/"):
+        return text[len(root) :]
+    return text
+
+
+def _report_log(writer: StatusWriter, attempt: Attempt, path: str) -> None:
+    """status.log names this attempt's log file, before anything else can fail."""
+    try:
+        writer.patch_status({"status": {"log": LogStatus(attempt=attempt.number, path=path).to_wire()}})
+    except Exception as exc:  # status is a convenience; the log is on the volume either way
+        log.warning("could not record the log file in the job's status: %s", exc)
 
 
 def status_writer(attempt: Attempt, kubeconfig: str | None) -> StatusWriter | None:
@@ -107,10 +149,13 @@ def start_reporter(
     on_checkpoint: Callable[[int], None] | None = None,
 ) -> Reporter:
     """Tail this attempt's metrics (and the earlier attempts', for the history) into the status."""
-    algo = job.spec.algorithm
+    algo, health = job.spec.algorithm, job.spec.health
     state = TrainingState(
         total_steps=total_steps(train_rows, algo.train_batch_size, algo.epochs, algo.total_steps),
         resumed_from_step=resumed_from,
+        attempt=attempt.number,
+        entropy_floor=health.entropy_floor,
+        entropy_collapse_steps=health.entropy_collapse_steps,
     )
     metrics_dir = attempt.metrics_file.parent
     previous = [metrics_dir / f"attempt-{n}.jsonl" for n in range(1, attempt.number)]
@@ -122,6 +167,7 @@ def start_reporter(
         latest_checkpoint=lambda: engine.latest_checkpoint(job),
         previous_metrics=[p for p in previous if p.is_file()],
         on_checkpoint=on_checkpoint,
+        pod_path=job.pod_path,
     )
     reporter.start()
     return reporter

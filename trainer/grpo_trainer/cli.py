@@ -27,14 +27,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 from grpo_operator.api.contract import OK, SPEC_FILE, UNKNOWN, Env
-from grpo_operator.api.v1alpha1 import ResolvedJob
+from grpo_operator.api.v1alpha1 import GRPOJob, ResolvedJob
+from grpo_operator.config import Settings
+from grpo_operator.verdict import job_problems
 
 from . import data
-from .attempt import Options, start_reporter, status_writer
+from .attempt import Options, start_reporter
 from .attempt import run as run_attempt
 from .engines.base import Engine, EngineOptions, RunPlan, engine_for
 from .failures import ConfigError, TrainerError
-from .spec import Attempt, load_job
+from .kube import KubeStatusWriter
+from .spec import Attempt, load_job, localise_environment
 
 log = logging.getLogger("grpo_trainer")
 _SAFE_WORD = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
@@ -45,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    localise_environment(os.environ, args.workdir)
     try:
         return int(args.handler(args))
     except TrainerError as exc:
@@ -125,8 +129,31 @@ def _attempt(args: argparse.Namespace, number: int | None = None) -> tuple[Attem
 
 
 def _planned(args: argparse.Namespace) -> tuple[RunPlan, Engine, ResolvedJob]:
+    """The engine's plan of a job the cluster would accept; ConfigError (after printing every
+    problem) for one the API server or the operator would refuse."""
     attempt, engine, job = _attempt(args, getattr(args, "attempt", None))
+    problems = spec_problems(job)
+    if problems:
+        # validate's verdict is its output; plan's output is the plan, so its problems go to stderr.
+        stream = sys.stdout if args.command == "validate" else sys.stderr
+        for problem in problems:
+            print(f"problem: {problem}", file=stream)
+        raise ConfigError(f"{len(problems)} problem(s) in the job: the cluster would refuse it")
     return engine.plan(job, attempt, dry_run=True), engine, job
+
+
+def spec_problems(job: ResolvedJob) -> list[str]:
+    """The verdict of the CRD's rules and the operator's checks (grpo_operator.verdict) on `job`.
+
+    A resolved job from a pod was accepted with the operator's own settings, whose profiles this
+    process does not know: only its accelerator profile is taken on trust.
+    """
+    settings = Settings()
+    manifest = GRPOJob(metadata={"name": job.name, "namespace": job.namespace}, spec=job.spec)
+    problems = job_problems(manifest, settings)
+    if settings.profile(job.accelerator.name) is None:
+        problems = [p for p in problems if p.field != "spec.resources.accelerator"]
+    return [str(p) for p in problems]
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -225,9 +252,17 @@ def _export(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     attempt, engine, job = _attempt(args)
-    writer = status_writer(attempt, args.kubeconfig)
-    if writer is None:
-        raise ConfigError("no Kubernetes credentials: give --kubeconfig or set $KUBECONFIG")
+    try:
+        writer = KubeStatusWriter(attempt.job_name, attempt.namespace, args.kubeconfig)
+        found = writer.exists()
+    except Exception as exc:  # lightkube's ConfigError, an unreadable kubeconfig, the API server away
+        raise ConfigError(
+            f"cannot reach the job's status: {_one_line(exc)}; give --kubeconfig or set $KUBECONFIG"
+        ) from exc
+    if not found:
+        raise ConfigError(
+            f"no GRPOJob {attempt.namespace}/{attempt.job_name} to report to (set ${Env.NAMESPACE} and ${Env.JOB_NAME})"
+        )
     latest = engine.latest_checkpoint(job)
     reporter = start_reporter(
         job,
@@ -244,3 +279,7 @@ def _report(args: argparse.Namespace) -> int:
             signal.signal(sig, lambda *_: stop.set())
         stop.wait()
     return OK if reporter.stop() else UNKNOWN
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from grpo_operator.api.v1alpha1 import GROUP, KIND, PLURAL, VERSION
-from lightkube import Client, KubeConfig
+from lightkube import ApiError, Client, KubeConfig
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.types import PatchType
 
@@ -44,3 +44,13 @@ class KubeStatusWriter:
             namespace=self.namespace,
             patch_type=PatchType.MERGE,
         )
+
+    def exists(self) -> bool:
+        """Whether the job is there to report to (False on 404; other API errors raise)."""
+        try:
+            self._client.get(GRPOJobResource.Status, self.name, namespace=self.namespace)
+        except ApiError as error:
+            if error.status.code == 404:
+                return False
+            raise
+        return True

@@ -24,10 +24,17 @@ from grpo_operator.api.v1alpha1.status import (
     HistoryPoint,
     Metrics,
     Progress,
+    TrainerHealth,
 )
 
 ETA_WINDOW = 10
 """Recent steps whose mean duration predicts the rest."""
+
+NON_FINITE = (
+    ("NonFiniteReward", ("critic/score/mean", "critic/rewards/mean")),
+    ("NonFiniteLoss", ("actor/pg_loss", "actor/kl_loss", "actor/loss", "actor/grad_norm")),
+)
+"""A NaN or infinity in any of these keys makes the run sick: it does not come back by itself."""
 
 _METRICS = {
     "reward": ("critic/score/mean",),
@@ -105,9 +112,22 @@ class TrainingState:
     history: dict[int, dict[str, float]] = field(default_factory=dict)
     step_seconds: list[float] = field(default_factory=list)
     checkpoint: dict[str, Any] | None = None
+    attempt: int = 1
+    entropy_floor: float = 0.0
+    """spec.health.entropyFloor; 0 turns the entropy check off."""
+    entropy_collapse_steps: int = 10
+    last_step_at: str | None = None
+    health: dict[str, Any] | None = None
+    """This attempt's verdict (status.health), from its own lines only."""
+    low_entropy_steps: int = 0
 
-    def add_line(self, step: int, data: dict[str, Any]) -> None:
-        """Fold in one metrics line; lines of an earlier attempt may be replayed first."""
+    def add_line(
+        self, step: int, data: dict[str, Any], *, live: bool = False, now: str | None = None
+    ) -> None:
+        """Fold in one metrics line; lines of an earlier attempt may be replayed first.
+
+        A `live` line is this attempt's, read `now`: it moves lastStepAt and is judged for health.
+        """
         values = step_metrics(data)
         global_step = _number(data.get("training/global_step"))
         step = int(global_step) if global_step is not None else step
@@ -123,6 +143,49 @@ class TrainingState:
             del self.history[step]
         if "step_seconds" in values:
             self.step_seconds = [*self.step_seconds, values["step_seconds"]][-ETA_WINDOW:]
+        if live:
+            self.last_step_at = now
+            self.judge(step, data)
+
+    def judge(self, step: int, data: dict[str, Any]) -> None:
+        """Update the health verdict with one step's raw metrics (before non-finite values are dropped)."""
+        if self.health is not None and self.health["reason"].startswith("NonFinite"):
+            return  # a run with NaN weights or rewards does not heal itself
+        for reason, keys in NON_FINITE:
+            for key in keys:
+                value = data.get(key)
+                if isinstance(value, float) and not math.isfinite(value):
+                    what = "reward" if reason == "NonFiniteReward" else "loss"
+                    self._verdict(
+                        False,
+                        reason,
+                        f"{key} is {value} at step {step}: the {what} is no longer a number",
+                        step,
+                    )
+                    return
+        entropy = _number(data.get("actor/entropy"))
+        if self.entropy_floor > 0 and entropy is not None:
+            self.low_entropy_steps = self.low_entropy_steps + 1 if entropy <= self.entropy_floor else 0
+            if self.low_entropy_steps >= self.entropy_collapse_steps:
+                self._verdict(
+                    False,
+                    "EntropyCollapse",
+                    f"mean token entropy {entropy:.4g} has been at or below spec.health.entropyFloor="
+                    f"{self.entropy_floor:g} for {self.low_entropy_steps} steps (step {step}): the policy "
+                    "samples nearly one answer per prompt, so GRPO's groups have nothing to compare",
+                    step,
+                )
+                return
+        if self.health is None or not self.health["healthy"]:
+            self._verdict(
+                True,
+                "TrainingHealthy",
+                f"step {step}: finite rewards and losses, entropy above its floor",
+                step,
+            )
+
+    def _verdict(self, healthy: bool, reason: str, message: str, step: int) -> None:
+        self.health = {"healthy": healthy, "reason": reason, "message": message, "step": step}
 
     def add_checkpoint(self, step: int, path: str, saved_at: str) -> None:
         if self.checkpoint is None or step >= self.checkpoint["step"]:
@@ -154,6 +217,29 @@ def downsample(history: dict[int, dict[str, float]], limit: int = HISTORY_LIMIT)
     return points
 
 
+SIGNIFICANT_DIGITS = 4
+"""Digits of status.metrics: what `kubectl get` shows in REWARD and VAL (a printer column cannot
+round); the metrics files keep every digit."""
+
+
+def rounded(value: float) -> float:
+    return float(f"{value:.{SIGNIFICANT_DIGITS}g}")
+
+
+def duration(seconds: int | None) -> str | None:
+    """Seconds for a person: "45s", "12m", "2h30m", "3d4h"."""
+    if seconds is None:
+        return None
+    days, rest = divmod(max(seconds, 0), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m" if minutes else f"{secs}s"
+
+
 def eta_seconds(state: TrainingState) -> int | None:
     if state.total_steps is None or not state.step_seconds:
         return None
@@ -167,18 +253,21 @@ def status_patch(state: TrainingState, now: str) -> dict[str, Any]:
     percent = None
     if total:
         percent = round(min(100.0, 100.0 * state.step / total), 1)
+    eta = eta_seconds(state)
     progress = Progress(
         step=state.step,
         total_steps=total,
         steps=f"{state.step}/{total}" if total else str(state.step),
         epoch=state.epoch,
         percent=percent,
-        eta_seconds=eta_seconds(state),
+        eta_seconds=eta,
+        eta=duration(eta),
         updated_at=now,
+        last_step_at=state.last_step_at,
     )
     status: dict[str, Any] = {
         "progress": progress.to_wire(),
-        "metrics": Metrics(**state.latest).to_wire(),
+        "metrics": Metrics(**{k: rounded(v) for k, v in state.latest.items()}).to_wire(),
         "history": [HistoryPoint(**p).to_wire() for p in downsample(state.history)],
     }
     checkpoint = CheckpointStatus(
@@ -189,6 +278,8 @@ def status_patch(state: TrainingState, now: str) -> dict[str, Any]:
     ).to_wire()
     if checkpoint:
         status["checkpoint"] = checkpoint
+    if state.health is not None:
+        status["health"] = TrainerHealth(attempt=state.attempt, **state.health).to_wire()
     assert set(status) <= TRAINER_STATUS_FIELDS, "the trainer patches only its own status fields"
     return {"status": status}
 

@@ -77,6 +77,7 @@ class Reporter:
         max_backoff: float = 60.0,
         on_checkpoint: Callable[[int], None] | None = None,
         not_before: float | None = None,
+        pod_path: Callable[[str], str] = str,
     ) -> None:
         self.writer = writer
         self.state = state
@@ -87,6 +88,8 @@ class Reporter:
         self.poll_interval = poll_interval
         self.max_backoff = max_backoff
         self.on_checkpoint = on_checkpoint
+        # Status names checkpoints as the pods see them, also when the trainer runs outside one.
+        self.pod_path = pod_path
         # A checkpoint older than this attempt's start was reported before.
         self.not_before = time.time() if not_before is None else not_before
         self._metrics = Tail(metrics_file)
@@ -117,7 +120,7 @@ class Reporter:
         for line in self._metrics.lines():
             parsed = parse_line(line)
             if parsed:
-                self.state.add_line(*parsed)
+                self.state.add_line(*parsed, live=True, now=utc_iso())
                 changed = True
         for line in self._events.lines():
             changed |= self._checkpoint_event(line)
@@ -152,7 +155,7 @@ class Reporter:
         current = self.state.checkpoint
         if current is not None and current["step"] >= step:
             return False
-        self.state.add_checkpoint(step, path, saved_at)
+        self.state.add_checkpoint(step, self.pod_path(path), saved_at)
         if self.on_checkpoint is not None:
             try:
                 self.on_checkpoint(step)

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
-from grpo_operator.api.contract import Env, checkpoint_events_file, metrics_file, under_workdir
+from grpo_operator.api.contract import CACHE_HOMES, Env, checkpoint_events_file, metrics_file, under_workdir
 from grpo_operator.api.v1alpha1 import GRPOJob, ResolvedJob
 from grpo_operator.children.resolved import resolve_job
 from grpo_operator.config import Settings
@@ -41,7 +41,7 @@ def load_job(path: str | Path, workdir: str | None = None) -> ResolvedJob:
     except OSError as exc:
         raise ConfigError(f"cannot read the job spec {path}: {exc.strerror or exc}") from exc
     try:
-        document = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        document = json.loads(text) if path.suffix == ".json" else grpojob_document(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(f"the job spec {path} is not valid JSON/YAML: {exc}") from exc
     if not isinstance(document, dict):
@@ -54,6 +54,36 @@ def load_job(path: str | Path, workdir: str | None = None) -> ResolvedJob:
     except ValidationError as exc:
         raise ConfigError(f"the job spec {path} is invalid: {_errors(exc)}") from exc
     return job.under(workdir)
+
+
+POD_PATH_VARIABLES = (Env.SPEC_FILE, Env.METRICS_FILE, *CACHE_HOMES)
+"""Variables the operator sets to pod paths; outside a pod they must point under the workdir."""
+
+
+def localise_environment(environ: MutableMapping[str, str], workdir: str | None) -> None:
+    """Point the pod-path variables under `workdir`, for this process and every one it starts.
+
+    Anything that reads them directly (the hub clients' caches, verl's workers, the engine's
+    metrics file) then reads and writes inside the workdir, never in a /grpo of the host.
+    """
+    if not workdir:
+        return
+    for name in POD_PATH_VARIABLES:
+        value = environ.get(name)
+        if value:
+            environ[name] = under_workdir(value, workdir)
+
+
+def grpojob_document(text: str) -> Any:
+    """The GRPOJob of a YAML file that may hold several documents (an example with its ConfigMap),
+    else its only document."""
+    documents = [d for d in yaml.safe_load_all(text) if d is not None]
+    jobs = [d for d in documents if isinstance(d, dict) and d.get("kind") == "GRPOJob"]
+    if len(jobs) == 1:
+        return jobs[0]
+    if len(documents) == 1:
+        return documents[0]
+    raise yaml.YAMLError(f"expected one GRPOJob among {len(documents)} documents, found {len(jobs)}")
 
 
 def resolve_manifest(

@@ -179,9 +179,13 @@ _DEVICES_ARGS = f"{_WORLD}, self.resources.devicesPerNode, self.resources.nodes,
 
 
 def _rule(field: str, rule: str, message: str, args: str) -> dict[str, str]:
-    """One CEL rule on the spec, its message formatted like BatchProblem's, and the field it names."""
+    """One CEL rule on the spec, its message formatted like BatchProblem's, and the field it names.
+
+    `message` (the sentence without its numbers) is what a CEL evaluator without Kubernetes'
+    format library reports (api/rules.py); the API server says the whole sentence."""
     return {
         "rule": rule,
+        "message": message.replace("%d ", "").replace("%d", "N"),
         "messageExpression": f"'{message}'.format([{args}])",
         "fieldPath": "." + field.removeprefix("spec."),
         "reason": "FieldValueInvalid",

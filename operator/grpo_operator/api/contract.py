@@ -11,7 +11,8 @@ What is here:
 - exit codes and which of them a retry cannot fix;
 - the failure line: its format (`Failure.line`) and how the operator reads it back;
 - environment variable names;
-- paths on the pods: mounts, the spec file, the layout of a job's folder, per-attempt files;
+- paths on the pods: mounts, the spec file, the layout of a job's folder, per-attempt files (metrics,
+  checkpoint events, the attempt's log);
 - the accelerator device types the trainer can be asked to run on.
 """
 
@@ -194,6 +195,17 @@ def metrics_file(metrics_dir: str, attempt: int) -> str:
     return f"{metrics_dir}/attempt-{attempt}.jsonl"
 
 
+def attempt_log_file(metrics_dir: str, attempt: int) -> str:
+    """The attempt's own output (trainer and engine, stdout and stderr), kept after its Ray cluster
+    is gone; LOG_MAX_BYTES bounds it, the older half moved to `<file>.1` when it fills."""
+    return f"{metrics_dir}/attempt-{attempt}.log"
+
+
+LOG_MAX_BYTES = 64 << 20
+"""Bytes of one attempt's log file before it rolls over to `<file>.1` (so at most twice this)."""
+ROTATED_SUFFIX = ".1"
+
+
 def checkpoint_events_file(metrics_file_path: str) -> str:
     """Where the engine appends checkpoint save events for the reporter: beside the metrics file.
 
@@ -212,6 +224,21 @@ def under_workdir(path: str, workdir: str | None) -> str:
     if not workdir or not (path == MOUNT_ROOT or path.startswith(MOUNT_ROOT + "/")):
         return path
     return workdir.rstrip("/") + path
+
+
+def pod_path(path: str, workdir: str | None) -> str:
+    """The inverse of under_workdir: what a path under the workdir is called on the pods.
+
+    Paths the trainer reports (checkpoints, exports) are written into the job's status in pod
+    terms, so they read the same whether the trainer ran in a pod or outside one.
+    """
+    if not workdir:
+        return path
+    root = workdir.rstrip("/")
+    inside = path[len(root) :]
+    if path.startswith(root + MOUNT_ROOT) and (inside == MOUNT_ROOT or inside.startswith(MOUNT_ROOT + "/")):
+        return inside
+    return path
 
 
 # --- accelerators ----------------------------------------------------------------------------

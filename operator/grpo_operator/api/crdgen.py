@@ -26,18 +26,46 @@ CRD_FILENAME = f"{GROUP}_{PLURAL}.yaml"
 # Keys that JSON Schema allows and a structural schema does not.
 _DROP = {"title", "propertyNames", "$defs", "discriminator"}
 
+# A printer column cannot format a value, so the trainer writes what the columns show: metrics
+# rounded to four significant digits (report.SIGNIFICANT_DIGITS), the ETA as a duration string.
 PRINTER_COLUMNS: list[dict[str, Any]] = [
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
     {"name": "Step", "type": "string", "jsonPath": ".status.progress.steps", "description": "step/total"},
-    {"name": "Reward", "type": "number", "jsonPath": ".status.metrics.reward"},
+    {
+        "name": "Reward",
+        "type": "number",
+        "jsonPath": ".status.metrics.reward",
+        "description": "mean reward of the newest step",
+    },
     {
         "name": "Val",
         "type": "number",
         "jsonPath": ".status.metrics.valScore",
-        "description": "validation score",
+        "description": "the newest validation score",
     },
     {"name": "Attempt", "type": "integer", "jsonPath": ".status.attempt"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    {
+        "name": "%",
+        "type": "number",
+        "jsonPath": ".status.progress.percent",
+        "description": "training progress, percent",
+        "priority": 1,
+    },
+    {
+        "name": "ETA",
+        "type": "string",
+        "jsonPath": ".status.progress.eta",
+        "description": "time left at the recent pace",
+        "priority": 1,
+    },
+    {
+        "name": "Healthy",
+        "type": "string",
+        "jsonPath": '.status.conditions[?(@.type=="Healthy")].status',
+        "description": "False while the run is sick (NaN, entropy collapse, stalled)",
+        "priority": 1,
+    },
     {"name": "Accelerator", "type": "string", "jsonPath": ".spec.resources.accelerator", "priority": 1},
     {"name": "RayJob", "type": "string", "jsonPath": ".status.rayJobName", "priority": 1},
 ]
@@ -48,6 +76,7 @@ SPEC_RULES: list[dict[str, str]] = [
     *BATCH_RULES,
     {
         "rule": "!has(self.dataset.train) || has(self.dataset.validation) || self.evaluation.interval == 0",
+        "message": "validation needs dataset.validation (or set evaluation.interval=0)",
         "messageExpression": "'validation every %d steps needs dataset.validation (or set "
         "evaluation.interval=0)'.format([self.evaluation.interval])",
         "fieldPath": ".evaluation.interval",
@@ -56,6 +85,7 @@ SPEC_RULES: list[dict[str, str]] = [
     {
         "rule": "self.resources.nodes <= 1 || has(self.checkpoint.claimName) || "
         "!has(self.checkpoint.accessMode) || self.checkpoint.accessMode == 'ReadWriteMany'",
+        "message": "several nodes write checkpoint shards at once: use ReadWriteMany",
         "messageExpression": "'%d nodes write checkpoint shards at once: use ReadWriteMany'.format("
         "[self.resources.nodes])",
         "fieldPath": ".checkpoint.accessMode",
@@ -103,18 +133,19 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
         return _structural(merged, defs)
     if "patternProperties" in node:
         # A map with patterned keys: a structural schema has no key patterns, so the value schema
-        # becomes additionalProperties and the key pattern a CEL rule on the map (unless the model
-        # gives one of its own, as base.labels_rule does), so the API server checks what the
-        # models check.
+        # becomes additionalProperties and the key pattern a CEL rule on the map (unless one of the
+        # model's own rules checks it already, as base.labels_rule does), so the API server checks
+        # what the models check.
         [(pattern, values)] = node.pop("patternProperties").items()
         node["additionalProperties"] = values
-        if not node.get("x-kubernetes-validations"):
-            node["x-kubernetes-validations"] = [
+        rules = node.setdefault("x-kubernetes-validations", [])
+        if not any(pattern in rule["rule"] for rule in rules):
+            rules.append(
                 {
                     "rule": f"self.all(k, k.matches(r'{pattern}'))",
                     "message": f"every key must match {pattern}",
                 }
-            ]
+            )
     if "propertyNames" in node:
         names = node.pop("propertyNames")
         if "maxLength" in names:
@@ -226,8 +257,11 @@ def build_crd() -> dict[str, Any]:
                             "description": "A GRPO post-training job for a vision-language model, run on KubeRay.",
                             "required": ["spec"],
                             "properties": {
-                                "apiVersion": {"type": "string"},
-                                "kind": {"type": "string"},
+                                "apiVersion": {
+                                    "type": "string",
+                                    "description": f"{GROUP}/{VERSION}: the schema this object follows.",
+                                },
+                                "kind": {"type": "string", "description": f"{KIND}."},
                                 # The one part of metadata a CRD may constrain: KubeRay names the Ray
                                 # cluster and its Services after the job (api/v1alpha1/base.py).
                                 "metadata": {

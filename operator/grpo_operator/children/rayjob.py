@@ -196,8 +196,18 @@ def _pod_template(
         pod["affinity"] = affinity
     if job.spec.resources.priority_class_name:
         pod["priorityClassName"] = job.spec.resources.priority_class_name
-    pod_labels = {**labels(job, component), ATTEMPT_LABEL: str(attempt)}
-    return {"metadata": {"labels": pod_labels}, "spec": pod}
+    pods = job.spec.pods
+    if pods.image_pull_secrets:
+        pod["imagePullSecrets"] = [{"name": name} for name in pods.image_pull_secrets]
+    if pods.scheduler_name:
+        pod["schedulerName"] = pods.scheduler_name
+    # The user's labels first: ours (selectors, the head's affinity) must win.
+    metadata: dict[str, Any] = {
+        "labels": {**pods.labels, **labels(job, component), ATTEMPT_LABEL: str(attempt)}
+    }
+    if pods.annotations:
+        metadata["annotations"] = dict(pods.annotations)
+    return {"metadata": metadata, "spec": pod}
 
 
 def _co_locate_with_worker(job: GRPOJob, attempt: int) -> dict[str, Any] | None:
@@ -259,6 +269,14 @@ def _submitter(job: GRPOJob, profile: AcceleratorProfile, attempt: int, settings
     }
 
 
+def cluster_ttl(job: GRPOJob) -> int:
+    """KubeRay's one TTL for a finished RayJob's cluster, success or failure alike: the longer of
+    the two the job asks for. The lifecycle deletes the RayJobs that should go sooner (a retried
+    attempt's, a successful one's when the failure retention is the longer)."""
+    policy = job.spec.run_policy
+    return max(policy.ttl_seconds_after_finished or 0, policy.failed_cluster_retention_seconds)
+
+
 def build_rayjob(job: GRPOJob, settings: Settings, attempt: int) -> dict[str, Any]:
     """The RayJob for `attempt` (1-based). Retries are ours, so KubeRay's own backoff is 0."""
     profile = settings.profile(job.spec.resources.accelerator)
@@ -267,6 +285,7 @@ def build_rayjob(job: GRPOJob, settings: Settings, attempt: int) -> dict[str, An
     res = job.spec.resources
     device_count = str(res.devices_per_node)
     devices = {profile.device_resource: device_count} if profile.device_resource else {}
+    devices.update(res.extra_resources)
     worker_resources = {
         "requests": {
             "cpu": _cpu_per_node(job, settings),
@@ -281,12 +300,10 @@ def build_rayjob(job: GRPOJob, settings: Settings, attempt: int) -> dict[str, An
     }
     meta = object_meta(job, rayjob_name(job.name, attempt), "rayjob")
     meta["labels"][ATTEMPT_LABEL] = str(attempt)
-    if res.queue_name:
-        meta["labels"][QUEUE_LABEL] = res.queue_name
     spec: dict[str, Any] = {
         "entrypoint": f"{settings.entrypoint} {SPEC_FILE}",
         "shutdownAfterJobFinishes": True,
-        "ttlSecondsAfterFinished": job.spec.run_policy.ttl_seconds_after_finished or 0,
+        "ttlSecondsAfterFinished": cluster_ttl(job),
         "backoffLimit": 0,
         "submissionMode": settings.submission_mode,
         **_submitter(job, profile, attempt, settings),
@@ -326,4 +343,10 @@ def build_rayjob(job: GRPOJob, settings: Settings, attempt: int) -> dict[str, An
             ],
         },
     }
+    if res.queue_name:
+        # Kueue's contract for a RayJob: its queue label, and created suspended; Kueue unsuspends
+        # it on admission (and suspends it to preempt). The operator sets suspend only here, at
+        # creation, and never applies an existing RayJob again, so it never fights Kueue for it.
+        meta["labels"][QUEUE_LABEL] = res.queue_name
+        spec["suspend"] = True
     return {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": meta, "spec": spec}

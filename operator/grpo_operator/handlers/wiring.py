@@ -141,12 +141,18 @@ def register(
         key = (meta["namespace"], meta["name"])
         if type == "DELETED":
             seen_jobs.pop(key, None)
+            reconciler.metrics.forget(*key)
             return
-        # A new uid, a spec change (generation) or a deletion starting is worth a reconcile.
+        # Every event, the trainer's progress reports included, refreshes the job's gauges.
+        reconciler.metrics.observe(dict(body))
+        # A new uid, a spec change (generation), a deletion starting, or the trainer's health
+        # verdict flipping (the Healthy condition follows it) is worth a reconcile.
+        health = (body.get("status") or {}).get("health") or {}
         wanted = (
             str(meta.get("uid")),
             str(meta.get("generation")),
             str(bool(meta.get("deletionTimestamp"))),
+            f"{health.get('attempt')}:{health.get('healthy')}",
         )
         if seen_jobs.get(key) == wanted:
             return

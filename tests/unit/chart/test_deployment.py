@@ -99,6 +99,13 @@ def test_liveness_probe_is_kopfs_health_endpoint() -> None:
         assert ports[probe["port"]] == port
 
 
+def test_readiness_waits_for_the_operator_to_have_started() -> None:
+    container = _deployment({"settings": {"healthPort": 9000}})["spec"]["template"]["spec"]["containers"][0]
+    probe = container["readinessProbe"]
+    assert probe["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert probe["periodSeconds"] <= container["livenessProbe"]["periodSeconds"]
+
+
 def test_metrics_port_follows_the_settings() -> None:
     container = _deployment({"settings": {"metricsPort": 9100}})["spec"]["template"]["spec"]["containers"][0]
     assert {p["name"]: p["containerPort"] for p in container["ports"]}["metrics"] == 9100

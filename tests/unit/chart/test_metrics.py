@@ -36,3 +36,53 @@ def test_the_service_monitor_scrapes_the_metrics_service() -> None:
     assert endpoint["port"] == service["spec"]["ports"][0]["name"]
     assert endpoint["path"] == "/metrics"
     assert endpoint["interval"] == "15s"
+
+
+def test_no_dashboard_unless_asked() -> None:
+    assert not [d for d in of_kind(render(), "ConfigMap") if d["metadata"]["name"].endswith("-dashboard")]
+
+
+def test_the_dashboard_is_a_configmap_for_grafanas_sidecar_and_plots_the_operators_metrics() -> None:
+    import json
+    import re
+
+    from grpo_operator.metrics import Metrics
+    from prometheus_client import generate_latest
+
+    docs = render({"grafanaDashboard": {"enabled": True, "namespace": "monitoring"}})
+    config_map = only(docs, "ConfigMap", "-dashboard")
+    assert config_map["metadata"]["namespace"] == "monitoring"
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    dashboard = json.loads(config_map["data"]["grpo-jobs.json"])
+    assert dashboard["uid"] == "grpo-jobs"
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    metrics = Metrics()
+    metrics.observe(
+        {
+            "metadata": {"name": "j", "namespace": "n"},
+            "status": {
+                "phase": "Running",
+                "attempt": 1,
+                "progress": {"step": 1, "totalSteps": 2},
+                "metrics": {
+                    k: 1.0
+                    for k in (
+                        "reward",
+                        "valScore",
+                        "responseLength",
+                        "entropy",
+                        "stepSeconds",
+                        "tokensPerSecondPerDevice",
+                    )
+                },
+                "conditions": [{"type": "Healthy", "status": "True"}],
+            },
+        }
+    )
+    metrics.handler_seconds.labels("job", "ok").observe(0.1)
+    served = set(re.findall(r"^([a-z_]+)(?:\{| )", generate_latest(metrics.registry).decode(), re.MULTILINE))
+    for expr in exprs:
+        for name in re.findall(r"\b((?:grpo|process)_[a-z_]+)\b", expr):
+            assert name in served, f"the dashboard plots {name}, which the operator does not serve"
+    titles = {p["title"] for p in dashboard["panels"]}
+    assert {"Reward", "Validation score", "Tokens per second per device", "Unhealthy jobs"} <= titles

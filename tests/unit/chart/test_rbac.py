@@ -63,8 +63,16 @@ def _is_leader(doc: dict[str, Any]) -> bool:
     return doc["metadata"]["name"].endswith("-leader")
 
 
+def _is_for_users(doc: dict[str, Any]) -> bool:
+    return any(k.startswith("rbac.authorization.k8s.io/aggregate-to-") for k in doc["metadata"]["labels"])
+
+
 def _operator_roles(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [d for d in of_kind(docs, *ROLE_KINDS) if not _is_cleanup(d) and not _is_leader(d)]
+    return [
+        d
+        for d in of_kind(docs, *ROLE_KINDS)
+        if not _is_cleanup(d) and not _is_for_users(d) and not _is_leader(d)
+    ]
 
 
 def test_cluster_wide_grants_exactly_what_the_operator_uses() -> None:
@@ -90,9 +98,8 @@ def test_cluster_wide_grants_exactly_what_the_operator_uses() -> None:
 
 def test_namespaced_grants_the_same_only_in_the_listed_namespaces() -> None:
     docs = render(NAMESPACED)
-    assert not of_kind(docs, "ClusterRole", "ClusterRoleBinding"), (
-        "namespaced mode must grant nothing cluster-wide"
-    )
+    cluster_wide = [d for d in of_kind(docs, "ClusterRole", "ClusterRoleBinding") if not _is_for_users(d)]
+    assert not cluster_wide, "namespaced mode must grant the operator nothing cluster-wide"
     roles = _operator_roles(docs)
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
     for role in roles:
@@ -167,3 +174,55 @@ def test_the_operator_holds_what_it_grants_each_trainer(example) -> None:
                     assert set(rule["verbs"]) <= held, (
                         f"trainer gets {rule['verbs']} on {resource}; operator holds {held}"
                     )
+
+
+USER_ROLES = {
+    "grpo-grpo-operator-editor": (
+        {"edit", "admin"},
+        {
+            ("grpo.dev", "grpojobs"): {
+                "get",
+                "list",
+                "watch",
+                "create",
+                "update",
+                "patch",
+                "delete",
+                "deletecollection",
+            },
+            ("grpo.dev", "grpojobs/status"): {"get"},
+        },
+    ),
+    "grpo-grpo-operator-viewer": (
+        {"view"},
+        {
+            ("grpo.dev", "grpojobs"): {"get", "list", "watch"},
+            ("grpo.dev", "grpojobs/status"): {"get", "list", "watch"},
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("values", [None, NAMESPACED], ids=["cluster-wide", "namespaced"])
+def test_user_roles_join_the_built_in_edit_and_view(values: dict | None) -> None:
+    roles = {d["metadata"]["name"]: d for d in of_kind(render(values), "ClusterRole") if _is_for_users(d)}
+    assert set(roles) == set(USER_ROLES)
+    for name, (aggregates, grants) in USER_ROLES.items():
+        labels = roles[name]["metadata"]["labels"]
+        joined = {
+            k.rsplit("-", 1)[-1]
+            for k, v in labels.items()
+            if k.startswith("rbac.authorization.k8s.io/aggregate-to-") and v == "true"
+        }
+        assert joined == aggregates
+        assert _grants(roles[name]) == grants
+    # Bound by the cluster's own edit/view bindings: the chart binds them to no one.
+    assert not [
+        b
+        for b in of_kind(render(values), "ClusterRoleBinding", "RoleBinding")
+        if b["roleRef"]["name"] in roles
+    ]
+
+
+def test_user_roles_can_be_left_out() -> None:
+    assert not [d for d in of_kind(render({"rbac": {"userRoles": False}}), "ClusterRole") if _is_for_users(d)]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from grpo_operator.api import contract
 from grpo_operator.api.contract import Env, Failure
-from grpo_trainer.spec import Attempt, load_job
+from grpo_trainer.spec import Attempt, load_job, localise_environment
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
@@ -73,3 +73,31 @@ def test_exit_codes_in_rays_words(code: int, phrase: str, retried: bool) -> None
     assert contract.exit_code_in(message) == code
     assert contract.describe_exit(code) == phrase
     assert contract.is_retryable(message) is retried
+
+
+def test_outside_a_pod_the_pod_path_variables_point_under_the_workdir() -> None:
+    environ = {
+        Env.METRICS_FILE: "/grpo/checkpoints/j/metrics/attempt-1.jsonl",
+        "HF_HOME": "/grpo/checkpoints/j/cache/huggingface",
+        "PATH": "/usr/bin",
+    }
+    localise_environment(environ, "/w")
+    assert environ == {
+        Env.METRICS_FILE: "/w/grpo/checkpoints/j/metrics/attempt-1.jsonl",
+        "HF_HOME": "/w/grpo/checkpoints/j/cache/huggingface",
+        "PATH": "/usr/bin",
+    }
+
+
+@pytest.mark.parametrize(
+    ("path", "on_the_pod"),
+    [
+        ("/w/grpo/checkpoints/j/export/model", "/grpo/checkpoints/j/export/model"),
+        ("/w/grpo", "/grpo"),
+        ("/w/grpoother/x", "/w/grpoother/x"),
+        ("/models/qwen", "/models/qwen"),
+    ],
+)
+def test_paths_reported_from_outside_a_pod_are_named_as_on_the_pod(path: str, on_the_pod: str) -> None:
+    assert contract.pod_path(path, "/w") == on_the_pod
+    assert contract.pod_path(contract.under_workdir(on_the_pod, "/w"), "/w") == on_the_pod

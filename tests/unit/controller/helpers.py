@@ -6,8 +6,8 @@ import copy
 from pathlib import Path
 from typing import Any
 
-import yaml
 from grpo_operator.api.v1alpha1 import GRPOJob
+from grpo_trainer.spec import grpojob_document
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
@@ -15,7 +15,7 @@ METADATA = {"namespace": "team-a", "uid": "00000000-0000-0000-0000-000000000001"
 
 
 def example_body(path: Path) -> dict[str, Any]:
-    body = yaml.safe_load(path.read_text())
+    body = grpojob_document(path.read_text())
     body["metadata"] = {**body["metadata"], **METADATA, "creationTimestamp": "2026-11-29T10:00:00Z"}
     return body
 

@@ -115,3 +115,71 @@ def test_printer_columns_and_status_subresource() -> None:
 def test_rendered_yaml_round_trips() -> None:
     text = render()
     assert yaml.safe_load(text) == build_crd()
+
+
+def _undescribed(node: dict[str, Any], path: str) -> list[str]:
+    missing = []
+    for name, prop in (node.get("properties") or {}).items():
+        where = f"{path}.{name}"
+        if not (prop.get("description") or "").strip():
+            missing.append(where)
+        missing += _undescribed(prop, where)
+        for key, mark in (("items", "[]"), ("additionalProperties", "{}")):
+            if isinstance(prop.get(key), dict):
+                missing += _undescribed(prop[key], where + mark)
+    return missing
+
+
+def test_kubectl_explain_describes_every_field() -> None:
+    """Every spec and status field, at every depth, says what it is (kubectl explain shows it).
+
+    metadata is the API server's: a CRD may constrain only its name (KubeRay names the Ray cluster's
+    Services after it: a DNS-1035 label of at most 40 characters)."""
+    root = _schema()
+    metadata = root["properties"]["metadata"]
+    assert set(metadata) == {"type", "properties"}
+    assert set(metadata["properties"]) == {"name"}
+    assert (
+        _undescribed({"properties": {k: v for k, v in root["properties"].items() if k != "metadata"}}, "")
+        == []
+    )
+
+
+def test_cpu_per_node_says_the_default_the_operator_uses() -> None:
+    from grpo_operator.config import Settings
+
+    description = _schema()["properties"]["spec"]["properties"]["resources"]["properties"]["cpuPerNode"][
+        "description"
+    ]
+    settings = Settings()
+    assert f"{settings.cpu_per_device} per device" in description
+    assert f"plus {settings.cpu_headroom}" in description
+
+
+def test_conditions_are_a_map_keyed_by_type_with_rfc3339_times() -> None:
+    status = _schema()["properties"]["status"]["properties"]
+    conditions = status["conditions"]
+    assert conditions["x-kubernetes-list-type"] == "map"
+    assert conditions["x-kubernetes-list-map-keys"] == ["type"]
+    assert "type" in conditions["items"]["required"]
+    assert conditions["items"]["properties"]["lastTransitionTime"]["format"] == "date-time"
+    for field in ("startTime", "completionTime"):
+        assert status[field]["format"] == "date-time"
+    assert status["progress"]["properties"]["lastStepAt"]["format"] == "date-time"
+    assert status["checkpoint"]["properties"]["savedAt"]["format"] == "date-time"
+
+
+def test_printer_columns_show_rounded_metrics_and_the_wide_view_progress_and_eta() -> None:
+    columns = {c["name"]: c for c in build_crd()["spec"]["versions"][0]["additionalPrinterColumns"]}
+    assert [n for n, c in columns.items() if not c.get("priority")] == [
+        "Phase",
+        "Step",
+        "Reward",
+        "Val",
+        "Attempt",
+        "Age",
+    ]
+    assert columns["%"]["jsonPath"] == ".status.progress.percent"
+    assert columns["ETA"]["jsonPath"] == ".status.progress.eta"
+    assert columns["Healthy"]["jsonPath"] == '.status.conditions[?(@.type=="Healthy")].status'
+    assert all(columns[n]["priority"] == 1 for n in ("%", "ETA", "Healthy", "Accelerator", "RayJob"))

@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 from grpo_operator.api.v1alpha1 import GRPOJob
 from grpo_operator.api.v1alpha1.status import GRPOJobStatus
+from grpo_operator.children.rayjob import build_rayjob
+from grpo_operator.config import Settings
 from grpo_operator.lifecycle import (
     children_created,
     children_waiting,
@@ -179,6 +181,8 @@ def test_retryable_failure_starts_the_next_attempt() -> None:
             "reason": "TrainerCrashed",
             "message": result.status["failedAttempts"][0]["message"],
             "retryable": True,
+            # Where `kubectl grpo logs demo --attempt 1` reads from once the Ray cluster is gone.
+            "logFile": "/grpo/checkpoints/demo-00000000/metrics/attempt-1.log",
         }
     ]
     assert "resuming from the latest checkpoint" in result.events[0][2]
@@ -442,3 +446,141 @@ def test_a_rejected_child_fails_the_job_and_stops_its_cluster() -> None:
     assert result.events == [("Warning", "ChildRejected", message)]
     # Once failed, it stays failed with the first reason.
     assert fail(_job(), result.status, None, "Other", "x", NOW).status == result.status
+
+
+FAILED_FOR_GOOD = "Job entrypoint command failed with exit code 3, last available logs: ConfigError"
+RETRYABLE_FAILURE = "Job entrypoint command failed with exit code 75, last available logs: NCCL timeout"
+
+
+def test_the_cluster_of_the_attempt_that_failed_the_job_is_kept_for_debugging() -> None:
+    job = _job(_running_status(), failedClusterRetentionSeconds=3600)
+    result = plan(job, _rayjob("Failed", "FAILED", FAILED_FOR_GOOD), [], NOW)
+    assert result.status["phase"] == "Failed"
+    assert result.delete_rayjob is None, "KubeRay's TTL (the retention) removes it later"
+    assert build_rayjob(job, Settings(), 1)["spec"]["ttlSecondsAfterFinished"] == 3600
+
+
+def test_a_retried_attempts_cluster_goes_at_once_so_the_next_gets_its_devices() -> None:
+    job = _job(_running_status(), failedClusterRetentionSeconds=3600, backoffLimit=2)
+    result = plan(job, _rayjob("Failed", "FAILED", RETRYABLE_FAILURE), [], NOW)
+    assert (result.create_attempt, result.delete_rayjob) == (2, "demo-1")
+
+
+def test_without_retention_a_retry_leaves_cleanup_to_kuberay() -> None:
+    result = plan(
+        _job(_running_status(), backoffLimit=2), _rayjob("Failed", "FAILED", RETRYABLE_FAILURE), [], NOW
+    )
+    assert (result.create_attempt, result.delete_rayjob) == (2, None)
+
+
+@pytest.mark.parametrize(("ttl", "deleted"), [(None, "demo-1"), (7200, None)])
+def test_a_successful_cluster_is_not_kept_for_the_failure_retention(
+    ttl: int | None, deleted: str | None
+) -> None:
+    policy = {"failedClusterRetentionSeconds": 3600, **({"ttlSecondsAfterFinished": ttl} if ttl else {})}
+    result = plan(_job(_running_status(), **policy), _rayjob("Complete", "SUCCEEDED"), [], NOW)
+    assert result.status["phase"] == "Succeeded"
+    assert result.delete_rayjob == deleted
+
+
+# --- the Healthy condition ------------------------------------------------------------------------
+
+
+def _training(
+    trainer: dict[str, Any] | None = None,
+    last_step_at: str = "2026-11-29T11:58:00Z",
+    step_seconds: float = 120.0,
+    **health: Any,
+) -> GRPOJob:
+    status = {
+        **_running_status(),
+        "conditions": [
+            {
+                "type": "Running",
+                "status": "True",
+                "reason": "RayJobRunning",
+                "message": "",
+                "lastTransitionTime": "2026-11-29T10:00:00Z",
+            }
+        ],
+        "progress": {"step": 41, "lastStepAt": last_step_at},
+        "metrics": {"stepSeconds": step_seconds},
+    }
+    if trainer is not None:
+        status["health"] = {"attempt": 1, **trainer}
+    job = _job(status)
+    if health:
+        body = job.model_dump(by_alias=True, exclude_none=True, mode="json")
+        body["spec"]["health"] = health
+        job = GRPOJob.model_validate(body)
+    return job
+
+
+def _healthy(result: Any) -> dict[str, Any]:
+    return next(c for c in result.status["conditions"] if c["type"] == "Healthy")
+
+
+def test_the_trainers_sick_verdict_becomes_a_false_condition_and_a_warning() -> None:
+    job = _training(
+        {"healthy": False, "reason": "NonFiniteLoss", "message": "actor/pg_loss is nan at step 41"}
+    )
+    result = plan(job, _rayjob("Running", "RUNNING"), [], NOW)
+    condition = _healthy(result)
+    assert (condition["status"], condition["reason"]) == ("False", "NonFiniteLoss")
+    assert ("Warning", "NonFiniteLoss", "actor/pg_loss is nan at step 41") in result.events
+    again = plan(
+        _job(
+            {
+                **result.status,
+                **{k: v for k, v in job.status.to_wire().items() if k in ("progress", "metrics", "health")},
+            }
+        ),
+        _rayjob("Running", "RUNNING"),
+        [],
+        NOW,
+    )
+    assert again.events == [], "one Event when it turns, not one per reconcile"
+
+
+def test_a_recovered_run_turns_healthy_again_with_a_normal_event() -> None:
+    sick = plan(
+        _training({"healthy": False, "reason": "EntropyCollapse", "message": "low"}),
+        _rayjob("Running", "RUNNING"),
+        [],
+        NOW,
+    )
+    job = _training({"healthy": True, "reason": "TrainingHealthy", "message": "step 50: fine"})
+    body = job.model_dump(by_alias=True, exclude_none=True, mode="json")
+    body["status"]["conditions"] = sick.status["conditions"]
+    result = plan(GRPOJob.model_validate(body), _rayjob("Running", "RUNNING"), [], NOW)
+    assert _healthy(result)["status"] == "True"
+    assert ("Normal", "Recovered", "step 50: fine") in result.events
+
+
+def test_an_earlier_attempts_verdict_is_not_this_ones() -> None:
+    job = _training({"healthy": False, "reason": "NonFiniteLoss", "message": "old"})
+    body = job.model_dump(by_alias=True, exclude_none=True, mode="json")
+    body["status"]["health"]["attempt"] = 0
+    result = plan(GRPOJob.model_validate(body), _rayjob("Running", "RUNNING"), [], NOW)
+    assert _healthy(result)["status"] == "True"
+
+
+def test_no_step_for_several_step_times_is_a_stall() -> None:
+    # NOW is 12:00; the last step was read at 11:00 and steps take 5 minutes: 12 step times of silence.
+    job = _training(last_step_at="2026-11-29T11:00:00Z", step_seconds=300.0, stallMinimumSeconds=600)
+    result = plan(job, _rayjob("Running", "RUNNING"), [], NOW)
+    condition = _healthy(result)
+    assert (condition["status"], condition["reason"]) == ("False", "Stalled")
+    assert "no step reported for 60 min (since step 41" in condition["message"]
+    assert result.events[-1][:2] == ("Warning", "Stalled")
+
+
+def test_a_slow_validation_is_not_a_stall_within_the_minimum() -> None:
+    job = _training(last_step_at="2026-11-29T11:40:00Z", step_seconds=60.0)  # 20 min quiet, 30 min allowed
+    assert _healthy(plan(job, _rayjob("Running", "RUNNING"), [], NOW))["status"] == "True"
+
+
+def test_no_verdict_before_this_attempt_reports_a_step() -> None:
+    job = _training(last_step_at="2026-11-29T09:00:00Z")  # before this attempt started running (10:00)
+    result = plan(job, _rayjob("Running", "RUNNING"), [], NOW)
+    assert "Healthy" not in [c["type"] for c in result.status["conditions"]]

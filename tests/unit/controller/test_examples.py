@@ -154,7 +154,71 @@ def test_trainer_role_is_limited_to_its_own_job_status() -> None:
     assert binding["subjects"][0]["name"] == "lora-vision-grpo-trainer"
 
 
-def test_queue_name_labels_the_rayjob_for_kueue() -> None:
+def test_a_queue_name_hands_the_rayjob_to_kueue_suspended() -> None:
+    """Kueue's contract: the queue label, and created suspended; Kueue unsuspends it on admission."""
     body = example_body(Path("examples/safegrpo-nvidia.yaml").resolve())
     rayjob = build_rayjob(job_from(body, **{"resources.queueName": "team-a-gpus"}), SETTINGS, 1)
     assert rayjob["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a-gpus"
+    assert rayjob["spec"]["suspend"] is True
+    # Kueue's RayJob integration refuses the in-tree autoscaler and needs the cluster torn down at the end.
+    assert rayjob["spec"]["rayClusterSpec"]["enableInTreeAutoscaling"] is False
+    assert rayjob["spec"]["shutdownAfterJobFinishes"] is True
+
+
+def test_without_a_queue_the_rayjob_starts_at_once() -> None:
+    rayjob = build_rayjob(job_from(example_body(EXAMPLES[0])), SETTINGS, 1)
+    assert "suspend" not in rayjob["spec"]
+    assert "kueue.x-k8s.io/queue-name" not in rayjob["metadata"]["labels"]
+
+
+def _templates(rayjob: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    cluster = rayjob["spec"]["rayClusterSpec"]
+    return {
+        "head": cluster["headGroupSpec"]["template"],
+        "worker": cluster["workerGroupSpecs"][0]["template"],
+    }
+
+
+def test_pass_throughs_reach_every_trainer_pod() -> None:
+    body = example_body(Path("examples/geo3k-two-node-nvidia.yaml").resolve())
+    job = job_from(
+        body,
+        **{
+            "pods.labels": {"team": "vision", "app.kubernetes.io/name": "mine", "volcano.sh/queue-name": "q"},
+            "pods.annotations": {"sidecar.istio.io/inject": "false"},
+            "pods.imagePullSecrets": ["registry-creds"],
+            "pods.schedulerName": "volcano",
+            "resources.extraResources": {"rdma/rdma_shared_device_a": "1"},
+        },
+    )
+    templates = _templates(build_rayjob(job, SETTINGS, 1))
+    for component, template in templates.items():
+        meta, spec = template["metadata"], template["spec"]
+        assert meta["labels"]["team"] == "vision"
+        assert meta["labels"]["volcano.sh/queue-name"] == "q"
+        # Ours win: the operator's selectors and the head's affinity read them.
+        assert meta["labels"]["app.kubernetes.io/name"] == "grpo-job"
+        assert meta["labels"]["grpo.dev/component"] == component
+        assert meta["annotations"] == {"sidecar.istio.io/inject": "false"}
+        assert spec["imagePullSecrets"] == [{"name": "registry-creds"}]
+        assert spec["schedulerName"] == "volcano"
+    worker = templates["worker"]["spec"]["containers"][0]["resources"]
+    assert worker["requests"]["rdma/rdma_shared_device_a"] == "1"
+    assert worker["limits"]["rdma/rdma_shared_device_a"] == "1"
+    assert worker["requests"]["nvidia.com/gpu"] == "8"
+    head = templates["head"]["spec"]["containers"][0]["resources"]
+    assert "rdma/rdma_shared_device_a" not in head["requests"], "the head trains nothing"
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"resources.extraResources": {"cpu": "8"}}, "spec.resources.extraResources"),
+        ({"pods.labels": {"grpo.dev/job": "other"}}, "spec.pods.labels"),
+    ],
+)
+def test_pass_throughs_cannot_take_what_the_operator_sets(change: dict[str, Any], field: str) -> None:
+    from grpo_operator.api.rules import rule_violations
+
+    job = job_from(example_body(EXAMPLES[0]), **change)
+    assert [v.field for v in rule_violations(job.spec.to_wire())] == [field]

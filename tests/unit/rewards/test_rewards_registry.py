@@ -14,6 +14,7 @@ from grpo_trainer.rewards import BUILTIN_REWARDS, RewardSpec, get_reward
 
 SAMPLES: dict[str, tuple[str, str, Any]] = {
     "geo3k": ("<think>.</think>\\boxed{\\frac{1}{2}}", "0.5", None),
+    "geo3k-lenient": ("<think>.</think>\\boxed{\\frac{2}{4}}", "0.5", None),
     "reasoning-format": ("<REASONING>r</REASONING><SOLUTION>3.0</SOLUTION>", "3.0", None),
     "safety": ("<think>.</think>I'm sorry, but I can't help with that.", "", {"safety_label": "unsafe"}),
 }
@@ -30,10 +31,11 @@ def load_like_verl(path: str) -> Any:
 
 
 def test_builtin_names() -> None:
-    assert set(BUILTIN_REWARDS) == {"geo3k", "reasoning-format", "safety"}
+    assert set(BUILTIN_REWARDS) == {"geo3k", "geo3k-lenient", "reasoning-format", "safety"}
     assert get_reward("custom").module == "grpo_trainer.rewards.custom"
     with pytest.raises(
-        ValueError, match="unknown reward 'gsm8k'; expected one of: geo3k, reasoning-format, safety, custom"
+        ValueError,
+        match="unknown reward 'gsm8k'; expected one of: geo3k, geo3k-lenient, reasoning-format, safety, custom",
     ):
         get_reward("gsm8k")
 

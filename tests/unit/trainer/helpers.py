@@ -8,9 +8,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import yaml
 from grpo_operator.api.v1alpha1 import JobPaths, ResolvedJob
-from grpo_trainer.spec import resolve_manifest
+from grpo_trainer.spec import grpojob_document, resolve_manifest
 from PIL import Image, ImageDraw
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -22,7 +21,7 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 def example_manifests() -> dict[str, dict[str, Any]]:
     """Every GRPOJob under examples/, by file stem."""
-    return {path.stem: yaml.safe_load(path.read_text()) for path in sorted(EXAMPLES.glob("*.yaml"))}
+    return {path.stem: grpojob_document(path.read_text()) for path in sorted(EXAMPLES.glob("*.yaml"))}
 
 
 def example_job(stem: str, root: Path | None = None, **spec_changes: Any) -> ResolvedJob:

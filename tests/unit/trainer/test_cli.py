@@ -115,7 +115,10 @@ def _trl_spec(tmp_path, **changes):
 def test_a_trl_job_with_broken_arithmetic_is_refused_with_the_operators_words(tmp_path, capsys, command):
     spec = _trl_spec(tmp_path, algorithm={"microBatchSizePerDevice": 3})
     assert main([command, "--spec", spec]) == CONFIG_ERROR
-    assert "spec.algorithm.microBatchSizePerDevice: each device gets 2 responses" in capsys.readouterr().err
+    out, err = capsys.readouterr()
+    # validate's verdict is its output; plan prints a plan, so its problems go to stderr.
+    said = out if command == "validate" else err
+    assert "problem: spec.algorithm.microBatchSizePerDevice: each device gets 2 responses" in said
 
 
 def test_validate_checks_a_trl_jobs_override_names(tmp_path, capsys):
@@ -124,3 +127,38 @@ def test_validate_checks_a_trl_jobs_override_names(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "problem: engine.overrides: GRPOConfig has no field 'no_such_option'" in out
     assert "use_rslora" not in out, "a LoraConfig field is known"
+
+
+@pytest.fixture
+def without_verl(monkeypatch):
+    """A laptop without verl (the test environment has it, for the contract tests)."""
+    from grpo_trainer.engines.verl import configs, engine
+
+    for module in (configs, engine):
+        monkeypatch.setattr(module, "installed_version", lambda: None)
+    monkeypatch.setattr(engine, "installed_config_dir", lambda: None)
+
+
+def test_plan_without_verl_installed_is_for_the_newest_supported_release(capsys, without_verl):
+    """The README's own `grpo-train plan --spec examples/safegrpo-nvidia.yaml`, on a laptop without verl."""
+    assert main(["plan", "--spec", str(EXAMPLES / "safegrpo-nvidia.yaml")]) == 0
+    out, err = capsys.readouterr()
+    assert "-m verl.trainer.main_ppo" in out
+    assert "warning: verl is not installed here: this is the plan for verl 0.9.1" in err
+
+
+def test_validate_fetches_verls_configuration_into_the_users_cache(
+    tmp_path, monkeypatch, capsys, without_verl
+):
+    """No manual fetch, and nothing written relative to the folder it is run from."""
+    monkeypatch.delenv(CACHE_ENV)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert main(["validate", "--spec", str(EXAMPLES / "lora-single-gpu.yaml")]) == 0  # TRL: no verl
+    assert main(["validate", "--spec", str(EXAMPLES / "safegrpo-nvidia.yaml")]) == 0
+    fetched = tmp_path / "cache" / "grpo-operator" / "verl-configs" / "0.9.1" / "verl" / "trainer" / "config"
+    assert (fetched / "ppo_trainer.yaml").is_file()
+    assert "fetching verl 0.9.1's configuration" in capsys.readouterr().err
+    assert list(elsewhere.iterdir()) == []

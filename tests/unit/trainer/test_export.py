@@ -25,6 +25,11 @@ class FakeMerger:
         self.commands.append(command)
         if self.fail:
             raise ExportError("merger failed")
+        if "grpo_trainer.engines.verl.lora_merge" in command:  # the adapter folded into the base
+            out = Path(command[command.index("--out") + 1])
+            out.mkdir()
+            (out / "model.safetensors").write_bytes(b"merged")
+            return
         target = Path(command[command.index("--target_dir") + 1])
         (target / "model.safetensors").write_bytes(b"w")
         if self.lora:
@@ -71,12 +76,22 @@ def test_full_model_export_once_per_step(tmp_path):
     assert len(merger.commands) == 1
 
 
-def test_lora_adapter_is_written_on_its_own(tmp_path):
-    job = example_job("geo3k-two-node-nvidia", tmp_path, engine={"lora": {"rank": 16}})
+def test_lora_model_is_merged_and_the_adapter_kept_beside_it(tmp_path):
+    job = example_job("geo3k-two-node-nvidia", tmp_path, engine={"lora": {"rank": 16, "alpha": 32}})
     checkpoint(job, 30)
-    result = export(job, run=FakeMerger(lora=True))
+    merger = FakeMerger(lora=True)
+    result = export(job, run=merger)
     assert result.lora_adapter == f"{job.paths.export_dir}/lora-adapter"
-    assert Path(result.lora_adapter, "adapter_config.json").is_file()
+    assert result.model == f"{job.paths.export_dir}/model"
+    # verl's merger first, then ours on its output: model/ holds the merged weights.
+    assert merger.commands[0][1:3] == ["-m", "verl.model_merger"]
+    merge = merger.commands[1]
+    assert merge[1:3] == ["-m", "grpo_trainer.engines.verl.lora_merge"]
+    assert merge[merge.index("--adapter") + 1] == merge[merge.index("--model") + 1] + "/lora_adapter"
+    assert Path(result.model, "model.safetensors").read_bytes() == b"merged"
+    # An adapter_config.json without alpha (verl 0.7's merger writes 0) gets the job's values.
+    config = json.loads(Path(result.lora_adapter, "adapter_config.json").read_text())
+    assert (config["r"], config["lora_alpha"]) == (16, 32)
 
 
 def test_adapter_only(tmp_path):
@@ -84,8 +99,10 @@ def test_adapter_only(tmp_path):
         "geo3k-two-node-nvidia", tmp_path, engine={"lora": {"rank": 16}}, export={"huggingFace": False}
     )
     checkpoint(job, 30)
-    result = export(job, run=FakeMerger(lora=True))
+    merger = FakeMerger(lora=True)
+    result = export(job, run=merger)
     assert result.model is None
+    assert len(merger.commands) == 1  # nothing to merge when only the adapter is asked for
     assert Path(result.lora_adapter, "adapter_config.json").is_file()
     assert not Path(job.paths.export_dir, "model").exists()
 

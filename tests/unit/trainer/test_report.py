@@ -10,6 +10,7 @@ from grpo_operator.api.v1alpha1.status import HISTORY_LIMIT, TRAINER_STATUS_FIEL
 from grpo_trainer.report import (
     TrainingState,
     downsample,
+    duration,
     eta_seconds,
     parse_line,
     status_patch,
@@ -104,6 +105,7 @@ def test_status_patch_carries_progress_metrics_history_checkpoint():
         "epoch": 5,
         "percent": 40.0,
         "etaSeconds": round(36 * (191 + 192 + 193 + 194) / 4),
+        "eta": "1h55m",
         "updatedAt": NOW,
     }
     assert status["metrics"]["reward"] == pytest.approx(0.24)
@@ -183,3 +185,23 @@ def test_history_in_a_patch_never_exceeds_the_schema_limit():
     history = status_patch(state, NOW)["status"]["history"]
     assert len(history) == HISTORY_LIMIT
     GRPOJobStatus.model_validate({"history": history})
+
+
+def test_metrics_in_status_are_rounded_for_kubectl_get_and_eta_reads_as_a_duration():
+    """REWARD once showed 0.8209337055862767: a printer column cannot round, so the status does."""
+    state = TrainingState(total_steps=100)
+    state.add_line(10, verl_step(10, reward=0.8209337055862767, seconds=540.0))
+    status = status_patch(state, "2026-11-30T12:00:00Z")["status"]
+    assert status["metrics"]["reward"] == 0.8209
+    assert status["metrics"]["tokensPerSecondPerDevice"] == 1250.0
+    assert status["progress"]["etaSeconds"] == 90 * 540
+    assert status["progress"]["eta"] == "13h30m"
+    assert status["progress"]["percent"] == 10.0
+    assert state.latest["reward"] == 0.8209337055862767, "only the status is rounded"
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"), [(0, "0s"), (45, "45s"), (720, "12m"), (9000, "2h30m"), (273600, "3d4h")]
+)
+def test_durations_read_like_kubectl_ages(seconds, text):
+    assert duration(seconds) == text

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -16,20 +15,8 @@ from grpo_trainer.spec import Attempt
 
 from .helpers import FakeAPI, example_job, hf_cached_dataset
 
-FAKE_VERL = Path(__file__).parent / "fake_verl"
 SMALL = {"trainBatchSize": 8, "miniBatchSize": 8, "microBatchSizePerDevice": 1}
 VERL_091 = Options(engine=EngineOptions(verl_version="0.9.1", progress=False))
-
-
-@pytest.fixture
-def fake_verl(tmp_path, monkeypatch, verl_configs):
-    """The stand-in verl on the path of this process and of the engine it starts, with 0.9.1's real config."""
-    root = tmp_path / "site"
-    shutil.copytree(FAKE_VERL, root)
-    shutil.copytree(verl_configs["0.9.1"], root / "verl" / "trainer" / "config")
-    monkeypatch.syspath_prepend(str(root))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
-    return root
 
 
 def geo3k_job(tmp_path, **changes):
@@ -52,7 +39,9 @@ def test_a_successful_attempt(tmp_path, fake_verl, capsys):
 
     out = capsys.readouterr().out
     assert "training done" in out  # the engine's output is streamed through
-    *progress, outputs = api.patches
+    log, *progress, outputs = api.patches
+    # First of all, where this attempt's log is kept (as the pods mount the volume).
+    assert log == {"status": {"log": {"attempt": 1, "path": f"{job.paths.metrics_dir}/attempt-1.log"}}}
     status = progress[-1]["status"]
     assert status["progress"]["steps"] == "3/30"  # 16 rows // 8 per step x 15 epochs
     assert status["metrics"]["reward"] == pytest.approx(0.6)
@@ -81,8 +70,8 @@ def test_after_training_finished_a_new_attempt_only_exports(tmp_path, fake_verl)
     shutil.rmtree(job.paths.export_dir)
     api = FakeAPI()
     assert run(job, attempt(job, 2), VERL_091, writer=api) == OK
-    # No engine, so no progress reports: only where the export is.
-    assert [set(p["status"]) for p in api.patches] == [{"outputs"}]
+    # No engine, so no progress reports: only where its log and the export are.
+    assert [set(p["status"]) for p in api.patches] == [{"log"}, {"outputs"}]
     assert json.loads(Path(job.paths.export_dir, "export.json").read_text())["step"] == 3
 
 

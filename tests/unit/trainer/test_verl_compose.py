@@ -11,8 +11,11 @@ from pathlib import Path
 
 import pytest
 from grpo_trainer.engines.verl.compose import check, compose, effective_reward, rules, select
+from grpo_trainer.engines.verl.launch import reward_function
 from grpo_trainer.engines.verl.overrides import (
     CALLBACK_CLASS,
+    GROUPED_AGENT_LOOP_MANAGER,
+    GROUPED_REWARD_MANAGER,
     LaunchInputs,
     OverridePlan,
     Resume,
@@ -206,7 +209,7 @@ def test_reward_kwargs_reach_the_reward_function(verl_configs, version):
 
 
 @pytest.mark.parametrize("version", SUPPORTED)
-def test_custom_batch_reward_goes_through_the_per_sample_adapter(verl_configs, version):
+def test_a_custom_batch_reward_is_called_per_group_by_our_reward_manager(verl_configs, version):
     job = example_job(
         "safegrpo-nvidia",
         reward={
@@ -214,15 +217,58 @@ def test_custom_batch_reward_goes_through_the_per_sample_adapter(verl_configs, v
             "custom": {"configMap": "my-reward", "function": "score_all", "batch": True},
         },
     )
-    from grpo_trainer.engines.verl.launch import reward_function
-
-    cfg, _, profile = composed(verl_configs, version, job, reward=reward_function(job))
+    cfg, plan, profile = composed(verl_configs, version, job, reward=reward_function(job))
+    assert check(cfg, plan, profile).problems == []
     reward = effective_reward(cfg, profile)
     assert reward["path"] == get_reward("custom").path
-    assert reward["name"] == "compute_score"
+    assert reward["name"] == "compute_score_batch"
     assert reward["reward_kwargs"]["custom_path"] == job.paths.reward_file
     assert reward["reward_kwargs"]["custom_name"] == "score_all"
     assert reward["reward_kwargs"]["custom_kind"] == "batch"
+    assert_grouped(cfg, responses=256 * 8)
+
+
+def assert_grouped(cfg, responses: int) -> None:
+    """verl loads our grouped reward manager, and the agent loop manager that routes groups to it."""
+    assert select(cfg, "reward.reward_manager.source") == "importlib"
+    assert select(cfg, "reward.reward_manager.name") == GROUPED_REWARD_MANAGER
+    assert (
+        select(cfg, "reward.reward_manager.module.path") == "pkg://grpo_trainer.engines.verl.grouped_reward"
+    )
+    assert (
+        select(cfg, "actor_rollout_ref.rollout.agent.agent_loop_manager_class") == GROUPED_AGENT_LOOP_MANAGER
+    )
+    # Every call of a group waits on one worker; a Ray actor runs at most 1000 at once.
+    assert responses / select(cfg, "reward.num_workers") <= 512
+    assert select(cfg, "reward.num_workers") >= 8
+
+
+@pytest.mark.parametrize("version", SUPPORTED)
+def test_safegrpo_calls_the_safety_batch_reward_per_group(verl_configs, version):
+    job = example_job("safegrpo-nvidia")
+    cfg, plan, profile = composed(verl_configs, version, job, reward=reward_function(job))
+    assert check(cfg, plan, profile).problems == []
+    reward = effective_reward(cfg, profile)
+    assert (reward["path"], reward["name"]) == (get_reward("safety").path, "compute_score_batch")
+    assert_grouped(cfg, responses=256 * 8)
+
+
+@pytest.mark.parametrize("version", SUPPORTED)
+def test_more_responses_per_step_get_more_reward_workers(verl_configs, version):
+    job = example_job("safegrpo-nvidia", algorithm={"trainBatchSize": 1024, "groupSize": 16})
+    cfg, _, _ = composed(verl_configs, version, job, reward=reward_function(job))
+    assert select(cfg, "reward.num_workers") == 32
+    assert_grouped(cfg, responses=1024 * 16)
+
+
+@pytest.mark.parametrize("version", SUPPORTED)
+def test_the_grouped_manager_without_its_agent_loop_manager_is_refused(verl_configs, version):
+    job = example_job("safegrpo-nvidia")
+    profile = PROFILES[profile_for(version)[0].family]
+    plan = build_overrides(job, profile, inputs_for(job, reward=reward_function(job)))
+    kept = [o.render() for o in plan.overrides if "agent_loop_manager_class" not in o.key]
+    problems = check(compose(verl_configs[version], kept), plan, profile).problems
+    assert any("needs actor_rollout_ref.rollout.agent.agent_loop_manager_class" in p for p in problems)
 
 
 @pytest.mark.parametrize("version", SUPPORTED)

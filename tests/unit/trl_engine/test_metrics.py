@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,13 @@ def test_checkpoint_events_go_where_the_reporter_looks(tmp_path: Path) -> None:
 def test_env_path_wins_over_the_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GRPO_METRICS_FILE", str(tmp_path / "from-env.jsonl"))
     assert MetricsFile.from_env(tmp_path / "fallback.jsonl").path == tmp_path / "from-env.jsonl"
+
+
+def test_a_nan_loss_reaches_the_health_check_but_not_the_status() -> None:
+    """The reporter must see a NaN loss to call the run sick; the status never holds it."""
+    data = verl_metrics({"loss": float("nan"), "reward": 0.5}, step=3, step_seconds=None)
+    assert math.isnan(data["actor/pg_loss"])
+    assert "trl/loss" not in data
+    written = json.loads(json.dumps({"step": 3, "data": data}))  # MetricsFile's round trip
+    assert math.isnan(written["data"]["actor/pg_loss"])
+    assert "loss" not in step_metrics(data)

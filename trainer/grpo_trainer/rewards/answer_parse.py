@@ -71,7 +71,7 @@ def normalize(answer: str) -> str | None:
     if len(answer) > MAX_ANSWER_CHARS:
         return None
     text = answer.translate(_UNICODE).strip()
-    for token in ("$", "\\(", "\\)", "\\[", "\\]"):
+    for token in ("\\$", "$", "\\(", "\\)", "\\[", "\\]"):
         text = text.replace(token, "")
     text = text.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("{,}", "")
     text = _LEFT_RIGHT.sub("", text)

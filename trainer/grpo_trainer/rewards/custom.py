@@ -1,40 +1,62 @@
 """A user's reward function from a Python file (a mounted ConfigMap), per-sample or batch.
 
-verl 0.9 only calls per-sample functions, so the engine points verl at this module's
-`compute_score` and passes the user's file through reward kwargs:
+The verl engine points verl at this module and passes the user's file through reward kwargs:
 
-    reward.custom_reward_function.path=<this file>  .name=compute_score
-    +reward.custom_reward_function.reward_kwargs.custom_path=/etc/grpo/reward/reward.py
+    reward.custom_reward_function.path=<this file>  .name=compute_score (or compute_score_batch)
+    +reward.custom_reward_function.reward_kwargs.custom_path=/grpo/reward/reward.py
     +reward.custom_reward_function.reward_kwargs.custom_name=compute_score_batch
     +reward.custom_reward_function.reward_kwargs.custom_kind=auto      # auto | sample | batch
-    +reward.custom_reward_function.reward_kwargs.custom_on_error=zero  # zero | raise
 
-A batch function (`(data_sources, solution_strs, ground_truths, extra_infos, **kw) -> list`) is
-adapted with `adapt_batch`; engines that can batch (verl 0.7's `batch` manager) use
-`compute_score_batch`. Other reward kwargs are passed on to the user's function.
+Both entries take either kind of user function: `compute_score` (verl's per-sample contract)
+calls a batch function with lists of one, `compute_score_batch` (what the grouped reward manager
+calls, a GRPO group at a time) calls a per-sample function once per response. Other reward kwargs
+are passed on to the user's function.
 
-Errors: a file or function that cannot be loaded raises at once with the path and the names the
-file does define (a configuration error should stop the run). An exception inside the user's
-function is logged and scored 0 (`custom_on_error=zero`, default), with the same keys as the
-function's last dict result, because verl builds its per-key arrays from the first result and fails
-on a missing key; `custom_on_error=raise` lets it propagate instead.
+The user's code runs in worker processes (`sandbox`), so the trainer survives whatever it does:
 
-No classes here: verl loads this file by path without registering it in `sys.modules`.
+| the function... | the response scores |
+| --- | --- |
+| raises, `SystemExit` and `KeyboardInterrupt` included | 0 |
+| runs past `custom_timeout_s` (default 10 s per call; the worker is killed and replaced) | 0 |
+| kills its process (`os._exit`, a segfault, out of memory) | 0 (a fresh worker takes the next call) |
+| returns NaN, an infinity or a non-number as the score | 0 for that response |
+| returns a list of the wrong length from a batch function | 0 for the whole batch |
+| returns dicts with different keys | missing keys filled with 0 (verl needs the same keys throughout) |
+
+with one rate-limited warning per kind of failure in the log. `custom_on_error=raise` stops the
+run instead (RewardFunctionError). A file that cannot be imported, or lacks the function, raises at
+once with the file's own error: a configuration error should stop the run.
+
+More kwargs: `custom_workers` (4 worker processes per trainer process; a call waiting for a free
+worker counts against its bound, so size it to the calls expected at once), `custom_memory_mb` (an
+address-space cap per worker; 0, the default, sets none).
+
+`load_function` and the adapters load a file in this process, for engines that call rewards
+in-process (the TRL engine). No dataclasses here: verl loads this file by path, without
+registering it in `sys.modules`.
 """
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import importlib.util
 import inspect
 import logging
+import math
 import sys
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from grpo_trainer.failures import ConfigError
 from grpo_trainer.rewards.batching import adapt_batch, as_batch, rows
+from grpo_trainer.rewards.equivalence import reserve_for
+from grpo_trainer.rewards.options import float_option, int_option, str_option
+from grpo_trainer.rewards.sandbox import DEFAULT_WORKERS, SandboxPool
 
 __all__ = [
     "adapt_batch",
@@ -48,7 +70,17 @@ __all__ = [
 ]
 
 _BATCH_PARAMETERS = frozenset({"data_sources", "solution_strs", "ground_truths", "extra_infos"})
-_OWN_OPTIONS = ("custom_path", "custom_name", "custom_kind", "custom_on_error")
+_OWN_OPTIONS = (
+    "custom_path",
+    "custom_name",
+    "custom_kind",
+    "custom_on_error",
+    "custom_timeout_s",
+    "custom_workers",
+    "custom_memory_mb",
+    "group_wait_s",  # the grouped reward manager's, not the user's
+)
+DEFAULT_TIMEOUT_S = 10.0
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +102,39 @@ def load_function(path: str, name: str) -> Callable[..., Any]:
             f"reward file {str(file)!r} defines no function {name!r}; it defines: {', '.join(defined) or 'none'}"
         )
     return function
+
+
+def check_defines(path: str, name: str) -> None:
+    """Refuse a reward file that does not parse or names no top-level `name`, without running it.
+
+    The engine checks this before it starts: the file is only parsed (its code runs in the
+    sandbox's workers, never in the trainer), so a typo in `reward.custom.function` or a syntax
+    error fails the job at once, with the names the file does define.
+    """
+    file = Path(path.removeprefix("file://")).expanduser()
+    try:
+        tree = ast.parse(file.read_text(encoding="utf-8"), filename=str(file))
+    except OSError as exc:
+        raise ConfigError(
+            f"reward.custom: cannot read the reward file {str(file)!r}: {exc.strerror or exc}"
+        ) from exc
+    except SyntaxError as exc:
+        raise ConfigError(f"reward.custom: {file.name} line {exc.lineno}: {exc.msg}") from exc
+    defined: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            defined.append(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            defined += [t.id for t in targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.ImportFrom | ast.Import):
+            defined += [(a.asname or a.name).split(".")[0] for a in node.names]
+    if name not in defined:
+        functions = [n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+        raise ConfigError(
+            f"reward.custom.function: {file.name} defines no {name!r} "
+            f"(its functions: {', '.join(functions) or 'none'})"
+        )
 
 
 def function_kind(function: Callable[..., Any], name: str = "") -> str:
@@ -103,17 +168,22 @@ def compute_score(
     **kwargs: Any,
 ) -> Any:
     """verl's per-sample entry: score one response with the user's function from `custom_path`."""
-    sample, _, last_keys = _resolve(kwargs)
+    pool, kind, options = _resolve(kwargs)
     user_kwargs = {key: value for key, value in kwargs.items() if key not in _OWN_OPTIONS}
-    try:
-        result = sample(data_source, solution_str, ground_truth, extra_info, **user_kwargs)
-    except Exception:
-        if kwargs.get("custom_on_error", "zero") == "raise":
-            raise
-        log.exception("custom reward %s failed; scoring 0", kwargs.get("custom_path"))
-        return _zero(last_keys)
-    _remember_keys(result, last_keys)
-    return result
+    if kind == "batch":
+        args: tuple[Any, ...] = ([data_source], [solution_str], [ground_truth], [extra_info])
+    else:
+        args = (data_source, solution_str, ground_truth, extra_info)
+    outcome = pool.call(args, user_kwargs, _deadline(options.timeout_s))
+    if not outcome.ok:
+        return _failed(outcome.failure, outcome.message, 1, options)[0]
+    value = outcome.value
+    if kind == "batch":
+        values = _as_list(value)
+        if values is None or len(values) != 1:
+            return _failed("shape", _shape_message(value, 1), 1, options)[0]
+        value = values[0]
+    return _sanitize(value, options)
 
 
 def compute_score_batch(
@@ -123,39 +193,191 @@ def compute_score_batch(
     extra_infos: list[Any] | None = None,
     **kwargs: Any,
 ) -> list[Any]:
-    """The batch entry: the user's batch function in one call, or their per-sample one in a loop."""
-    _, batch, last_keys = _resolve(kwargs)
+    """The batch entry: the user's batch function in one call, or their per-sample one per response."""
+    pool, kind, options = _resolve(kwargs)
     user_kwargs = {key: value for key, value in kwargs.items() if key not in _OWN_OPTIONS}
-    try:
-        results = list(batch(data_sources, solution_strs, ground_truths, extra_infos, **user_kwargs))
-    except Exception:
-        if kwargs.get("custom_on_error", "zero") == "raise":
-            raise
-        log.exception("custom reward %s failed; scoring the batch 0", kwargs.get("custom_path"))
-        return [_zero(last_keys) for _ in rows(data_sources, solution_strs, ground_truths, extra_infos)]
-    for result in results:
-        _remember_keys(result, last_keys)
-    return results
+    items = list(rows(data_sources, solution_strs, ground_truths, extra_infos))
+    if not items:
+        return []
+    if kind == "sample":
+        return [
+            compute_score(source, solution, truth, info, **kwargs) for source, solution, truth, info in items
+        ]
+    columns = tuple(list(column) for column in zip(*items, strict=True))
+    outcome = pool.call(columns, user_kwargs, _deadline(options.timeout_s))
+    if not outcome.ok:
+        return _failed(outcome.failure, outcome.message, len(items), options)
+    values = _as_list(outcome.value)
+    if values is None or len(values) != len(items):
+        return _failed("shape", _shape_message(outcome.value, len(items)), len(items), options)
+    return [_sanitize(value, options) for value in values]
 
 
-def _resolve(options: dict[str, Any]) -> tuple[Callable[..., Any], Callable[..., list[Any]], dict[str, Any]]:
+def _deadline(timeout_s: float) -> float:
+    """When to stop waiting so the call returns within `timeout_s` (see equivalence.reserve_for)."""
+    return time.monotonic() + max(0.0, timeout_s - reserve_for(timeout_s))
+
+
+class RewardFunctionError(RuntimeError):
+    """The user's function failed and `custom_on_error=raise` asks for the run to stop."""
+
+
+class _Options(NamedTuple):
+    path: str
+    name: str
+    kind: str
+    timeout_s: float
+    on_error: str
+    workers: int
+    memory_mb: int
+    keys: dict[str, Any]
+    """The keys of the function's dict results so far (verl builds its per-key arrays from them)."""
+
+
+def _resolve(options: dict[str, Any]) -> tuple[SandboxPool, str, _Options]:
     path = options.get("custom_path")
     if not isinstance(path, str) or not path:
         raise ValueError("custom reward: reward kwarg 'custom_path' (the user's reward file) is required")
+    file = Path(path.removeprefix("file://")).expanduser()
+    if not file.is_file():
+        raise FileNotFoundError(f"reward file {str(file)!r} does not exist")
     name = str(options.get("custom_name") or "compute_score")
     kind = str(options.get("custom_kind") or "auto")
-    file = Path(path.removeprefix("file://")).expanduser()
-    mtime = file.stat().st_mtime_ns if file.is_file() else 0
-    return _cached(path, name, kind, mtime)
+    if kind not in ("auto", "sample", "batch"):
+        raise ValueError(f"custom reward kind must be auto, sample or batch, not {kind!r}")
+    on_error = str_option(options, "custom_on_error", "zero")
+    if on_error not in ("zero", "raise"):
+        raise ValueError(f"custom_on_error must be zero or raise, not {on_error!r}")
+    pool, keys = _pool(
+        str(file.resolve()),
+        name,
+        file.stat().st_mtime_ns,
+        max(1, int_option(options, "custom_workers", DEFAULT_WORKERS)),
+        int_option(options, "custom_memory_mb", 0),
+    )
+    detected = pool.start()
+    settings = _Options(
+        path=str(file),
+        name=name,
+        kind=detected if kind == "auto" else kind,
+        timeout_s=max(0.001, float_option(options, "custom_timeout_s", DEFAULT_TIMEOUT_S)),
+        on_error=on_error,
+        workers=pool.size,
+        memory_mb=pool.memory_mb,
+        keys=keys,
+    )
+    return pool, settings.kind, settings
 
 
-@functools.lru_cache(maxsize=32)
-def _cached(
-    path: str, name: str, kind: str, mtime: int
-) -> tuple[Callable[..., Any], Callable[..., list[Any]], dict[str, Any]]:
-    """Both forms of the user's function, and the keys of its last dict result (mutable, per function)."""
-    del mtime  # part of the cache key only: an edited file is loaded again
-    return load_sample_function(path, name, kind), load_batch_function(path, name, kind), {}
+_pools: dict[tuple[str, str, int, int], tuple[SandboxPool, dict[str, Any]]] = {}
+_pools_lock = threading.Lock()
+
+
+def _pool(
+    path: str, name: str, mtime: int, workers: int, memory_mb: int
+) -> tuple[SandboxPool, dict[str, Any]]:
+    """One pool per file version and function; an edited file gets fresh workers."""
+    key = (path, name, workers, memory_mb)
+    with _pools_lock:
+        found = _pools.get(key)
+        if found is not None and found[0].mtime == mtime:  # type: ignore[attr-defined]
+            return found
+        if found is not None:
+            found[0].close()
+        pool = SandboxPool(path, name, size=workers, memory_mb=memory_mb)
+        pool.mtime = mtime  # type: ignore[attr-defined]
+        _pools[key] = (pool, {})
+        return _pools[key]
+
+
+def _as_list(value: Any) -> list[Any] | None:
+    if isinstance(value, list | tuple):
+        return list(value)
+    tolist = getattr(value, "tolist", None)  # numpy arrays, tensors
+    if callable(tolist) and getattr(value, "ndim", 0) == 1:
+        return list(tolist())
+    return None
+
+
+def _shape_message(value: Any, expected: int) -> str:
+    size = len(value) if isinstance(value, list | tuple) else None
+    what = f"a list of {size}" if size is not None else f"a {type(value).__name__}"
+    return f"the batch function returned {what} for {expected} responses"
+
+
+def _number(value: Any) -> float | None:
+    """A finite float, or None (NaN, infinities, non-numbers)."""
+    if isinstance(value, bool):
+        return float(value)
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _sanitize(value: Any, options: _Options) -> Any:
+    """What verl can take from one result: a finite score, and the same keys as every other result.
+
+    verl builds one array per key from the first result of a step and fails on a key another result
+    lacks, and a NaN score poisons the advantages of the whole group; both are replaced by 0.
+    """
+    if isinstance(value, dict):
+        score = _number(value.get("score"))
+        if score is None:
+            _report("score", f"a result's score is {value.get('score')!r}, not a finite number; scoring 0")
+            score = 0.0
+        result: dict[str, Any] = {}
+        for key, extra in value.items():
+            if key != "score":
+                number = _number(extra)
+                result[str(key)] = (0.0 if number is None else number) if _numeric_like(extra) else extra
+        result["score"] = score
+        return {**_remember_keys(result, options.keys), **result}
+    score = _number(value)
+    if score is None:
+        _report("score", f"the function returned {value!r}, not a finite number; scoring 0")
+        score = 0.0
+    template = _remember_keys({}, options.keys)
+    return {**template, "score": score} if template else score
+
+
+def _numeric_like(value: Any) -> bool:
+    return isinstance(value, int | float) or hasattr(value, "__float__")
+
+
+def _failed(failure: str, message: str, count: int, options: _Options) -> list[Any]:
+    """Scores for calls that produced nothing usable: 0 with the usual keys, or stop the run."""
+    text = f"custom reward {options.path}::{options.name}: {_FAILURES.get(failure, failure)}: {message}"
+    if options.on_error == "raise":
+        raise RewardFunctionError(text)
+    _report(failure, text + "; scoring 0")
+    template = _remember_keys({}, options.keys)
+    zero: Any = {**template, "score": 0.0} if template else 0.0
+    return [dict(zero) if isinstance(zero, dict) else zero for _ in range(count)]
+
+
+_FAILURES = {
+    "error": "the function raised",
+    "crash": "the worker process died",
+    "timeout": "no result within custom_timeout_s",
+    "shape": "wrong number of results",
+}
+_last_report: dict[str, float] = {}
+_suppressed: dict[str, int] = {}
+_REPORT_EVERY_S = 30.0
+
+
+def _report(kind: str, text: str) -> None:
+    """Log a failure, at most once per kind every 30 s (a broken function fails on every response)."""
+    now = time.monotonic()
+    with _pools_lock:
+        if now - _last_report.get(kind, -_REPORT_EVERY_S) < _REPORT_EVERY_S:
+            _suppressed[kind] = _suppressed.get(kind, 0) + 1
+            return
+        _last_report[kind] = now
+        skipped = _suppressed.pop(kind, 0)
+    log.warning("%s%s", text, f" ({skipped} more like it since the last report)" if skipped else "")
 
 
 @functools.lru_cache(maxsize=32)
@@ -184,11 +406,9 @@ def _kind(function: Callable[..., Any], name: str, kind: str) -> str:
     return function_kind(function, name)
 
 
-def _remember_keys(result: Any, last_keys: dict[str, Any]) -> None:
-    if isinstance(result, dict) and set(result) != set(last_keys):
-        last_keys.clear()
-        last_keys.update(dict.fromkeys(result, 0.0))
-
-
-def _zero(last_keys: dict[str, Any]) -> Any:
-    return {**last_keys, "score": 0.0} if last_keys else 0.0
+def _remember_keys(result: dict[str, Any], keys: dict[str, Any]) -> dict[str, Any]:
+    """Add `result`'s keys to those seen so far; returns all of them, each with 0."""
+    with _pools_lock:
+        for key in result:
+            keys.setdefault(key, 0.0)
+        return dict(keys)

@@ -3,7 +3,9 @@
 The verl engine writes `reward.custom_reward_function.path=<spec.path>` (an absolute file path:
 verl loads it with `spec_from_file_location`, and 0.7 accepts nothing else) and `.name=<spec.function>`;
 engines that batch use `spec.batch_function`; the TRL engine imports `spec.trl_functions` from
-`spec.module`. `score_range` is what the reward can return, for checks and plots.
+`spec.module`. `score_range` is what the reward can return, for checks and plots. `batched`
+rewards are graded a GRPO group at a time (the verl engine's grouped reward manager calls
+`batch_function`), as their seed called them with verl's batch reward manager.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class RewardSpec:
     trl_functions: tuple[str, ...]
     score_range: tuple[float, float]
     description: str
+    batched: bool = False
 
     @property
     def path(self) -> str:
@@ -57,7 +60,22 @@ BUILTIN_REWARDS: dict[str, RewardSpec] = {
             batch_function="compute_score_batch",
             trl_functions=(),
             score_range=(0.0, 1.0),
-            description="0.9 x last \\boxed{} answer equals the ground truth + 0.1 x <think>...</think>...\\boxed{}",
+            description=(
+                "verl's geo3k score (the seed's): 0.9 x mathruler grades the last \\boxed{} right "
+                "+ 0.1 x <think>...</think>...\\boxed{}"
+            ),
+        ),
+        RewardSpec(
+            name="geo3k-lenient",
+            module="grpo_trainer.rewards.geo3k_lenient",
+            function="compute_score",
+            batch_function="compute_score_batch",
+            trl_functions=(),
+            score_range=(0.0, 1.0),
+            description=(
+                "geo3k's weights and format, but equal values written differently count as the same "
+                "answer (not comparable with verl's geo3k score)"
+            ),
         ),
         RewardSpec(
             name="reasoning-format",
@@ -76,6 +94,7 @@ BUILTIN_REWARDS: dict[str, RewardSpec] = {
             trl_functions=(),
             score_range=(-1.0, 1.0),
             description="refuse unsafe prompts, answer safe ones (over-refusal penalised), format bonus",
+            batched=True,
         ),
     )
 }
@@ -92,7 +111,7 @@ CUSTOM_REWARD = RewardSpec(
 
 
 def get_reward(name: str) -> RewardSpec:
-    """The spec of a built-in reward ("geo3k", "reasoning-format", "safety") or of "custom"."""
+    """The spec of a built-in reward (a key of BUILTIN_REWARDS) or of "custom"."""
     if name == CUSTOM_REWARD.name:
         return CUSTOM_REWARD
     try:

@@ -234,13 +234,24 @@ class SympyPool:
         return self.equal(one, one, time.monotonic() + timeout_s) is True
 
     def equal(self, a: Any, b: Any, deadline: float) -> bool | None:
+        return self._ask({"a": a, "b": b}, deadline)
+
+    def mathruler_equal(
+        self, response: str, truth: str, deadline: float, use_boxed: bool = True
+    ) -> bool | None:
+        """verl's geo3k accuracy (mathruler's `grade_answer` on the last box), or None past the deadline."""
+        return self._ask(
+            {"op": "mathruler", "response": response, "truth": truth, "use_boxed": use_boxed}, deadline
+        )
+
+    def _ask(self, request: dict[str, Any], deadline: float) -> bool | None:
         if time.monotonic() >= deadline:
             return None
         worker = self._checkout(deadline)
         if worker is None:
             return None
         budget = deadline - time.monotonic() - SOFT_MARGIN_S
-        answer = worker.ask({"a": a, "b": b, "budget_s": max(budget, 0.001)}, deadline)
+        answer = worker.ask({**request, "budget_s": max(budget, 0.001)}, deadline)
         self._checkin(worker, healthy=answer is not None)
         if answer is None:
             self.hard_timeouts += 1

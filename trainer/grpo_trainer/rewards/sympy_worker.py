@@ -11,13 +11,20 @@ Protocol. The zygote listens on a Unix socket; each connection gets its own fork
 first writes its pid on a line, then answers JSON lines:
     request  {"a": tree, "b": tree, "budget_s": 1.5}   (trees from `answer_parse`, as lists)
     response {"equal": true | false | null, "error": "<type>"?}
+or, for verl's own geo3k grading (mathruler's `grade_answer`, which geo3k's seed used):
+    request  {"op": "mathruler", "response": str, "truth": str, "use_boxed": true, "budget_s": 1.5}
+    response {"equal": true | false | null, "error": "<type>"?}
 A worker stops itself after `budget_s` (a timer signal: it is the main thread of its own process)
-and answers null, staying usable. Should it not (a long C-level operation), the parent asks the
-zygote on its standard input to kill it: `kill <pid>`. The zygote only kills its own live children,
-and exits, with them, when its standard input closes, so nothing outlives the trainer process.
+and answers null, staying usable. The signal repeats every few milliseconds after the budget:
+mathruler swallows every exception (bare `except:`) around its sympy calls, so one interruption
+would only end the current attempt; the repeats end them all, and a request whose budget ran out
+answers null whatever the swallowed interruptions left behind. Should a worker not answer at all
+(a long C-level operation), the parent asks the zygote on its standard input to kill it:
+`kill <pid>`. The zygote only kills its own live children, and exits, with them, when its
+standard input closes, so nothing outlives the trainer process.
 
-Self-contained (sympy and the standard library only) so it runs by path from wherever the package
-is installed.
+Self-contained (sympy, mathruler where installed, and the standard library) so it runs by path
+from wherever the package is installed.
 """
 
 from __future__ import annotations
@@ -35,7 +42,14 @@ from typing import Any
 
 import sympy
 
+try:  # imported once by the zygote, so forked workers have it; geo3k needs it, other rewards do not
+    from mathruler.grader import extract_boxed_content, grade_answer
+except ImportError:
+    extract_boxed_content = grade_answer = None
+
 MAX_EXPONENT = 1000
+REPEAT_S = 0.005
+_expired = False
 
 
 class BudgetExceededError(Exception):
@@ -101,23 +115,49 @@ def equal(a: Any, b: Any) -> bool:
     return bool(difference.equals(0))
 
 
+def mathruler_equal(response: str, truth: str, use_boxed: bool = True) -> bool:
+    """verl's geo3k `acc_reward`, to the letter: mathruler's grade on the last box (or the whole text)."""
+    if grade_answer is None or extract_boxed_content is None:
+        raise ImportError("mathruler is not installed")
+    given = extract_boxed_content(response) if use_boxed else response
+    return bool(grade_answer(given, truth))
+
+
+def _dispatch(request: dict[str, Any]) -> dict[str, Any]:
+    if request.get("op") == "mathruler":
+        response, truth = request["response"], request["truth"]
+        if not isinstance(response, str) or not isinstance(truth, str):
+            raise TypeError("response and truth must be strings")
+        return {"equal": mathruler_equal(response, truth, bool(request.get("use_boxed", True)))}
+    return {"equal": equal(build(request["a"]), build(request["b"]))}
+
+
 def answer(request: Any) -> dict[str, Any]:
     """One request, within its budget; never raises."""
+    global _expired
+    _expired = False
     try:
         budget = float(request.get("budget_s") or 0.0)
         if budget > 0:
-            signal.setitimer(signal.ITIMER_REAL, budget)
+            signal.setitimer(signal.ITIMER_REAL, budget, REPEAT_S)
         try:
-            return {"equal": equal(build(request["a"]), build(request["b"]))}
+            reply = _dispatch(request)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
     except BudgetExceededError:
+        signal.setitimer(signal.ITIMER_REAL, 0)
         return {"equal": None, "error": "timeout"}
     except Exception as error:  # a bad request must not end the worker
+        signal.setitimer(signal.ITIMER_REAL, 0)
         return {"equal": None, "error": type(error).__name__}
+    if _expired:  # the budget ran out inside code that swallowed the interruption
+        return {"equal": None, "error": "timeout"}
+    return reply
 
 
 def _on_alarm(signum: int, frame: Any) -> None:
+    global _expired
+    _expired = True
     raise BudgetExceededError
 
 
@@ -130,6 +170,8 @@ def serve(connection: socket.socket) -> None:
         try:
             reply = answer(json.loads(line))
         except (ValueError, BudgetExceededError):
+            reply = {"equal": None, "error": "bad request"}
+        if not isinstance(reply, dict):
             reply = {"equal": None, "error": "bad request"}
         connection.sendall(json.dumps(reply).encode() + b"\n")
 

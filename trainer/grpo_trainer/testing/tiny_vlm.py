@@ -12,12 +12,13 @@ weights cost the same as trained ones.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SPECIAL_TOKENS = (
+CONTROL_TOKENS = (
     "<|endoftext|>",
     "<|im_start|>",
     "<|im_end|>",
@@ -25,15 +26,20 @@ SPECIAL_TOKENS = (
     "<|vision_end|>",
     "<|image_pad|>",
     "<|video_pad|>",
-    "<REASONING>",
-    "</REASONING>",
-    "<SOLUTION>",
-    "</SOLUTION>",
 )
+# The reasoning-format seed's tags: one token each, but ordinary text (decoding keeps them), as in
+# Qwen's own vocabulary, so a reward reading decoded responses sees them.
+TAG_TOKENS = ("<REASONING>", "</REASONING>", "<SOLUTION>", "</SOLUTION>")
+SPECIAL_TOKENS = (*CONTROL_TOKENS, *TAG_TOKENS)
+"""Every token matched whole, in vocabulary order."""
 UNK_TOKEN = "[UNK]"
+NEWLINE = "\n"
+# What the whitespace pre-tokenizer keeps in one piece: a run of word characters or of punctuation.
+_PIECE = re.compile(r"\w+|[^\w\s]+")
 BASE_WORDS = ("system", "user", "assistant", "the", "is", "a", "what", "?", ".", ",", ":")
 
 # Qwen's chat layout, reduced to what the tests need: text and image parts, generation prompt.
+# Without the newline token (the default) the whitespace pre-tokenizer drops its newlines.
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
     "{% if message['content'] is string %}{{ message['content'] }}"
@@ -104,17 +110,28 @@ QWEN3_VL_4B = VlmShape(
 )
 
 
-def build_tokenizer(words: Sequence[str] = (), *, vocab_size: int | None = None) -> Any:
+def build_tokenizer(
+    words: Sequence[str] = (), *, vocab_size: int | None = None, newline: bool = False
+) -> Any:
     """A word-level tokenizer: whitespace-split words, Qwen's special tokens, a chat template.
 
     Word-level keeps every task answer a single token, so "chance" is well defined. `vocab_size`
-    pads the vocabulary with filler words up to a real model's size.
+    pads the vocabulary with filler words up to a real model's size. Words the whitespace
+    pre-tokenizer would split (`<think>`, `\\boxed{5}`) are matched whole, so a response written
+    with them decodes back to the same text and a reward that parses it sees what the model wrote.
+
+    `newline=True` makes the newline a token of its own, as in Qwen's byte-level vocabulary: verl's
+    rollout (its Qwen continuous-token builder) refuses a tokenizer whose newline is not exactly one
+    token, and the chat template's newlines then reach the model. It is off by default because the
+    TRL engine's learning test is tuned on the model without it: one more token the policy can
+    sample changes its trajectory, and it then misses its threshold in 150 steps (measured). The
+    newline comes last, so every other token keeps its id.
     """
-    from tokenizers import Tokenizer, models, pre_tokenizers
+    from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     vocab: dict[str, int] = {}
-    for token in (UNK_TOKEN, *SPECIAL_TOKENS, *BASE_WORDS, *words):
+    for token in (UNK_TOKEN, *SPECIAL_TOKENS, *BASE_WORDS, *words, *([NEWLINE] if newline else [])):
         vocab.setdefault(token, len(vocab))
     if vocab_size is not None:
         if vocab_size < len(vocab):
@@ -123,7 +140,10 @@ def build_tokenizer(words: Sequence[str] = (), *, vocab_size: int | None = None)
             vocab[f"w{index}"] = len(vocab)
     backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK_TOKEN))
     backend.pre_tokenizer = pre_tokenizers.Whitespace()
-    backend.add_special_tokens(list(SPECIAL_TOKENS))
+    backend.add_special_tokens(list(CONTROL_TOKENS))
+    extra = (w for w in dict.fromkeys(words) if w not in SPECIAL_TOKENS and not _PIECE.fullmatch(w))
+    whole = [*TAG_TOKENS, *([NEWLINE] if newline else []), *extra]
+    backend.add_tokens([AddedToken(token, normalized=False, special=False) for token in whole])
     return PreTrainedTokenizerFast(
         tokenizer_object=backend,
         unk_token=UNK_TOKEN,
@@ -158,11 +178,11 @@ def build_processor(tokenizer: Any, *, patch_size: int = 16, max_image_side: int
     )
 
 
-def build_config(shape: VlmShape, tokenizer: Any) -> Any:
+def build_config(shape: VlmShape, tokenizer: Any, vocab_size: int | None = None) -> Any:
     from transformers import Qwen3VLConfig
 
     ids = tokenizer.convert_tokens_to_ids
-    vocab_size = shape.vocab_size or len(tokenizer)
+    vocab_size = vocab_size or shape.vocab_size or len(tokenizer)
     return Qwen3VLConfig(
         text_config={
             "hidden_size": shape.text_hidden,
@@ -228,13 +248,24 @@ def blind_projector(model: Any, *, bias_std: float = 0.1, seed: int = 0) -> None
 def build_model(
     shape: VlmShape, tokenizer: Any, *, seed: int = 0, blind: bool = False, dtype: Any = None
 ) -> Any:
-    """A randomly initialised `Qwen3VLForConditionalGeneration` (on the default device)."""
+    """A randomly initialised `Qwen3VLForConditionalGeneration` (on the default device).
+
+    A tokenizer whose last token is the newline gets the weights the same seed gave before that
+    token existed, plus one embedding row for it from a generator of its own: tests tuned on the
+    earlier model (the TRL engine's learning test) see the same network.
+    """
     import torch
     from transformers import GenerationConfig, Qwen3VLForConditionalGeneration
 
+    vocab = shape.vocab_size or len(tokenizer)
+    appended = (
+        shape.vocab_size is None
+        and NEWLINE in tokenizer.get_vocab()
+        and tokenizer.convert_tokens_to_ids(NEWLINE) == vocab - 1
+    )
     torch.manual_seed(seed)
     model = Qwen3VLForConditionalGeneration._from_config(
-        build_config(shape, tokenizer), dtype=dtype or torch.float32
+        build_config(shape, tokenizer, vocab - 1 if appended else vocab), dtype=dtype or torch.float32
     )
     model.generation_config = GenerationConfig(
         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, do_sample=True
@@ -244,6 +275,12 @@ def build_model(
             model.get_input_embeddings().weight.normal_(0.0, shape.embedding_std)
     if blind:
         blind_projector(model, bias_std=shape.embedding_std or 0.02, seed=seed)
+    if appended:
+        model.resize_token_embeddings(vocab, mean_resizing=False)
+        row = torch.randn(shape.text_hidden, generator=torch.Generator().manual_seed(seed + 1))
+        with torch.no_grad():
+            embeddings = model.get_input_embeddings().weight
+            embeddings[vocab - 1] = (row * (shape.embedding_std or 0.02)).to(embeddings.dtype)
     return model
 
 
@@ -255,10 +292,13 @@ def build_tiny_vlm(
     seed: int = 0,
     blind: bool = False,
     max_image_side: int = 64,
+    newline: bool = False,
 ) -> Path:
-    """Build and save model, tokenizer and processor to `out_dir`; return the folder."""
+    """Build and save model, tokenizer and processor to `out_dir`; return the folder.
+
+    `newline=True` for verl's rollout (see `build_tokenizer`)."""
     target = Path(out_dir)
-    tokenizer = build_tokenizer(words, vocab_size=shape.vocab_size)
+    tokenizer = build_tokenizer(words, vocab_size=shape.vocab_size, newline=newline)
     processor = build_processor(tokenizer, patch_size=shape.patch_size, max_image_side=max_image_side)
     model = build_model(shape, tokenizer, seed=seed, blind=blind)
     model.save_pretrained(target)

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from ..contract import DeviceType, under_workdir
+from ..contract import DeviceType, pod_path, under_workdir
 from .base import ApiModel
 from .spec import GRPOJobSpec
 
@@ -82,6 +82,10 @@ class ResolvedJob(ApiModel):
             return self
         return self.model_copy(update={"paths": self.paths.under(workdir), "workdir": workdir})
 
-    def local_path(self, pod_path: str) -> str:
+    def local_path(self, path: str) -> str:
         """Where a pod path (a pvc:// source's mount, the spec file) is for this process."""
-        return under_workdir(pod_path, self.workdir)
+        return under_workdir(path, self.workdir)
+
+    def pod_path(self, path: str) -> str:
+        """What a path of this process is called on the pods (for the job's status)."""
+        return pod_path(path, self.workdir)

@@ -122,19 +122,6 @@ class DatasetSpec(ApiModel):
     truncation: Literal["error", "left", "right", "middle"] = "error"
     """What to do with a prompt that is still too long."""
 
-    @model_validator(mode="after")
-    def _as_the_schema_says(self) -> Self:
-        """The section's CEL rules, for the parser (same words)."""
-        if (self.preset is None) == (self.train is None):
-            raise ValueError(
-                "set exactly one of dataset.preset (a built-in dataset) or dataset.train (parquet files)"
-            )
-        if self.validation is not None and self.train is None:
-            raise ValueError(
-                "dataset.validation goes with dataset.train; a preset brings its own validation split"
-            )
-        return self
-
 
 class CustomReward(ApiModel):
     """A user reward function shipped in a ConfigMap."""
@@ -163,8 +150,9 @@ class RewardSpec(ApiModel):
         }
     )
 
-    builtin: Literal["geo3k", "reasoning-format", "safety"] | None = None
-    """A reward bundled with the trainer."""
+    builtin: Literal["geo3k", "geo3k-lenient", "reasoning-format", "safety"] | None = None
+    """A reward bundled with the trainer: geo3k (verl's own geo3k score, as the geo3k seed), geo3k-lenient
+    (the same weights, equal values written differently count as equal), reasoning-format, safety."""
     custom: CustomReward | None = None
     """A user function from a ConfigMap."""
     kwargs: Annotated[
@@ -173,13 +161,6 @@ class RewardSpec(ApiModel):
     ] = Field(default_factory=dict)
     """Extra keyword arguments passed to the reward function (as strings); each name a Python
     identifier."""
-
-    @model_validator(mode="after")
-    def _as_the_schema_says(self) -> Self:
-        """The section's CEL rule, for the parser (same words)."""
-        if (self.builtin is None) == (self.custom is None):
-            raise ValueError("set exactly one of reward.builtin or reward.custom")
-        return self
 
 
 class KLSpec(ApiModel):
@@ -246,17 +227,6 @@ class AlgorithmSpec(ApiModel):
     seed: Annotated[int, Field(ge=0, le=2147483647)] = 42
     """Data shuffling seed."""
 
-    @model_validator(mode="after")
-    def _as_the_schema_says(self) -> Self:
-        """The section's CEL rules, for the parser (same words)."""
-        if self.micro_batch_size_per_device is not None and self.tokens_per_device is not None:
-            raise ValueError(
-                "set at most one of algorithm.microBatchSizePerDevice or algorithm.tokensPerDevice"
-            )
-        if self.mini_batch_size > self.train_batch_size:
-            raise ValueError("algorithm.miniBatchSize must not exceed algorithm.trainBatchSize")
-        return self
-
 
 class RolloutSpec(ApiModel):
     """Response generation."""
@@ -281,19 +251,25 @@ class LoraSpec(ApiModel):
     """Low-rank adapters instead of full fine-tuning."""
 
     rank: Annotated[int, Field(ge=1, le=512)] = 16
+    """The adapters' rank r."""
     alpha: Annotated[int, Field(ge=1, le=1024)] = 16
+    """The adapters' scaling alpha (the update is scaled by alpha / rank)."""
     dropout: Annotated[float, Field(ge=0, le=1)] = 0.0
+    """Dropout on the adapters' input."""
     vision_layers: bool = True
     """Adapt the vision encoder and projector (so gradients reach the image features)."""
     language_layers: bool = True
     """Adapt the language decoder."""
     attention_modules: bool = True
+    """Adapt the attention projections."""
     mlp_modules: bool = True
+    """Adapt the MLP projections."""
     target_modules: Annotated[list[Annotated[str, Field(max_length=128)]], Field(max_length=64)] | None = None
     """Explicit module names or "all-linear"; replaces the four switches above."""
     exclude_modules: Annotated[list[Annotated[str, Field(max_length=128)]], Field(max_length=64)] | None = (
         None
     )
+    """Module names never to adapt."""
 
 
 class EngineSpec(ApiModel):
@@ -311,6 +287,7 @@ class EngineSpec(ApiModel):
     strategy: Literal["fsdp", "fsdp2"] = "fsdp2"
     """verl's actor strategy."""
     gradient_checkpointing: bool = True
+    """Recompute activations in the backward pass: less device memory, about a third more compute."""
     param_offload: bool = False
     """Offload actor parameters to host memory between phases."""
     optimizer_offload: bool = False
@@ -320,7 +297,9 @@ class EngineSpec(ApiModel):
     torch_compile: bool | None = None
     """Compile the FSDP actor with torch.compile (engine default when unset)."""
     use_remove_padding: bool = True
+    """Pack sequences without padding in the actor's forward passes (verl's use_remove_padding)."""
     use_fused_kernels: bool = False
+    """verl's fused kernels for the log-probability and entropy computation."""
     lora: LoraSpec | None = None
     """Train LoRA adapters instead of all weights (required for trl)."""
     overrides: Annotated[
@@ -352,10 +331,15 @@ class Toleration(ApiModel):
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": _TOLERATION_RULES})
 
     key: LabelKey | None = None
+    """The taint key; empty with operator Exists tolerates every taint."""
     operator: Literal["Exists", "Equal"] | None = None
+    """Equal (the default) matches key and value; Exists matches any value."""
     value: LabelValue | None = None
+    """The taint value, for operator Equal."""
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    """The taint effect to tolerate; empty tolerates every effect."""
     toleration_seconds: int | None = None
+    """For NoExecute: how long the pod stays bound after the taint appears (default: forever)."""
 
     @model_validator(mode="after")
     def _as_the_pod_api_wants(self) -> Self:
@@ -399,6 +383,8 @@ class ResourcesSpec(ApiModel):
             },
         ),
     ] = 8
+    """Accelerators per worker pod (one pod per node); devicesPerNode × nodes is the job's world size,
+    fixed for its life because checkpoint shards embed it."""
     nodes: Annotated[
         int,
         Field(
@@ -411,12 +397,14 @@ class ResourcesSpec(ApiModel):
             },
         ),
     ] = 1
+    """Worker pods, one per node; more than one needs a ReadWriteMany checkpoint volume."""
     cpu_per_node: Quantity | None = None
-    """CPU request per worker pod (default from the profile: 4 per device plus headroom)."""
+    """CPU request per worker pod (default from the operator's settings: 6 per device, cpuPerDevice,
+    plus 4, cpuHeadroom)."""
     memory_per_node: Quantity | None = None
-    """Memory request per worker pod."""
+    """Memory request and limit per worker pod (default: the profile's memoryPerDevice × devicesPerNode)."""
     shared_memory: Quantity | None = None
-    """Size of /dev/shm on every pod."""
+    """Size of /dev/shm on every pod (default from the operator's settings, 32Gi)."""
     node_selector: Annotated[
         dict[LabelKey, LabelValue],
         Field(max_length=32, json_schema_extra={"x-kubernetes-validations": [labels_rule("nodeSelector")]}),
@@ -426,8 +414,56 @@ class ResourcesSpec(ApiModel):
     tolerations: Annotated[list[Toleration], Field(max_length=32)] = Field(default_factory=list)
     """Added to the profile's tolerations."""
     priority_class_name: ObjectName | None = None
+    """PriorityClass of every trainer pod (preemption order; Kueue reads it too)."""
     queue_name: Annotated[LabelValue, Field(min_length=1)] | None = None
-    """Kueue LocalQueue; the RayJob is labelled kueue.x-k8s.io/queue-name and admitted by Kueue."""
+    """Kueue LocalQueue. Each attempt's RayJob is created suspended with Kueue's queue label, and
+    Kueue starts it by unsuspending it when the queue admits it (and may suspend it again to
+    preempt it: the attempt then waits in the queue instead of failing)."""
+    extra_resources: Annotated[
+        dict[LabelKey, Quantity],
+        Field(
+            max_length=16,
+            json_schema_extra={
+                "x-kubernetes-validations": [
+                    cel(
+                        "self.all(k, !(k in ['cpu', 'memory']))",
+                        "resources.extraResources is for devices such as RDMA NICs; CPU and memory have "
+                        "cpuPerNode and memoryPerNode",
+                    )
+                ]
+            },
+        ),
+    ] = Field(default_factory=dict)
+    """More resources each worker pod requests and is limited to, beside its accelerators: e.g.
+    rdma/rdma_shared_device_a: 1 for RDMA between nodes."""
+
+
+class PodsSpec(ApiModel):
+    """What every trainer pod (the Ray head and its workers) gets besides what the operator sets."""
+
+    labels: Annotated[
+        dict[LabelKey, LabelValue],
+        Field(
+            max_length=32,
+            json_schema_extra={
+                "x-kubernetes-validations": [
+                    cel(
+                        "self.all(k, !k.startsWith('grpo.dev/'))",
+                        "pods.labels: the grpo.dev/ labels are the operator's own",
+                    )
+                ]
+            },
+        ),
+    ] = Field(default_factory=dict)
+    """Extra labels (gang schedulers, cost tags, sidecar injectors); the operator's own win."""
+    annotations: Annotated[dict[LabelKey, Annotated[str, Field(max_length=4096)]], Field(max_length=32)] = (
+        Field(default_factory=dict)
+    )
+    """Extra annotations (e.g. for a sidecar injector or a network attachment)."""
+    image_pull_secrets: Annotated[list[ObjectName], Field(max_length=16)] = Field(default_factory=list)
+    """Secrets in the job's namespace for pulling the trainer image from a private registry."""
+    scheduler_name: ObjectName | None = None
+    """The scheduler that places the pods (e.g. a gang scheduler); the cluster's default when unset."""
 
 
 class CheckpointSpec(ApiModel):
@@ -454,6 +490,8 @@ class CheckpointSpec(ApiModel):
     size: Quantity | None = None
     """Size of the volume the operator creates (default from the operator's settings)."""
     storage_class_name: ObjectName | None = None
+    """StorageClass of the volume the operator creates (default from the operator's settings, else the
+    cluster's default class)."""
     access_mode: Literal["ReadWriteOnce", "ReadWriteMany"] | None = None
     """Default ReadWriteOnce for one node, ReadWriteMany for several (every rank writes its own shard)."""
     save_interval: Annotated[int, Field(ge=1, le=1000000)] = 20
@@ -464,20 +502,6 @@ class CheckpointSpec(ApiModel):
     """Keep the volume when the job is deleted (Retain) or delete it with the job."""
     resume: Annotated[str, Field(max_length=512)] = "latest"
     """latest, none, or an absolute path to a global_step_N folder."""
-
-    @model_validator(mode="after")
-    def _as_the_schema_says(self) -> Self:
-        """The section's CEL rules, for the parser (same words)."""
-        if self.claim_name is not None and (self.size is not None or self.storage_class_name is not None):
-            raise ValueError(
-                "checkpoint.claimName names an existing volume; size and storageClassName are for one the "
-                "operator creates"
-            )
-        if self.resume not in ("latest", "none") and not self.resume.startswith("/"):
-            raise ValueError(
-                "checkpoint.resume must be 'latest', 'none' or an absolute path to a global_step_N folder"
-            )
-        return self
 
 
 class EvaluationSpec(ApiModel):
@@ -493,16 +517,20 @@ class WandbSpec(ApiModel):
     """Weights & Biases logging."""
 
     project: Annotated[str, Field(max_length=128)]
+    """The W&B project."""
     experiment: Annotated[str, Field(max_length=128)] | None = None
+    """The run's name in the project (default: the job's name)."""
     secret_name: ObjectName
     """Secret with the API key."""
     secret_key: DataKey = "WANDB_API_KEY"
+    """Key of the API key in that Secret."""
 
 
 class LoggingSpec(ApiModel):
     """Where metrics go besides the job's status (which is always updated)."""
 
     console: bool = True
+    """Print each step's metrics in the trainer's log."""
     wandb: WandbSpec | None = None
     tensorboard: bool = False
     """Write TensorBoard event files next to the checkpoints."""
@@ -528,15 +556,42 @@ class RunPolicy(ApiModel):
     """Fail the job (DeadlineExceeded) when it has run this long, all attempts together."""
     ttl_seconds_after_finished: Annotated[int, Field(ge=0, le=INT32_MAX)] | None = None
     """Delete the finished job's Ray cluster after this many seconds (the GRPOJob stays)."""
+    failed_cluster_retention_seconds: Annotated[int, Field(ge=0, le=604800)] = 0
+    """Keep the Ray cluster of the attempt that failed the job this long, to debug it in place
+    (its pods, `kubectl exec`, the Ray dashboard); 0 deletes it at once. A retried attempt's
+    cluster is always deleted, so the next attempt gets its devices; its log stays on the
+    checkpoint volume either way. When this is longer than ttlSecondsAfterFinished, a successful
+    job's RayJob is deleted as soon as training succeeds."""
     suspend: bool = False
     """Tear the Ray cluster down and keep the checkpoints; setting it back resumes."""
+
+
+class HealthSpec(ApiModel):
+    """When a run counts as sick: the `Healthy` condition turns False and a Warning Event says why.
+
+    A NaN or infinite reward or loss is always sick. The trainer judges every step it logs; the
+    operator turns its verdict into the condition and judges a stall from the step times.
+    """
+
+    entropy_floor: Annotated[float, Field(ge=0, le=10)] = 0.02
+    """Mean token entropy (nats) at or below which the policy counts as collapsing: it samples
+    almost one answer per prompt, so the group has nothing to compare. 0 turns the check off."""
+    entropy_collapse_steps: Annotated[int, Field(ge=1, le=10000)] = 10
+    """Consecutive steps at or below entropyFloor before the run is called sick."""
+    stall_factor: Annotated[float, Field(ge=1, le=1000)] = 5.0
+    """No step reported for this many times the last step's duration counts as stalled."""
+    stall_minimum_seconds: Annotated[int, Field(ge=60, le=604800)] = 1800
+    """Never call a run stalled sooner than this after its last step (validation and checkpoint
+    saves take longer than a step)."""
 
 
 class KeyRef(ApiModel):
     """A key of a Secret or ConfigMap in the job's namespace."""
 
     name: ObjectName
+    """The Secret's or ConfigMap's name."""
     key: DataKey
+    """The key whose value the variable takes."""
     optional: bool | None = None
     """Start the pod even when the key or the object is missing (the variable is then unset)."""
 
@@ -556,7 +611,9 @@ class EnvVarSource(ApiModel):
     )
 
     secret_key_ref: KeyRef | None = None
+    """A Secret's key (tokens, passwords: they stay in the Secret)."""
     config_map_key_ref: KeyRef | None = None
+    """A ConfigMap's key."""
 
     @model_validator(mode="after")
     def _one_source(self) -> Self:
@@ -581,8 +638,11 @@ class EnvVar(ApiModel):
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": _ENV_RULES})
 
     name: Annotated[str, Field(pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$", max_length=253)]
+    """The variable's name."""
     value: Annotated[str, Field(max_length=4096)] | None = None
+    """Its value."""
     value_from: EnvVarSource | None = None
+    """Or a Secret's or ConfigMap's key to read it from."""
 
     @model_validator(mode="after")
     def _one_value(self) -> Self:
@@ -613,6 +673,8 @@ class GRPOJobSpec(ApiModel):
     """Trainer image (default: the accelerator profile's)."""
     env: Annotated[list[EnvVar], Field(max_length=64)] = Field(default_factory=list)
     """Extra environment for every trainer pod: `value`, or `valueFrom` a Secret's or ConfigMap's key."""
+    pods: PodsSpec = Field(default_factory=PodsSpec)
+    health: HealthSpec = Field(default_factory=HealthSpec)
 
     @property
     def world_size(self) -> int:

@@ -1,9 +1,11 @@
 """`GRPOJob.status`: the contract between the operator, the trainer and the people watching.
 
 Each field has exactly one writer. The operator owns the lifecycle (`phase`, `conditions`,
-`attempt`, the child names and times); the trainer owns what only the training process knows
-(`progress`, `metrics`, `history`, `checkpoint`, and the exported `outputs`). Both send JSON merge
-patches that touch only their own keys, so neither can overwrite the other.
+`attempt`, the child names and times, `failedAttempts`); the trainer owns what only the training
+process knows (`progress`, `metrics`, `history`, `checkpoint`, `health`, `log`, and the exported
+`outputs`). Both send JSON merge patches that touch only their own keys, so neither can overwrite
+the other. Times are RFC 3339 (`format: date-time`); conditions are a list-map keyed by type,
+as the Kubernetes API conventions ask.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pydantic import Field
 from .base import ApiModel
 
 Phase = Literal["Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed"]
-ConditionType = Literal["Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed"]
+ConditionType = Literal["Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed", "Healthy"]
 OPERATOR_STATUS_FIELDS = frozenset(
     {
         "phase",
@@ -30,7 +32,9 @@ OPERATOR_STATUS_FIELDS = frozenset(
         "failedAttempts",
     }
 )
-TRAINER_STATUS_FIELDS = frozenset({"progress", "metrics", "history", "checkpoint", "outputs"})
+TRAINER_STATUS_FIELDS = frozenset(
+    {"progress", "metrics", "history", "checkpoint", "outputs", "log", "health"}
+)
 HISTORY_LIMIT = 120
 REASON_LIMIT = 128
 REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
@@ -40,7 +44,7 @@ FAILED_ATTEMPT_MESSAGE_LIMIT = 1024
 FAILED_ATTEMPTS_LIMIT = 101
 """backoffLimit is at most 100, so at most 101 attempts fail."""
 NAME_LIMIT = 256
-Timestamp = Annotated[str, Field(max_length=64)]
+Timestamp = Annotated[str, Field(max_length=64, json_schema_extra={"format": "date-time"})]
 Reason = Annotated[str, Field(max_length=REASON_LIMIT, pattern=REASON_PATTERN)]
 
 
@@ -48,20 +52,43 @@ class Condition(ApiModel):
     """A Kubernetes-convention condition, so `kubectl wait --for=condition=Succeeded` works."""
 
     type: ConditionType
+    """Created, Running, Restarting, Suspended, Succeeded, Failed, or Healthy (False while the run
+    is sick: a NaN or infinite reward or loss, a collapsing entropy, a stall)."""
     status: Literal["True", "False", "Unknown"]
+    """Whether the condition holds now."""
     reason: Reason
+    """One CamelCase word for why (InvalidSpec, OutOfMemory, BackoffLimitExceeded, Stalled...)."""
     message: Annotated[str, Field(max_length=CONDITION_MESSAGE_LIMIT)] = ""
+    """What happened, for a person: the field to change, the failure's own words."""
     last_transition_time: Timestamp
+    """When the status last changed."""
     observed_generation: int | None = None
+    """The spec generation the operator judged."""
 
 
 class FailedAttempt(ApiModel):
     """Why an earlier attempt ended, for `kubectl describe`."""
 
     attempt: int
+    """The attempt's number (1 is the first)."""
     reason: Reason
+    """Why it ended, as the trainer classified it (OutOfMemory, CollectiveTimeout, ConfigError...)."""
     message: Annotated[str, Field(max_length=FAILED_ATTEMPT_MESSAGE_LIMIT)] = ""
+    """The failure's own words (the trainer's failure line, or Ray's message)."""
     retryable: bool
+    """Whether another attempt could fix it (a configuration or data error cannot)."""
+    log_file: Annotated[str, Field(max_length=512)] | None = None
+    """That attempt's log on the checkpoint volume (`kubectl grpo logs <job> --attempt N` reads it)."""
+
+
+class LogStatus(ApiModel):
+    """Where the current attempt's output is kept, written by the trainer when the attempt starts."""
+
+    attempt: int
+    """The attempt whose log this is."""
+    path: Annotated[str, Field(max_length=512)]
+    """The file on the checkpoint volume (as the trainer pods mount it); `<path>.1` holds the older
+    part once the file has rolled over."""
 
 
 class Outputs(ApiModel):
@@ -79,43 +106,84 @@ class Progress(ApiModel):
     """Training progress, written by the trainer."""
 
     step: int = 0
+    """The newest training step reported."""
     total_steps: int | None = None
+    """Steps the run will take (epochs × training rows // trainBatchSize, or algorithm.totalSteps)."""
     steps: Annotated[str, Field(max_length=32)] | None = None
     """"step/total", for the STEP printer column."""
     epoch: int | None = None
+    """The current pass over the training data (0-based)."""
     percent: float | None = None
+    """step / totalSteps in percent, one decimal (the % column of `kubectl get -o wide`)."""
     eta_seconds: int | None = None
+    """Seconds left at the mean pace of the last ten steps."""
+    eta: Annotated[str, Field(max_length=16)] | None = None
+    """etaSeconds for a person ("2h30m", "3d4h"), for the ETA column of `kubectl get -o wide`."""
     updated_at: Timestamp | None = None
+    """When the trainer last patched these fields."""
+    last_step_at: Timestamp | None = None
+    """When the trainer read this attempt's newest step: the operator's stall check starts here."""
 
 
 class Metrics(ApiModel):
     """The latest step's headline metrics, written by the trainer."""
 
     reward: float | None = None
+    """Mean reward of the step's responses (4 significant digits; the metrics file keeps all)."""
     val_score: float | None = None
+    """The newest validation score: mean accuracy (else mean reward) over the validation sources."""
     response_length: float | None = None
+    """Mean response length of the step, in tokens."""
     entropy: float | None = None
+    """Mean token entropy of the policy on the step's responses, in nats."""
     kl: float | None = None
+    """KL divergence from the reference policy (its loss term, or the reward penalty)."""
     step_seconds: float | None = None
+    """Duration of the step: rollout, rewards and updates."""
     tokens_per_second_per_device: float | None = None
+    """Training throughput of the step, tokens per second per device."""
+
+
+class TrainerHealth(ApiModel):
+    """The trainer's verdict on the metrics of this attempt's steps (spec.health's thresholds);
+    the operator turns it into the `Healthy` condition and an Event."""
+
+    attempt: int
+    """The attempt judged: a verdict of an earlier attempt is not this one's."""
+    healthy: bool
+    """False when sick."""
+    reason: Annotated[str, Field(max_length=64)] = "TrainingHealthy"
+    """NonFiniteReward, NonFiniteLoss or EntropyCollapse when sick."""
+    message: Annotated[str, Field(max_length=1024)] = ""
+    """Which metric, its value, and at which step."""
+    step: int | None = None
+    """The step that turned the verdict."""
 
 
 class HistoryPoint(ApiModel):
     """One point of the downsampled history kept for plots."""
 
     step: int
+    """The last step of the points it stands for."""
     reward: float | None = None
+    """Mean reward over those steps."""
     val_score: float | None = None
+    """The newest validation score among them."""
     response_length: float | None = None
+    """Mean response length over those steps, in tokens."""
 
 
 class CheckpointStatus(ApiModel):
     """The newest checkpoint, written by the trainer."""
 
     latest_step: int | None = None
+    """Its step."""
     path: Annotated[str, Field(max_length=512)] | None = None
+    """Its folder on the checkpoint volume."""
     saved_at: Timestamp | None = None
+    """When it was complete."""
     resumed_from_step: int | None = None
+    """The checkpoint this attempt resumed from, if any."""
 
 
 class GRPOJobStatus(ApiModel):
@@ -123,22 +191,43 @@ class GRPOJobStatus(ApiModel):
 
     # operator
     phase: Phase | None = None
-    conditions: Annotated[list[Condition], Field(max_length=16)] = Field(default_factory=list)
+    """Pending, Running, Restarting (a retry is starting), Suspended, Succeeded or Failed."""
+    conditions: Annotated[
+        list[Condition],
+        Field(
+            max_length=16,
+            json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+        ),
+    ] = Field(default_factory=list)
+    """The job's conditions, one per type: `kubectl wait --for=condition=Succeeded` (or Failed,
+    Healthy=false...) waits on them."""
     attempt: int | None = None
+    """The current attempt (1 + the attempts before it, failed or suspended); each later attempt
+    resumes from the latest checkpoint."""
     failed_attempts: Annotated[list[FailedAttempt], Field(max_length=FAILED_ATTEMPTS_LIMIT)] = Field(
         default_factory=list
     )
+    """Why each earlier attempt ended, and where its log is."""
     ray_job_name: Annotated[str, Field(max_length=NAME_LIMIT)] | None = None
+    """The current attempt's RayJob (<job>-<attempt>)."""
     ray_cluster_name: Annotated[str, Field(max_length=NAME_LIMIT)] | None = None
+    """The RayCluster KubeRay made for it."""
     dashboard_url: Annotated[str, Field(max_length=NAME_LIMIT)] | None = Field(
         default=None, alias="dashboardURL"
     )
+    """The Ray dashboard of that cluster, while it lives."""
     start_time: Timestamp | None = None
+    """When the first attempt was started."""
     completion_time: Timestamp | None = None
+    """When the job succeeded or failed."""
     observed_generation: int | None = None
-    outputs: Outputs | None = None
+    """The spec generation the operator last acted on."""
     # trainer
+    outputs: Outputs | None = None
     progress: Progress | None = None
     metrics: Metrics | None = None
     history: Annotated[list[HistoryPoint], Field(max_length=HISTORY_LIMIT)] = Field(default_factory=list)
+    """Up to 120 points over the whole run, for plots (`kubectl grpo plot`)."""
     checkpoint: CheckpointStatus | None = None
+    log: LogStatus | None = None
+    health: TrainerHealth | None = None

@@ -13,6 +13,7 @@ messages are the operator's (grpo_operator/api/batch.py).
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import replace
 from typing import Any
 
@@ -24,6 +25,25 @@ from .settings import TrlSettings, split_overrides
 
 SEED = "the single-GPU seed's recipe (no spec field)"
 """The reason of every value the spec has no field for."""
+
+
+def optimizer(job: ResolvedJob) -> tuple[str, str]:
+    """(optimizer, why): the seed's adamw_8bit where bitsandbytes works (the CUDA image), else adamw_torch."""
+    if job.accelerator.device == "cpu":
+        return (
+            "adamw_torch",
+            "adamw_torch: the seed's adamw_8bit needs bitsandbytes on a GPU; this job runs on CPU",
+        )
+    if importlib.util.find_spec("bitsandbytes") is not None:
+        try:
+            import bitsandbytes  # noqa: F401  (imports torch; only where it is installed)
+
+            return "adamw_8bit", f"{SEED}: adamw_8bit (bitsandbytes is installed)"
+        except Exception as error:  # a broken install (no CUDA libraries) must not stop planning
+            problem = f"bitsandbytes does not import here ({type(error).__name__})"
+    else:
+        problem = "bitsandbytes is not installed here"
+    return "adamw_torch", f"adamw_torch: the seed's adamw_8bit needs bitsandbytes, and {problem}"
 
 
 def _batch_settings(job: ResolvedJob) -> dict[str, Any]:
@@ -73,6 +93,7 @@ def settings_from_job(job: ResolvedJob) -> TrlSettings:
         # bf16 where the device computes in it; a CPU run stays in fp32 (CPU bf16 kernels are
         # slow or missing for several of the model's ops).
         "bf16": job.accelerator.device != "cpu",
+        "optim": optimizer(job)[0],
         "overrides": tuple(spec.engine.overrides),
     }
     lora = spec.engine.lora
@@ -136,10 +157,7 @@ def reasons(job: ResolvedJob) -> dict[str, str]:
         "gradient_checkpointing": "spec.engine.gradientCheckpointing",
         "remove_unused_columns": "images and answers travel in extra columns the rewards read",
         "bf16": f"the {job.accelerator.name} pool's device ({job.accelerator.device}): bf16 except on CPU",
-        "optim": (
-            "adamw_torch: portable; the seed's adamw_8bit needs bitsandbytes and saves only tens of "
-            "megabytes on LoRA's few parameters"
-        ),
+        "optim": optimizer(job)[1],
         "warmup_steps": f"{SEED}: warmup ratio 0.1 (transformers 5 reads a fraction below 1 as a ratio)",
         **{
             f"lora.{key}": lora
@@ -153,12 +171,22 @@ def reasons(job: ResolvedJob) -> dict[str, str]:
 
 
 def reward_funcs_for(job: ResolvedJob) -> list[Any]:
+    """The job's reward as TRL reward functions; ConfigError when the user's file cannot give it.
+
+    A missing function, a file that does not import or does not exist fails the job at once:
+    another attempt would load the same file.
+    """
     from .rewards import builtin_reward_funcs, custom_reward_funcs
 
     reward = job.spec.reward
     options = dict(reward.kwargs)
-    if reward.custom is not None:
-        if not job.paths.reward_file:
-            raise ConfigError("reward.custom is set but the job has no mounted reward file")
+    if reward.custom is None:
+        return builtin_reward_funcs(reward.builtin or "reasoning-format", options)
+    if not job.paths.reward_file:
+        raise ConfigError("reward.custom is set but the job has no mounted reward file")
+    try:
         return custom_reward_funcs(job.paths.reward_file, reward.custom.function, options)
-    return builtin_reward_funcs(reward.builtin or "reasoning-format", options)
+    except (AttributeError, OSError, ImportError, SyntaxError) as exc:
+        raise ConfigError(
+            f"reward.custom (ConfigMap {reward.custom.config_map}, key {reward.custom.key}): {exc}"
+        ) from exc

@@ -39,12 +39,18 @@ _TRL_TO_VERL = {
 def verl_metrics(logs: Mapping[str, Any], *, step: int, step_seconds: float | None) -> dict[str, float]:
     """Translate one TRL log record into verl-named metrics.
 
-    Every numeric TRL value is kept under `trl/<key>` as well, so nothing TRL reports is lost;
-    non-finite and non-numeric values are dropped because JSON cannot carry NaN portably.
+    Every numeric TRL value is kept under `trl/<key>` as well, so nothing TRL reports is lost.
+    Non-finite values are kept only under the verl names (Python's JSON writes them as NaN and
+    Infinity, as verl's own file logger does): the reporter's health check must see a NaN loss,
+    and drops them from the status.
     """
     data: dict[str, float] = {}
     for key, value in logs.items():
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        if not math.isfinite(value):
+            if key in _TRL_TO_VERL:
+                data[_TRL_TO_VERL[key]] = float(value)
             continue
         data[f"trl/{key}"] = float(value)
         if key in _TRL_TO_VERL:

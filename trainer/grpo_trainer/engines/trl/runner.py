@@ -34,7 +34,7 @@ class RunRequest:
     model_path: str
     rows: list[dict[str, Any]]
     reward_funcs: Sequence[RewardFunc]
-    # Used when the operator did not set GRPO_METRICS_FILE.
+    # Where the step metrics go; None: the environment's GRPO_METRICS_FILE, else output_dir.
     metrics_path: str | None = None
     # `latest`, `never`, or a checkpoint folder.
     resume: str = "latest"
@@ -101,7 +101,13 @@ def train(request: RunRequest) -> RunResult:
     settings = request.settings
     output_dir = Path(settings.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    metrics = MetricsFile.from_env(request.metrics_path or output_dir / "metrics.jsonl")
+    # The driver's path wins: outside a pod it is the workdir's copy of the pod path the
+    # environment names.
+    metrics = (
+        MetricsFile(request.metrics_path)
+        if request.metrics_path
+        else MetricsFile.from_env(output_dir / "metrics.jsonl")
+    )
 
     grpo_kwargs, lora_kwargs = build_trl_config(settings)
     if request.policy is not None:

@@ -49,8 +49,8 @@ class TrlSettings:
     adam_beta1: float = 0.9
     adam_beta2: float = 0.99
     weight_decay: float = 0.1
-    # The seed uses `adamw_8bit`, which needs bitsandbytes; on LoRA's few parameters the saving
-    # is tens of megabytes, so the portable optimiser is the default.
+    # The seed uses `adamw_8bit`, which needs bitsandbytes on a GPU: a job gets it where
+    # bitsandbytes imports (job.optimizer), the portable optimiser elsewhere.
     optim: str = "adamw_torch"
     lr_scheduler_type: str = "cosine"
     warmup_ratio: float = 0.1

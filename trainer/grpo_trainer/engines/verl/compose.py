@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ...failures import ConfigError
 from .hydra_values import Override
-from .overrides import OverridePlan
+from .overrides import GROUPED_AGENT_LOOP_MANAGER, GROUPED_REWARD_MANAGER, OverridePlan
 from .versions import VerlProfile
 
 # vLLM's allowed max LoRA ranks (vllm.config.lora.MaxLoRARanks); verl rounds a rank up to one.
@@ -119,7 +119,20 @@ def _reward_problems(cfg: DictConfig, plan: OverridePlan, profile: VerlProfile) 
     manager = select(cfg, "reward.reward_manager.name")
     if profile.migrates_legacy_reward and select(cfg, "reward_model.reward_manager"):
         manager = select(cfg, "reward_model.reward_manager")
-    if manager not in {"naive", "dapo", "gdpo", "remote", "rate_limited"}:
+    if select(cfg, "reward.reward_manager.source") == "importlib":
+        module = select(cfg, "reward.reward_manager.module.path")
+        if not module:
+            problems.append(
+                f"reward manager {manager!r} is loaded by module, but reward_manager.module.path is unset"
+            )
+        elif manager == GROUPED_REWARD_MANAGER and not select(
+            cfg, "actor_rollout_ref.rollout.agent.agent_loop_manager_class"
+        ):
+            problems.append(
+                f"{manager} needs actor_rollout_ref.rollout.agent.agent_loop_manager_class="
+                f"{GROUPED_AGENT_LOOP_MANAGER} (without it a group's responses reach different workers)"
+            )
+    elif manager not in {"naive", "dapo", "gdpo", "remote", "rate_limited"}:
         problems.append(f"reward manager {manager!r} does not exist in verl {profile.reference_version}")
     return problems
 

@@ -1,8 +1,11 @@
 """verl's Hydra configuration files, without verl: from the installed package or a fetched wheel.
 
 Composing verl's config needs only its YAML files and hydra-core. In the trainer image they come
-with the installed package; on a CPU machine (CI, a laptop) `fetch` downloads the release's wheel
-(about 1-2 MB, no dependencies) and extracts `verl/trainer/config/**` into a git-ignored cache:
+with the installed package; on a CPU machine (CI, a laptop) the first `grpo-train validate` of a
+release downloads its wheel (about 1-2 MB, no dependencies) and extracts `verl/trainer/config/**`
+into the user's cache, `$XDG_CACHE_HOME/grpo-operator/verl-configs` (by default
+`~/.cache/grpo-operator/verl-configs`; `$GRPO_VERL_CONFIG_CACHE` moves it), wherever it is run
+from. Fetching ahead of time (an offline machine later):
 
     python -m grpo_trainer.engines.verl.configs fetch --version 0.9.1 --version 0.7.1
 """
@@ -23,12 +26,15 @@ from ...failures import ConfigError
 from .versions import SUPPORTED, installed_version
 
 CONFIG_SUBDIR = Path("verl/trainer/config")
-DEFAULT_CACHE = Path(".cache/verl-configs")
 CACHE_ENV = "GRPO_VERL_CONFIG_CACHE"
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get(CACHE_ENV) or DEFAULT_CACHE).absolute()
+    """The per-user cache (never relative to the current folder)."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).absolute()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "grpo-operator" / "verl-configs"
 
 
 def installed_config_dir() -> Path | None:
@@ -40,8 +46,9 @@ def installed_config_dir() -> Path | None:
     return folder if (folder / "ppo_trainer.yaml").is_file() else None
 
 
-def config_dir(version: str, cache: Path | None = None) -> Path:
-    """Where the configuration of verl `version` is: installed (when it is that version) or fetched."""
+def config_dir(version: str, cache: Path | None = None, *, download: bool = True) -> Path:
+    """Where the configuration of verl `version` is: installed (when it is that version), cached,
+    or fetched into the cache now (`download`)."""
     if installed_version() == version:
         folder = installed_config_dir()
         if folder is not None:
@@ -49,6 +56,19 @@ def config_dir(version: str, cache: Path | None = None) -> Path:
     folder = (cache or cache_root()) / version / CONFIG_SUBDIR
     if (folder / "ppo_trainer.yaml").is_file():
         return folder
+    if download:
+        print(
+            f"fetching verl {version}'s configuration (its 1-2 MB wheel) into {cache or cache_root()}",
+            file=sys.stderr,
+            flush=True,
+        )
+        try:
+            return fetch(version, cache)
+        except (OSError, subprocess.CalledProcessError, StopIteration) as exc:
+            raise ConfigError(
+                f"verl {version}'s configuration is not here and could not be fetched ({exc}); "
+                "pass --config-dir with verl's trainer/config folder"
+            ) from exc
     raise ConfigError(
         f"verl {version}'s configuration is neither installed nor fetched; run "
         f"`python -m grpo_trainer.engines.verl.configs fetch --version {version}`"
@@ -104,11 +124,17 @@ def main(argv: list[str] | None = None) -> int:
         cmd = sub.add_parser(name)
         cmd.add_argument("--version", action="append", help=f"verl release (default: {', '.join(SUPPORTED)})")
         cmd.add_argument(
-            "--cache", type=Path, default=None, help=f"cache folder (default ${CACHE_ENV} or .cache)"
+            "--cache",
+            type=Path,
+            default=None,
+            help=f"cache folder (default ${CACHE_ENV}, else ~/.cache/grpo-operator/verl-configs)",
         )
     args = parser.parse_args(argv)
     for version in args.version or SUPPORTED:
-        folder = fetch(version, args.cache) if args.command == "fetch" else config_dir(version, args.cache)
+        if args.command == "fetch":
+            folder = fetch(version, args.cache)
+        else:
+            folder = config_dir(version, args.cache, download=False)
         print(f"{version}\t{folder}")
     return 0
 

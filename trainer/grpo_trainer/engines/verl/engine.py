@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from grpo_operator.api.v1alpha1 import ResolvedJob
 
 from ... import data, sources
 from ...failures import ConfigError, DataError
+from ...rewards.custom import check_defines
 from ...spec import Attempt
 from ..base import Checkpoint, EngineOptions, ExportResult, Findings, RunPlan, Session, Setting
 from . import checkpoints
@@ -17,7 +19,7 @@ from .compose import check, compose, effective_reward
 from .configs import config_dir, installed_config_dir
 from .export import export
 from .launch import VerlLaunch, plan_launch, run_engine, write_overrides
-from .versions import VerlProfile, installed_version, profile_for
+from .versions import SUPPORTED, VerlProfile, installed_version, profile_for
 
 log = logging.getLogger(__name__)
 
@@ -28,10 +30,16 @@ class VerlEngine:
     def __init__(self, options: EngineOptions) -> None:
         self.options = options
 
-    def profile(self) -> VerlProfile:
+    def profile(self, *, planning: bool = False) -> VerlProfile:
+        """The verl release to write overrides for: --verl-version, else the installed one; a plan
+        or check on a machine without verl is for the newest release the trainer supports."""
         version = self.options.verl_version or installed_version()
         if version is None:
-            raise ConfigError("verl is not installed here; pass --verl-version to plan for a given release")
+            if not planning:
+                raise ConfigError(
+                    "verl is not installed here; pass --verl-version to plan for a given release"
+                )
+            version = SUPPORTED[0]
         profile, warning = profile_for(version)
         if warning:
             log.warning(warning)
@@ -41,7 +49,7 @@ class VerlEngine:
 
     def plan(self, job: ResolvedJob, attempt: Attempt, *, dry_run: bool = True) -> RunPlan:
         """The exact main_ppo command; a dry run decides without downloading or moving anything."""
-        profile = self.profile()
+        profile = self.profile(planning=True)
         planned = data.planned(job)
         try:
             model = str(
@@ -60,12 +68,19 @@ class VerlEngine:
             val_files=planned.val_files,
             resume=checkpoints.decide_resume(job, attempt.number, dry_run=dry_run),
         )
-        return _run_plan(launch)
+        plan = _run_plan(launch)
+        if not (self.options.verl_version or installed_version()):
+            note = (
+                f"verl is not installed here: this is the plan for verl {profile.reference_version}, "
+                "the newest release the trainer supports (--verl-version picks another)"
+            )
+            plan = dataclasses.replace(plan, warnings=[note, *plan.warnings])
+        return plan
 
     def check(self, job: ResolvedJob, plan: RunPlan) -> Findings:
         """Compose verl's own ppo_trainer config with the plan's overrides and check the values."""
         launch: VerlLaunch = plan.detail
-        version = self.options.verl_version or installed_version() or ""
+        version = self.options.verl_version or installed_version() or launch.profile.reference_version
         folder = Path(self.options.verl_config_dir) if self.options.verl_config_dir else config_dir(version)
         cfg = compose(folder, launch.plan.rendered())
         findings = check(cfg, launch.plan, launch.profile)
@@ -89,6 +104,10 @@ class VerlEngine:
         pruned = checkpoints.prune(ckpt_dir, job.spec.checkpoint.keep)
         if pruned:
             log.info("deleted checkpoints beyond keep=%s: steps %s", job.spec.checkpoint.keep, pruned)
+        custom = job.spec.reward.custom
+        if custom is not None and job.paths.reward_file:
+            # Before anything heavy: verl would find a missing function minutes later, in a worker.
+            check_defines(job.paths.reward_file, custom.function)
         prepared = data.prepare(job, progress=self.options.progress)
         for warning in prepared.warnings:
             log.warning(warning)

@@ -1,14 +1,16 @@
 """verl's final checkpoint -> a Hugging Face model folder (and, for LoRA runs, the adapter on its own).
 
 verl's model merger (`python -m verl.model_merger merge --backend fsdp`) gathers the per-rank FSDP
-shards of `global_step_N/actor` into safetensors on CPU, and splits LoRA weights into a
-`lora_adapter/` folder. The folder layout and its record are every engine's
-(grpo_trainer/export_record.py); for LoRA runs `model/` holds the base weights here, with the
-adapter beside it.
+shards of `global_step_N/actor` into safetensors on CPU. For a LoRA run it writes the *base*
+weights and the adapter in `lora_adapter/`; `lora_merge` then folds the adapter into the base, so
+`model/` is the trained model (loadable without peft), as the TRL engine exports it, and
+`lora-adapter/` holds the adapter beside it. The folder layout and its record are every engine's
+(grpo_trainer/export_record.py).
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
 import subprocess
 import sys
@@ -24,6 +26,11 @@ from ...export_record import place, read_record, write_record
 from ...failures import ConfigError, TrainerError
 from ..base import ExportResult
 from .checkpoints import step_folder, tracked_step
+from .lora_merge import fix_adapter_config
+
+ADAPTER_DIR = "lora_adapter"
+"""Where verl's merger writes a LoRA run's adapter, inside its target folder."""
+log = logging.getLogger(__name__)
 
 
 class ExportError(TrainerError):
@@ -48,8 +55,26 @@ def merge_command(actor_dir: Path, target_dir: Path) -> list[str]:
     ]
 
 
+def merge_lora_command(model_dir: Path, adapter_dir: Path, out_dir: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "grpo_trainer.engines.verl.lora_merge",
+        "--model",
+        str(model_dir),
+        "--adapter",
+        str(adapter_dir),
+        "--out",
+        str(out_dir),
+    ]
+
+
 def export(job: ResolvedJob, run: Callable[[list[str]], Any] | None = None) -> ExportResult | None:
-    """Export the tracked final checkpoint as the spec asks; None when the spec asks for nothing."""
+    """Export the tracked final checkpoint as the spec asks; None when the spec asks for nothing.
+
+    `run` runs a command (verl's merger, then the LoRA merge), raising on failure; the default
+    runs it as a subprocess.
+    """
     wanted = job.spec.export
     lora = job.spec.engine.lora is not None
     if not wanted.hugging_face and not (lora and wanted.lora_adapter):
@@ -67,22 +92,35 @@ def export(job: ResolvedJob, run: Callable[[list[str]], Any] | None = None) -> E
     out.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".merge-", dir=out))
     try:
-        _run_merger(merge_command(actor, staging), run)
-        model = place(staging, out / EXPORT_MODEL_DIR) if wanted.hugging_face else None
-        adapter_src = (out / EXPORT_MODEL_DIR if model else staging) / "lora_adapter"
+        _run(merge_command(actor, staging), run)
+        adapter_dir = staging / ADAPTER_DIR
+        if lora and not adapter_dir.is_dir():
+            raise ExportError(f"verl's merger wrote no {ADAPTER_DIR}/ for LoRA checkpoint {actor}")
+        if lora:
+            settings = job.spec.engine.lora
+            for change in fix_adapter_config(adapter_dir, settings.rank, settings.alpha):
+                log.warning("verl's adapter_config.json lacked the job's LoRA setting: %s", change)
+        model = None
+        if wanted.hugging_face and lora:
+            merged = staging.with_name(staging.name + "-merged")
+            _run(merge_lora_command(staging, adapter_dir, merged), run)
+            model = place(merged, out / EXPORT_MODEL_DIR)
+        elif wanted.hugging_face:
+            model = place(staging, out / EXPORT_MODEL_DIR)
         adapter = None
-        if lora and wanted.lora_adapter and adapter_src.is_dir():
-            adapter = place(adapter_src, out / EXPORT_ADAPTER_DIR, copy=model is not None)
+        if lora and wanted.lora_adapter:
+            adapter = place(adapter_dir, out / EXPORT_ADAPTER_DIR)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(staging.with_name(staging.name + "-merged"), ignore_errors=True)
     write_record(out, step, model, adapter)
     return ExportResult(step, model, adapter)
 
 
-def _run_merger(command: list[str], run: Callable[[list[str]], Any] | None) -> None:
+def _run(command: list[str], run: Callable[[list[str]], Any] | None) -> None:
     if run is not None:
         run(command)
         return
     result = subprocess.run(command, check=False)
     if result.returncode != 0:
-        raise ExportError(f"verl's model merger exited with code {result.returncode}: {' '.join(command)}")
+        raise ExportError(f"the export step exited with code {result.returncode}: {' '.join(command)}")

@@ -48,24 +48,38 @@ class VerlLaunch:
 
 
 def reward_function(job: ResolvedJob) -> RewardFunction:
-    """The function verl calls per response, by absolute file path (loadable on every node)."""
+    """The function verl calls, by absolute file path (loadable on every node).
+
+    Batch rewards (the safety builtin, a custom `batch: true` or `*_batch` function) are called
+    a GRPO group at a time through the grouped reward manager; the rest once per response by
+    verl's naive manager.
+    """
     spec = job.spec.reward
     kwargs = dict(spec.kwargs)
     if spec.builtin:
         reward = get_reward(spec.builtin)
-        return RewardFunction(reward.path, reward.function, kwargs)
+        if reward.batched and reward.batch_function:
+            why = f"builtin {reward.name}: a batch reward, as its seed called it (compute_score_batch)"
+            return RewardFunction(reward.path, reward.batch_function, kwargs, batched=True, why=why)
+        return RewardFunction(
+            reward.path, reward.function, kwargs, why=f"builtin {reward.name}, per response"
+        )
     custom = spec.custom
     if custom is None or not job.paths.reward_file:
         raise ConfigError("reward.custom needs the reward file the operator mounts (paths.rewardFile)")
-    # The user's file is loaded by our adapter, which also turns a batch function into verl 0.9's
-    # per-sample call; their own kwargs pass through.
+    # The user's file is loaded by our adapter, in worker processes of its own; their kwargs pass through.
     reward = get_reward("custom")
+    batched = custom.batch or custom.function.endswith("_batch")
     kwargs.update(
         custom_path=job.paths.reward_file,
         custom_name=custom.function,
         custom_kind="batch" if custom.batch else "auto",
     )
-    return RewardFunction(reward.path, reward.function, kwargs)
+    if batched:
+        why = f"reward.custom {custom.function}: a batch function, called once per GRPO group"
+        return RewardFunction(reward.path, "compute_score_batch", kwargs, batched=True, why=why)
+    why = f"reward.custom {custom.function}, once per response, in worker processes of its own"
+    return RewardFunction(reward.path, reward.function, kwargs, why=why)
 
 
 def engine_env(

@@ -21,6 +21,13 @@ from .hydra_values import Override
 from .versions import VerlProfile
 
 CALLBACK_CLASS = "grpo_trainer.engines.verl.callback.StatusCheckpointCallback"
+GROUPED_REWARD_MODULE = "grpo_trainer.engines.verl.grouped_reward"
+GROUPED_REWARD_MANAGER = "GroupBatchRewardManager"
+GROUPED_AGENT_LOOP_MANAGER = f"{GROUPED_REWARD_MODULE}.GroupedAgentLoopManager"
+_REWARD_CALLS_PER_WORKER = 512
+"""At most this many of a step's responses per reward worker when groups wait for each other: a
+Ray async actor runs at most 1000 calls at once, and a call waiting for its group holds one."""
+_VERL_REWARD_WORKERS = 8
 _QWEN3_VL_NAME = re.compile(r"qwen3[-_.]?vl|qwen3\.5", re.IGNORECASE)
 _QWEN3_VL_TYPES = frozenset({"qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"})
 _KWARG = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -30,12 +37,17 @@ _VLLM_DEFAULT_BATCHED_TOKENS = 8192
 
 @dataclass(frozen=True)
 class RewardFunction:
-    """The function verl's reward manager calls per response, and its extra keyword arguments."""
+    """The function verl's reward manager calls, and its extra keyword arguments."""
 
     path: str
     """An absolute file path or `pkg://module`: verl loads it in reward workers on any node."""
     name: str
     kwargs: dict[str, str] = field(default_factory=dict)
+    batched: bool = False
+    """Called a GRPO group at a time (lists in, a list out) by our grouped reward manager; else
+    once per response by verl's naive manager."""
+    why: str = ""
+    """Why verl calls this function (for `grpo-train plan`)."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +106,7 @@ def build_overrides(job: ResolvedJob, profile: VerlProfile, inputs: LaunchInputs
         *_actor(job, profile, warnings),
         *_rollout(job),
         *_ref(job),
-        *_reward(profile, inputs.reward),
+        *_reward(job, profile, inputs.reward),
         *_trainer(job, profile, inputs, warnings),
         *_worker_env(inputs.worker_env),
         *_user(job),
@@ -140,7 +152,14 @@ def _data(job: ResolvedJob, inputs: LaunchInputs, warnings: list[str]) -> list[O
         Override("data.truncation", data.truncation),
         Override("data.image_key", data.image_key),
         Override("data.prompt_key", data.prompt_key),
-        Override("data.seed", algo.seed),
+        Override(
+            "data.seed",
+            algo.seed,
+            why=(
+                "spec.algorithm.seed: the order prompts are drawn in; the seeds left data.seed unset, and "
+                "verl then shuffles with torch's default generator (also a fixed order, another one)"
+            ),
+        ),
     ]
     if is_qwen3_vl(spec.model.source, inputs.model_path):
         out.append(
@@ -208,7 +227,7 @@ def _actor(job: ResolvedJob, profile: VerlProfile, warnings: list[str]) -> list[
     algo, engine, kl = spec.algorithm, spec.engine, spec.algorithm.kl
     prefix = "actor_rollout_ref.actor"
     out = [
-        Override(f"{prefix}.strategy", engine.strategy),
+        Override(f"{prefix}.strategy", engine.strategy, why=_strategy_why(engine.strategy)),
         Override(f"{prefix}.optim.lr", algo.learning_rate),
         Override(f"{prefix}.ppo_mini_batch_size", algo.mini_batch_size, why="prompts per optimizer update"),
         Override(f"{prefix}.use_kl_loss", kl.placement == "loss", why=f"kl.placement={kl.placement}"),
@@ -255,6 +274,16 @@ def _actor(job: ResolvedJob, profile: VerlProfile, warnings: list[str]) -> list[
             Override("actor_rollout_ref.ref.fsdp_config.use_torch_compile", compile_),
         ]
     return out
+
+
+def _strategy_why(strategy: str) -> str:
+    if strategy == "fsdp":
+        return "spec.engine.strategy: verl's default, FSDP1, as the seeds ran"
+    return (
+        "spec.engine.strategy (default fsdp2): FSDP2, which verl recommends (less memory, composes with "
+        "torch.compile) and its Qwen3-VL examples use; the seeds ran verl's default, fsdp (FSDP1): set "
+        "engine.strategy: fsdp for their exact setup"
+    )
 
 
 def _loss_agg_mode(job: ResolvedJob) -> str:
@@ -328,7 +357,7 @@ def _ref(job: ResolvedJob) -> list[Override]:
     return out
 
 
-def _reward(profile: VerlProfile, reward: RewardFunction) -> list[Override]:
+def _reward(job: ResolvedJob, profile: VerlProfile, reward: RewardFunction) -> list[Override]:
     prefix = profile.reward_prefix
     where = (
         "verl 0.9 reads only reward.custom_reward_function"
@@ -337,13 +366,53 @@ def _reward(profile: VerlProfile, reward: RewardFunction) -> list[Override]:
     )
     out = [
         Override(f"{prefix}.path", reward.path, why=where),
-        Override(f"{prefix}.name", reward.name),
+        Override(f"{prefix}.name", reward.name, why=reward.why),
     ]
     for key, value in sorted(reward.kwargs.items()):
         if not _KWARG.fullmatch(key):
             raise ConfigError(f"reward.kwargs: {key!r} is not a Python identifier; rename it")
         out.append(Override(f"{prefix}.reward_kwargs.{key}", str(value), add=True))
+    if reward.batched:
+        out += _grouped_reward(job)
     return out
+
+
+def _grouped_reward(job: ResolvedJob) -> list[Override]:
+    """verl 0.9 has no batch reward manager: ours scores each GRPO group with one batch call."""
+    algo = job.spec.algorithm
+    responses = algo.train_batch_size * algo.group_size
+    workers = max(_VERL_REWARD_WORKERS, -(-responses // _REWARD_CALLS_PER_WORKER))
+    return [
+        Override("reward.reward_manager.source", "importlib", why="a reward manager of ours, by module"),
+        Override(
+            "reward.reward_manager.name",
+            GROUPED_REWARD_MANAGER,
+            why=(
+                "verl 0.9 has no batch manager (the seed's reward_manager=batch is unknown to it): this one "
+                f"collects the {algo.group_size} responses of each prompt (one uid) and calls the batch "
+                "function once per group, the largest unit verl 0.9 keeps together"
+            ),
+        ),
+        Override("reward.reward_manager.module.path", f"pkg://{GROUPED_REWARD_MODULE}"),
+        Override(
+            "actor_rollout_ref.rollout.agent.agent_loop_manager_class",
+            GROUPED_AGENT_LOOP_MANAGER,
+            add=True,
+            why=(
+                "verl's agent loop sends each response to a random reward worker; this manager sends a "
+                "group's responses to one worker (by uid) and tells it the group's size"
+            ),
+        ),
+        Override(
+            "reward.num_workers",
+            workers,
+            why=(
+                f"groups wait for their last response on one worker, and a Ray actor runs at most 1000 "
+                f"calls at once: at most {_REWARD_CALLS_PER_WORKER} of the step's {responses} responses "
+                f"per worker (verl's default is {_VERL_REWARD_WORKERS})"
+            ),
+        ),
+    ]
 
 
 def _trainer(
@@ -363,12 +432,23 @@ def _trainer(
         validate = False
     project = logging.wandb.project if logging.wandb else job.namespace
     experiment = (logging.wandb.experiment if logging.wandb else None) or job.name
+    names = (
+        "logging.wandb"
+        if logging.wandb and logging.wandb.experiment
+        else "the job's namespace and name (set logging.wandb.project/experiment to choose others)"
+    )
+    names_why = (
+        f"{names}: they name the run in verl's loggers and nothing else here (the checkpoint folder, "
+        "which verl derives from them by default, is the job's own); the seeds' names "
+        "(verl_grpo_example_geo3k/qwen3_vl_4b_npu_fsdp, verl_grpo/qwen3_vl_4b_thinking_safegrpo) "
+        "named their wandb or console runs"
+    )
     out = [
         Override(
             "trainer.logger", loggers, why="file: per-step metrics for status; verl's default adds wandb"
         ),
-        Override("trainer.project_name", project),
-        Override("trainer.experiment_name", experiment),
+        Override("trainer.project_name", project, why=names_why),
+        Override("trainer.experiment_name", experiment, why=names_why),
         Override("trainer.nnodes", res.nodes),
         Override("trainer.n_gpus_per_node", res.devices_per_node),
         Override(

@@ -1,0 +1,69 @@
+"""Is a running job healthy? The trainer's verdict on its metrics, and the operator's on its pace.
+
+Who judges what (docs/architecture.md, "Training health"):
+
+- The trainer sees every step's raw metrics first, including the NaN and infinite values the
+  status cannot hold, so it judges them (`grpo_trainer/report.py`, thresholds from spec.health)
+  and writes its verdict into `status.health`, a field only it writes.
+- A stall is the one sickness the trainer cannot report: a hung process reports nothing. The
+  operator judges it from what the trainer last wrote — when it read its newest step
+  (`progress.lastStepAt`) and how long a step takes (`metrics.stepSeconds`) — against the clock,
+  on every reconcile (the resync pass comes at least every `resyncSeconds`).
+- The operator alone writes conditions: it turns both into `Healthy` and an Event when it flips.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from .api.v1alpha1 import GRPOJob
+
+HEALTHY = "TrainingHealthy"
+STALLED = "Stalled"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    healthy: bool
+    reason: str
+    message: str
+
+
+def _time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+
+
+def judge(job: GRPOJob, running_since: datetime | None, now: datetime) -> Verdict | None:
+    """The verdict on the current attempt, or None before it has reported a step.
+
+    `running_since` is when the current attempt started running (its Running condition's
+    transition): steps and verdicts from before it belong to an earlier attempt.
+    """
+    status, limits = job.status, job.spec.health
+    trainer = status.health
+    if trainer is not None and trainer.attempt == status.attempt and not trainer.healthy:
+        return Verdict(False, trainer.reason, trainer.message)
+    progress = status.progress
+    last_step = _time(progress.last_step_at) if progress else None
+    if last_step is None or (running_since is not None and last_step < running_since):
+        return None
+    step_seconds = status.metrics.step_seconds if status.metrics else None
+    allowed = max(limits.stall_factor * (step_seconds or 0.0), float(limits.stall_minimum_seconds))
+    quiet = (now - last_step).total_seconds()
+    if quiet > allowed:
+        usual = (
+            f"{limits.stall_factor:g} × the last step's {step_seconds:.0f} s" if step_seconds else "a step"
+        )
+        return Verdict(
+            False,
+            STALLED,
+            f"no step reported for {quiet / 60:.0f} min (since step {progress.step} at {progress.last_step_at}); "
+            f"allowed: {allowed / 60:.0f} min ({usual}, at least spec.health.stallMinimumSeconds="
+            f"{limits.stall_minimum_seconds})",
+        )
+    if trainer is not None and trainer.attempt == status.attempt:
+        return Verdict(True, HEALTHY, trainer.message or f"step {progress.step}: training normally")
+    return Verdict(True, HEALTHY, f"step {progress.step}: training normally")

@@ -1,0 +1,348 @@
+"""GRPOJobs that really train: the operator, KubeRay, a real Ray head and the real trainer, on CPU.
+
+The namespace is routed to the local cluster's real Ray head (hack/README.md, "The real Ray
+head"): KubeRay's job-API calls reach it, and it runs the unchanged entrypoint `grpo-train run`
+against a host folder that mirrors the head pod (the spec ConfigMap, the claims, the environment,
+the job's own ServiceAccount token). The job is examples/colours-cpu.yaml: the offline tiny
+Qwen3-VL learning to name a square's colour through the TRL engine, its model and data staged onto
+claims as a user would. Nothing here is scripted: every status field, checkpoint and exit code is
+the trainer's own.
+
+Five lives of a job: success; the trainer killed with SIGKILL after a checkpoint (attempt 2 resumes
+from it); a configuration error (fails at once, no retry); suspend and resume (continues from the
+checkpoint); the job deleted mid-run (no trainer process is left).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cluster.backend import Cluster
+from cluster.processes import cmdline
+from grpo_trainer.spec import grpojob_document
+from grpo_trainer.testing.colour_job import DATA_DIR, MODEL_DIR, stage
+from integration.operator_process import OperatorProcess
+
+from .namespaces import create_namespace, delete_namespace
+
+pytestmark = pytest.mark.cluster
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "colours-cpu.yaml"
+# Long enough that a test acts mid-run, short enough for CI: about 0.5 s a step on two idle cores.
+STEPS = 40
+SAVE_EVERY = 5
+# Each attempt starts a Python process that imports torch and TRL: tens of seconds on two cores.
+ATTEMPT_TIMEOUT = 300
+
+
+@pytest.fixture(scope="module")
+def staged(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny model and the colour dataset, as a user would have them before staging."""
+    return stage(tmp_path_factory.mktemp("colours"), train_rows=128, validation_rows=16)
+
+
+@pytest.fixture(scope="module")
+def namespace(cluster: Cluster, staged: Path) -> Iterator[str]:
+    """A namespace routed to the real Ray head, with the model and data claims staged."""
+    name = create_namespace(cluster, "real")
+    cluster.kubectl("label", "namespace", name, "grpo.dev/ray-backend=real")
+    subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "hack" / "stage_claims.py"),
+            "--namespace",
+            name,
+            f"demo-models={staged / Path(MODEL_DIR).parent}",
+            f"demo-data={staged / Path(DATA_DIR).parent}",
+        ],
+        env=cluster.env,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    yield name
+    delete_namespace(cluster, name)
+
+
+@pytest.fixture(scope="module")
+def operator(
+    cluster: Cluster, namespace: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorProcess]:
+    """The operator, watching this module's namespace only."""
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
+    cluster.kubectl("wait", "--for=condition=Established", "crd/grpojobs.grpo.dev", "--timeout=60s")
+    process = OperatorProcess(
+        cluster.kubeconfig,
+        tmp_path_factory.mktemp("operator") / "operator.log",
+        extra_env={"GRPO_NAMESPACES": namespace},
+    )
+    process.start()
+    yield process
+    process.stop()
+
+
+def apply_job(cluster: Cluster, namespace: str, name: str, **changes: Any) -> None:
+    """examples/colours-cpu.yaml (its reward ConfigMap too) as job `name`, with spec changes."""
+    documents = [d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d]
+    job = grpojob_document(EXAMPLE.read_text())
+    job["metadata"]["name"] = name
+    job["spec"]["algorithm"]["totalSteps"] = STEPS
+    job["spec"]["checkpoint"]["saveInterval"] = SAVE_EVERY
+    for section, values in changes.items():
+        job["spec"][section] = {**job["spec"].get(section, {}), **values}
+    others = [d for d in documents if d.get("kind") != "GRPOJob"]
+    cluster.apply([*others, job], namespace)
+
+
+def status(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
+    job = cluster.get("grpojob", name, namespace)
+    assert job is not None, f"grpojob {name} is gone"
+    return dict(job.get("status") or {})
+
+
+def wait_status(
+    cluster: Cluster,
+    namespace: str,
+    name: str,
+    condition: Callable[[dict[str, Any]], bool],
+    what: str,
+    timeout: float = ATTEMPT_TIMEOUT,
+) -> dict[str, Any]:
+    job = cluster.wait_for(
+        "grpojob", name, namespace, lambda j: condition(j.get("status") or {}), timeout=timeout, what=what
+    )
+    return dict(job.get("status") or {})
+
+
+def phase_is(*phases: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda s: s.get("phase") in phases
+
+
+def checkpoint_at_least(step: int) -> Callable[[dict[str, Any]], bool]:
+    return lambda s: ((s.get("checkpoint") or {}).get("latestStep") or 0) >= step
+
+
+def trainer_pids(namespace: str, name: str) -> list[int]:
+    """The job's `grpo-train` processes on this host (the real Ray head runs them)."""
+    wanted = {f"GRPO_NAMESPACE={namespace}".encode(), f"GRPO_JOB_NAME={name}".encode()}
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            entries = set(environ.read_bytes().split(b"\0"))
+        except OSError:
+            continue
+        pid = int(environ.parent.name)
+        if wanted <= entries and b"grpo-train" in cmdline(pid):
+            found.append(pid)
+    return found
+
+
+def wait_no_trainer(namespace: str, name: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while pids := trainer_pids(namespace, name):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"trainer processes of {name} still run after {timeout} s: {pids}")
+        time.sleep(0.5)
+
+
+def pod_root(cluster: Cluster, namespace: str, status_: dict[str, Any]) -> Path:
+    """The host folder standing for the head pod of the job's current attempt."""
+    assert cluster.log_dir is not None
+    rayjob = cluster.get("rayjob", status_["rayJobName"], namespace)
+    assert rayjob is not None
+    return cluster.log_dir.parent / "pods" / namespace / rayjob["status"]["jobId"]
+
+
+def job_folder(cluster: Cluster, namespace: str, name: str, status_: dict[str, Any]) -> Path:
+    return pod_root(cluster, namespace, status_) / "root" / "grpo" / "checkpoints" / name
+
+
+def metric_steps(folder: Path, attempt: int) -> list[int]:
+    path = folder / "metrics" / f"attempt-{attempt}.jsonl"
+    return [json.loads(line)["step"] for line in path.read_text().splitlines() if '"data"' in line]
+
+
+def assert_history_covers_every_step_once(status_: dict[str, Any]) -> None:
+    steps = [point["step"] for point in status_["history"]]
+    assert steps == list(range(1, STEPS + 1)), steps
+
+
+def test_a_job_trains_reports_and_exports(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    name = f"ok-{secrets.token_hex(2)}"
+    apply_job(cluster, namespace, name)
+    done = wait_status(cluster, namespace, name, phase_is("Succeeded", "Failed"), "a final phase")
+    assert done["phase"] == "Succeeded", done.get("conditions")
+
+    # Progress, metrics, history and checkpoints, all reported by the trainer while it trained.
+    assert done["progress"]["step"] == STEPS
+    assert done["progress"]["totalSteps"] == STEPS
+    assert done["progress"]["percent"] == 100.0
+    assert 0.0 <= float(done["metrics"]["reward"]) <= 1.0
+    assert_history_covers_every_step_once(done)
+    assert done["checkpoint"]["latestStep"] == STEPS
+    assert done["checkpoint"]["path"] == f"/grpo/checkpoints/{name}/checkpoints/checkpoint-{STEPS}"
+    assert done["attempt"] == 1
+    assert not done.get("failedAttempts")
+
+    # The export is on the claim, named in status as the pods see it.
+    folder = job_folder(cluster, namespace, name, done)
+    assert done["outputs"] == {
+        "step": STEPS,
+        "model": f"/grpo/checkpoints/{name}/export/model",
+        "loraAdapter": f"/grpo/checkpoints/{name}/export/lora-adapter",
+    }
+    assert (folder / "export" / "model" / "config.json").is_file()
+    assert (folder / "export" / "lora-adapter" / "adapter_config.json").is_file()
+
+    # The trainer's status writes came with the job's own ServiceAccount token, as field manager
+    # grpo-trainer on the status subresource.
+    shown = cluster.kubectl("get", "grpojob", name, "-n", namespace, "-o", "json", "--show-managed-fields")
+    job = json.loads(shown.stdout)
+    trainer_fields = [
+        entry["fieldsV1"]["f:status"]
+        for entry in job["metadata"]["managedFields"]
+        if entry["manager"] == "grpo-trainer" and entry.get("subresource") == "status"
+    ]
+    assert trainer_fields
+    assert {"f:progress", "f:metrics", "f:history", "f:checkpoint", "f:outputs"} <= set(trainer_fields[0])
+    # The trainer judged every step: finite rewards and losses.
+    assert done["health"]["healthy"] is True
+    assert done["health"]["attempt"] == 1
+    kubeconfig = yaml.safe_load((pod_root(cluster, namespace, done) / "kubeconfig").read_text())
+    token = kubeconfig["users"][0]["user"]["token"]
+    claims = json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "=="))
+    assert claims["sub"] == f"system:serviceaccount:{namespace}:{name}-trainer"
+
+
+def test_a_killed_trainer_resumes_from_its_checkpoint(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    name = f"kill-{secrets.token_hex(2)}"
+    apply_job(cluster, namespace, name)
+    running = wait_status(cluster, namespace, name, checkpoint_at_least(SAVE_EVERY), "a first checkpoint")
+    folder = job_folder(cluster, namespace, name, running)
+    pids = trainer_pids(namespace, name)
+    assert pids, "the trainer should be running"
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    # What attempt 2 must resume from: the newest checkpoint complete at the moment of the kill.
+    complete = [
+        int(p.name.removeprefix("checkpoint-"))
+        for p in (folder / "checkpoints").glob("checkpoint-*")
+        if (p / "trainer_state.json").is_file()
+    ]
+    resume_step = max(complete)
+
+    done = wait_status(cluster, namespace, name, phase_is("Succeeded", "Failed"), "a final phase")
+    assert done["phase"] == "Succeeded", done.get("conditions")
+    assert done["attempt"] == 2
+    assert [f["attempt"] for f in done["failedAttempts"]] == [1]
+    assert done["failedAttempts"][0]["retryable"] is True
+    assert done["checkpoint"]["resumedFromStep"] == resume_step
+    assert done["progress"]["step"] == STEPS
+
+    # Attempt 2 trained from the step after the checkpoint; the status shows every step once.
+    folder = job_folder(cluster, namespace, name, done)
+    assert metric_steps(folder, 2) == list(range(resume_step + 1, STEPS + 1))
+    assert_history_covers_every_step_once(done)
+
+
+def test_a_configuration_error_fails_at_once_with_the_trainers_reason(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    name = f"bad-{secrets.token_hex(2)}"
+    apply_job(
+        cluster,
+        namespace,
+        name,
+        reward={"custom": {"configMap": "colour-reward", "function": "no_such_score"}},
+    )
+    done = wait_status(cluster, namespace, name, phase_is("Succeeded", "Failed"), "a final phase")
+    assert done["phase"] == "Failed"
+    assert done["attempt"] == 1, "a configuration error is not retried"
+    failed = next(c for c in done["conditions"] if c["type"] == "Failed")
+    assert failed["reason"] == "ConfigError"
+    assert "no_such_score" in failed["message"]
+    assert done["failedAttempts"][0]["retryable"] is False
+
+    # The attempt's whole output outlives its Ray cluster, on the claim, where status says; the
+    # plugin reads it from a folder standing for the pods' / (no kubelet serves a reader pod here).
+    log_file = f"/grpo/checkpoints/{name}/metrics/attempt-1.log"
+    assert done["failedAttempts"][0]["logFile"] == log_file
+    assert done["log"] == {"attempt": 1, "path": log_file}
+    root = pod_root(cluster, namespace, done) / "root"
+    logs = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grpo_kubectl",
+            "logs",
+            name,
+            "-n",
+            namespace,
+            "--attempt",
+            "1",
+            "--workdir",
+            str(root),
+        ],
+        env={**cluster.env, "PYTHONPATH": os.pathsep.join(sys.path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert logs.returncode == 0, logs.stderr
+    lines = logs.stdout.strip().splitlines()
+    assert lines[0].startswith("=== ")
+    assert f"attempt 1 of {namespace}/{name}" in lines[0]
+    assert lines[-1].startswith("GRPO_FAILURE ")
+    assert '"ConfigError"' in lines[-1]
+
+
+def test_suspend_then_resume_continues_from_the_checkpoint(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    name = f"pause-{secrets.token_hex(2)}"
+    apply_job(cluster, namespace, name)
+    wait_status(cluster, namespace, name, checkpoint_at_least(SAVE_EVERY), "a first checkpoint")
+    suspend = {"spec": {"runPolicy": {"suspend": True}}}
+    cluster.kubectl("patch", "grpojob", name, "-n", namespace, "--type=merge", "-p", json.dumps(suspend))
+    suspended = wait_status(cluster, namespace, name, phase_is("Suspended"), "Suspended", timeout=60)
+    wait_no_trainer(namespace, name)
+    saved = int(suspended["checkpoint"]["latestStep"])
+
+    resume = {"spec": {"runPolicy": {"suspend": False}}}
+    cluster.kubectl("patch", "grpojob", name, "-n", namespace, "--type=merge", "-p", json.dumps(resume))
+    done = wait_status(cluster, namespace, name, phase_is("Succeeded", "Failed"), "a final phase")
+    assert done["phase"] == "Succeeded", done.get("conditions")
+    assert done["attempt"] == 2
+    assert done["checkpoint"]["resumedFromStep"] >= saved
+    assert done["progress"]["step"] == STEPS
+    assert_history_covers_every_step_once(done)
+
+
+def test_deleting_a_running_job_leaves_no_trainer_behind(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    name = f"gone-{secrets.token_hex(2)}"
+    apply_job(cluster, namespace, name)
+    wait_status(
+        cluster, namespace, name, lambda s: ((s.get("progress") or {}).get("step") or 0) >= 1, "step 1"
+    )
+    assert trainer_pids(namespace, name)
+    cluster.kubectl("delete", "grpojob", name, "-n", namespace, "--wait=true", timeout=120)
+    wait_no_trainer(namespace, name)

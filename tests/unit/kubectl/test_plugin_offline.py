@@ -1,0 +1,246 @@
+"""`kubectl grpo` where no cluster is needed: the volume as a folder, plots, errors, the reader pod."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from grpo_kubectl.cli import main
+from grpo_kubectl.curves import history_from_metrics
+from grpo_kubectl.reader import build_reader_pod, cat_script
+from grpo_kubectl.show import describe
+from grpo_kubectl.volume import LocalVolume
+from grpo_operator.api.v1alpha1 import GRPOJob
+
+REPO = Path(__file__).resolve().parents[3]
+EXAMPLE = REPO / "examples" / "lora-single-gpu.yaml"
+JOB = "lora-vision-grpo"
+
+
+@pytest.fixture
+def no_cluster(tmp_path, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+
+
+def _job() -> GRPOJob:
+    body = yaml.safe_load(EXAMPLE.read_text())
+    body["metadata"].update(namespace="team-a", uid="u-1")
+    body["spec"]["pods"] = {"imagePullSecrets": ["mirror-creds"]}
+    return GRPOJob.model_validate(body)
+
+
+def _metrics_dir(workdir: Path) -> Path:
+    folder = workdir / "grpo" / "checkpoints" / JOB / "metrics"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _steps(first: int, last: int, val_every: int = 5) -> str:
+    lines = []
+    for step in range(first, last + 1):
+        data = {
+            "critic/score/mean": step / 100,
+            "response_length/mean": 200.0 + step,
+            "training/global_step": step,
+        }
+        if step % val_every == 0:
+            data["val-core/colours/acc/mean@1"] = step / 200
+        lines.append(json.dumps({"step": step, "data": data}))
+    return "\n".join(lines) + "\n"
+
+
+# --- logs --------------------------------------------------------------------------------------
+
+
+def test_logs_of_an_attempt_from_the_volume_rolled_over_part_first(tmp_path, capsys, no_cluster):
+    metrics = _metrics_dir(tmp_path)
+    (metrics / "attempt-2.log.1").write_text("older line\n")
+    (metrics / "attempt-2.log").write_text("newer line\nGRPO_FAILURE {}\n")
+    assert main(["logs", JOB, "--attempt", "2", "--workdir", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.splitlines() == ["older line", "newer line", "GRPO_FAILURE {}"]
+
+
+def test_logs_of_an_attempt_that_left_none_is_one_line(tmp_path, capsys, no_cluster):
+    _metrics_dir(tmp_path)
+    assert main(["logs", JOB, "--attempt", "7", "--workdir", str(tmp_path)]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("error: no such file: ")
+    assert err.count("\n") == 1
+
+
+def test_follow_prints_what_is_written_across_a_roll_over(tmp_path):
+    metrics = _metrics_dir(tmp_path)
+    log = metrics / "attempt-1.log"
+    log.write_text("one\n")
+    done = threading.Event()
+
+    def trainer() -> None:
+        time.sleep(0.3)
+        with log.open("a") as handle:
+            handle.write("two\n")
+        time.sleep(0.3)
+        log.rename(str(log) + ".1")  # what RotatingSink does when the file is full
+        log.write_text("three\n")
+        time.sleep(0.5)
+        done.set()
+
+    thread = threading.Thread(target=trainer)
+    thread.start()
+    volume = LocalVolume(str(tmp_path), poll_seconds=0.05)
+    seen = list(volume.follow(f"/grpo/checkpoints/{JOB}/metrics/attempt-1.log", done.is_set))
+    thread.join()
+    assert seen == ["one", "two", "three"]
+
+
+# --- plot --------------------------------------------------------------------------------------
+
+
+def test_plot_from_metrics_files_writes_a_png_and_draws_the_curves(tmp_path, capsys, no_cluster):
+    metrics = _metrics_dir(tmp_path)
+    (metrics / "attempt-1.jsonl").write_text(_steps(1, 30))
+    (metrics / "attempt-2.jsonl").write_text(_steps(21, 40))  # a retry from step 20's checkpoint
+    png = tmp_path / "curves.png"
+    files = [str(metrics / "attempt-1.jsonl"), str(metrics / "attempt-2.jsonl")]
+    assert main(["plot", "--metrics-file", files[0], "--metrics-file", files[1], "-o", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "step 1 .. 40   reward: last 0.4" in out
+    assert "step 5 .. 40   validation score: last 0.2" in out
+    assert "step 1 .. 40   response length: last 240" in out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert png.stat().st_size > 10_000
+
+
+def test_a_retry_replaces_the_steps_it_repeats_at_full_resolution():
+    history = history_from_metrics([*_steps(1, 10).splitlines(), *_steps(6, 8).splitlines()])
+    assert [p["step"] for p in history] == list(range(1, 11))
+    assert history[4] == {"step": 5, "reward": 0.05, "valScore": 0.025, "responseLength": 205.0}
+
+
+def test_plot_with_nothing_to_draw_is_one_line(tmp_path, capsys, no_cluster):
+    empty = tmp_path / "attempt-1.jsonl"
+    empty.write_text("")
+    assert main(["plot", "--metrics-file", str(empty), "-o", "none"]) == 1
+    assert capsys.readouterr().err.startswith("error: no points to plot yet")
+
+
+# --- checkpoints -------------------------------------------------------------------------------
+
+
+def test_checkpoints_on_the_volume_in_step_order(tmp_path, capsys, no_cluster):
+    folder = tmp_path / "grpo" / "checkpoints" / JOB / "checkpoints"
+    for step in (100, 20, 40):
+        (folder / f"global_step_{step}").mkdir(parents=True)
+    (folder / "latest_checkpointed_iteration.txt").write_text("100")
+    assert main(["checkpoints", JOB, "--workdir", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["STEP", "SAVED", "(UTC)", "PATH"]
+    assert [line.split()[0] for line in lines[1:]] == ["20", "40", "100"]
+    assert lines[-1].endswith(f"/grpo/checkpoints/{JOB}/checkpoints/global_step_100")
+
+
+# --- one-line errors ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [["status", JOB], ["suspend", JOB], ["resume", JOB], ["logs", JOB]])
+def test_no_kubeconfig_is_one_line(command, capsys, no_cluster):
+    assert main(command) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: no cluster to talk to: ")
+    assert err.count("\n") == 1
+    assert "Traceback" not in err
+
+
+def test_a_typo_in_a_setting_is_a_problem_naming_it(tmp_path, capsys, no_cluster):
+    manifest = yaml.safe_load(EXAMPLE.read_text())
+    manifest["spec"]["algorithm"]["learningRat"] = 1e-5
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+    assert main(["validate", "-f", str(path)]) == 3
+    out, err = capsys.readouterr()
+    assert out == "problem: spec.algorithm.learningRat: unknown field\n"
+    assert "checked offline (no cluster to talk to" in err
+
+
+def test_validate_offline_accepts_an_example(capsys, no_cluster):
+    assert main(["validate", "-f", str(EXAMPLE), "--offline"]) == 0
+    assert capsys.readouterr().out.startswith("ok: checked offline")
+
+
+def test_a_file_that_is_not_a_grpojob_is_one_line(tmp_path, capsys, no_cluster):
+    path = tmp_path / "pod.yaml"
+    path.write_text("kind: Pod\n")
+    assert main(["validate", "-f", str(path)]) == 1
+    assert capsys.readouterr().err == f"error: {path} does not hold a GRPOJob (kind: GRPOJob)\n"
+
+
+def test_plan_of_a_manifest_is_the_trainers_plan(capsys, no_cluster):
+    assert main(["plan", "-f", str(EXAMPLE)]) == 0
+    assert capsys.readouterr().out.startswith("# TRL GRPOTrainer + peft LoRA on one device")
+
+
+# --- pieces ------------------------------------------------------------------------------------
+
+
+def test_the_reader_pod_mounts_the_claim_read_only_and_cleans_up_after_itself():
+    pod = build_reader_pod(
+        _job(), cat_script("/grpo/checkpoints/x/metrics/attempt-1.log"), image="mirror/busybox"
+    )
+    spec = pod["spec"]
+    assert pod["metadata"]["generateName"] == f"{JOB}-read-"
+    assert pod["metadata"]["namespace"] == "team-a"
+    owner = pod["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"], owner["uid"]) == ("GRPOJob", JOB, "u-1")
+    assert spec["volumes"][0]["persistentVolumeClaim"] == {
+        "claimName": f"{JOB}-checkpoints",
+        "readOnly": True,
+    }
+    assert spec["containers"][0]["volumeMounts"][0] == {
+        "name": "checkpoints",
+        "mountPath": "/grpo/checkpoints",
+        "readOnly": True,
+    }
+    assert spec["containers"][0]["image"] == "mirror/busybox"
+    assert spec["imagePullSecrets"] == [{"name": "mirror-creds"}]
+    assert spec["restartPolicy"] == "Never"
+    assert spec["activeDeadlineSeconds"] == 600
+    assert spec["automountServiceAccountToken"] is False
+    term = spec["affinity"]["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == {
+        "grpo.dev/job": JOB,
+        "grpo.dev/component": "head",
+    }
+
+
+def test_status_reads_like_a_report():
+    body = {
+        "metadata": {"name": "j", "namespace": "ns"},
+        "spec": {"resources": {"accelerator": "nvidia", "devicesPerNode": 8, "nodes": 2}},
+        "status": {
+            "phase": "Running",
+            "attempt": 2,
+            "rayJobName": "j-2",
+            "progress": {"steps": "40/300", "percent": 13.3, "etaSeconds": 9000, "epoch": 1},
+            "metrics": {"reward": 0.8209, "valScore": 0.61},
+            "log": {"attempt": 2, "path": "/grpo/checkpoints/j/metrics/attempt-2.log"},
+            "failedAttempts": [
+                {
+                    "attempt": 1,
+                    "reason": "OutOfMemory",
+                    "message": "CUDA out of memory",
+                    "retryable": True,
+                    "logFile": "/grpo/checkpoints/j/metrics/attempt-1.log",
+                }
+            ],
+        },
+    }
+    text = describe(body)
+    assert text.splitlines()[0] == "ns/j: Running"
+    assert "step 40/300 (13.3%), epoch 1, ETA 2h30m" in text
+    assert "reward 0.8209  val 0.61" in text
+    assert "1: OutOfMemory (retried): CUDA out of memory" in text
+    assert "kubectl grpo logs j --attempt 1" in text

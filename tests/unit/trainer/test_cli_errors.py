@@ -1,0 +1,80 @@
+"""Bugs a workstation user met: flags the TRL route ignored, tracebacks for a missing kubeconfig."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from grpo_trainer import attempt as attempt_module
+from grpo_trainer.cli import main
+from grpo_trainer.data.user import VERL_COLUMNS
+from grpo_trainer.failures import CONFIG_ERROR, DATA_ERROR
+
+from .helpers import EXAMPLES
+
+
+class Writers:
+    """Stands in for the status client's constructor: records what credentials each run asked for."""
+
+    def __init__(self) -> None:
+        self.kubeconfigs: list[str | None] = []
+
+    def __call__(self, name: str, namespace: str, kubeconfig: str | None = None):
+        self.kubeconfigs.append(kubeconfig)
+        raise RuntimeError("no cluster in a unit test")
+
+
+def _trl_job_without_data(tmp_path: Path) -> str:
+    """The TRL example with a training file that is not there: it fails fast, after the reporter's setup."""
+    manifest = yaml.safe_load((EXAMPLES / "lora-single-gpu.yaml").read_text())
+    manifest["spec"]["dataset"]["train"] = [str(tmp_path / "missing.parquet")]
+    manifest["spec"]["model"]["source"] = str(tmp_path / "model")
+    spec = tmp_path / "job.yaml"
+    spec.write_text(yaml.safe_dump(manifest))
+    return str(spec)
+
+
+@pytest.fixture
+def writers(monkeypatch: pytest.MonkeyPatch) -> Writers:
+    recorder = Writers()
+    monkeypatch.setattr(attempt_module, "KubeStatusWriter", recorder)
+    return recorder
+
+
+def test_no_report_means_no_status_client_for_a_trl_job(tmp_path, writers):
+    spec = _trl_job_without_data(tmp_path)
+    assert main(["run", "--spec", spec, "--workdir", str(tmp_path / "w"), "--no-report"]) == DATA_ERROR
+    assert writers.kubeconfigs == [], "a workstation run with --no-report must not patch any job"
+
+
+def test_kubeconfig_is_the_one_a_trl_job_reports_with(tmp_path, writers):
+    spec = _trl_job_without_data(tmp_path)
+    kubeconfig = str(tmp_path / "team.kubeconfig")
+    assert (
+        main(["run", "--spec", spec, "--workdir", str(tmp_path / "w"), "--kubeconfig", kubeconfig])
+        == DATA_ERROR
+    )
+    assert writers.kubeconfigs == [kubeconfig]
+
+
+def test_report_without_a_kubeconfig_is_one_line(tmp_path, capsys, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    spec = str(EXAMPLES / "lora-single-gpu.yaml")
+    assert main(["report", "--spec", spec, "--once"]) == CONFIG_ERROR
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot reach the job's status: ")
+    assert err.count("\n") == 1
+    assert "Traceback" not in err
+
+
+def test_the_trl_example_describes_the_columns_the_trainer_reads():
+    """The example's comment once described columns the trainer does not accept."""
+    text = (EXAMPLES / "lora-single-gpu.yaml").read_text()
+    manifest = yaml.safe_load(text)
+    comment = "\n".join(line for line in text.splitlines() if line.strip().startswith("#"))
+    dataset = manifest["spec"]["dataset"]
+    for column in (dataset.get("promptKey", "prompt"), dataset.get("imageKey", "images"), *VERL_COLUMNS):
+        assert f"`{column}`" in comment, f"the example does not name the {column!r} column"
+    assert "ground_truth" in comment

@@ -1,0 +1,107 @@
+"""Our data in verl's dataset class, and through verl's rollout to the point where vLLM takes over.
+
+The configuration is what `grpo-train run` launches (our overrides composed with verl's own
+Hydra files), so a dataset key we set wrong, an image column verl does not find, a patch size the
+rollout disagrees with, or a tokenizer the rollout refuses fails here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from .runtime import FakeLLM, agent_loop_worker, example_job, prompt_batch, verl_config
+
+RESPONSE = "<think> x </think> \\boxed{5}"
+
+
+@pytest.fixture(scope="module")
+def geo3k_setup(
+    tiny_model: Path, geo3k_files: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Any:
+    root = tmp_path_factory.mktemp("job")
+    job = example_job("geo3k-ascend-910b", root)
+    cfg, _ = verl_config(job, tiny_model, geo3k_files["train"], geo3k_files["test"], root / "cache")
+    return cfg
+
+
+def dataset(cfg: Any, files: list[Path], tokenizer: Any, processor: Any) -> Any:
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    return RLHFDataset([str(f) for f in files], tokenizer, cfg.data, processor)
+
+
+def test_geo3k_preset_rows_reach_verl_with_their_image_and_ground_truth(
+    geo3k_setup: Any, geo3k_files: dict[str, Path], tokenizer: Any, processor: Any
+) -> None:
+    data = dataset(geo3k_setup, [geo3k_files["train"]], tokenizer, processor)
+    assert len(data) == 3
+    item = data[0]
+    assert item["data_source"] == "hiyouga/geometry3k"  # verl's own geo3k routing key
+    assert item["reward_model"]["ground_truth"] == "5"
+    (message,) = item["raw_prompt"]
+    parts = message["content"]
+    kinds = [part["type"] for part in parts]
+    assert kinds == ["image", "text"], "the <image> marker must become the picture, in place"
+    assert isinstance(parts[0]["image"], Image.Image)
+    assert "<think> </think>" in parts[1]["text"]
+    assert "\\boxed{}" in parts[1]["text"]
+
+
+def test_a_users_parquet_loads_the_same_way(
+    geo3k_setup: Any, user_parquet: Path, tokenizer: Any, processor: Any
+) -> None:
+    from grpo_trainer.data.user import check_columns
+
+    rows, warnings = check_columns([user_parquet], "prompt", "images")
+    assert (rows, warnings) == (2, [])
+    data = dataset(geo3k_setup, [user_parquet], tokenizer, processor)
+    assert [data[i]["reward_model"]["ground_truth"] for i in range(len(data))] == ["unsafe", "safe"]
+    assert [p["type"] for p in data[0]["raw_prompt"][0]["content"]] == ["image", "text"]
+
+
+def test_the_image_patch_size_we_set_is_the_processors(geo3k_setup: Any, processor: Any) -> None:
+    # verl's YAML says 14; the dataset's overlong filter must count image tokens as the rollout does.
+    assert geo3k_setup.data.image_patch_size == processor.image_processor.patch_size == 16
+
+
+def test_overlong_prompts_are_filtered_by_verls_own_count(
+    tiny_model: Path, geo3k_files: dict[str, Path], tokenizer: Any, processor: Any, tmp_path: Path
+) -> None:
+    job = example_job("geo3k-ascend-910b", tmp_path, dataset={"maxPromptLength": 16})
+    cfg, _ = verl_config(job, tiny_model, geo3k_files["train"], geo3k_files["test"], tmp_path / "cache")
+    assert len(dataset(cfg, [geo3k_files["train"]], tokenizer, processor)) == 0
+
+
+def test_the_rollout_sends_vllm_the_prompt_tokens_and_the_image(
+    geo3k_setup: Any, geo3k_files: dict[str, Path], tokenizer: Any, processor: Any
+) -> None:
+    """verl's agent loop tokenises our prompts (its Qwen builder needs "\\n" as one token) for vLLM."""
+    data = dataset(geo3k_setup, [geo3k_files["train"]], tokenizer, processor)
+    llm = FakeLLM(tokenizer, [RESPONSE])
+    worker = agent_loop_worker(geo3k_setup, llm, handles=None)
+    batch = prompt_batch(data, n=2)
+    import asyncio
+
+    out = asyncio.run(worker.generate_sequences(batch))
+    assert len(llm.calls) == 6
+    call = llm.calls[0]
+    ids = call["prompt_ids"]
+    # The chat template's generation prompt ends the prompt, its newline a token as in Qwen's.
+    assert ids[-3:] == tokenizer.convert_tokens_to_ids(["<|im_start|>", "assistant", "\n"])
+    (image,) = call["image_data"]
+    assert isinstance(image, Image.Image)
+    width, height = image.size
+    assert (width % 32, height % 32) == (0, 0)  # resized to whole 2x2 groups of 16-pixel patches
+    # One <|image_pad|> per merged patch group, expanded by verl before vLLM sees the prompt.
+    assert ids.count(tokenizer.convert_tokens_to_ids("<|image_pad|>")) == (width // 32) * (height // 32)
+    # What the trainer consumes: prompts, responses and masks, M-RoPE positions, the image inputs.
+    assert out.batch["responses"].shape[0] == 6
+    assert out.batch["position_ids"].shape[1] == 4
+    inputs = out.non_tensor_batch["multi_modal_inputs"][0]
+    assert {"pixel_values", "image_grid_thw"} <= set(inputs)
+    response = tokenizer.decode(out.batch["responses"][0], skip_special_tokens=True)
+    assert response.strip() == RESPONSE

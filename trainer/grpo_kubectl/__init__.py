@@ -1,0 +1,1 @@
+"""`kubectl grpo`: see and steer GRPOJobs from a workstation (installed as `kubectl-grpo`)."""

@@ -1,0 +1,219 @@
+"""The plugin's view of a cluster: the user's own credentials, the job, a dry run, a reader Pod.
+
+Everything goes through lightkube with the kubeconfig kubectl would use ($KUBECONFIG, else
+~/.kube/config; `--kubeconfig`, `--context`), as the person running it: the plugin has no
+privileges of its own. Errors become `PluginError`s with one line a person can act on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx2 as httpx
+from grpo_operator.api.v1alpha1 import GRPOJob
+from grpo_operator.children.pvc import checkpoint_claim
+from grpo_trainer.kube import GRPOJobResource
+from lightkube import ApiError, Client, KubeConfig
+from lightkube.core.exceptions import ConfigError
+from lightkube.resources.core_v1 import PersistentVolumeClaim, Pod
+from lightkube.types import PatchType
+
+from .reader import CONTAINER, build_reader_pod
+
+FIELD_MANAGER = "kubectl-grpo"
+
+
+class PluginError(Exception):
+    """A failure the user can act on; `code` is the exit status."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class NoVerdictError(PluginError):
+    """No verdict from the cluster; the same rules can still run offline."""
+
+
+def one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+class Cluster:
+    def __init__(
+        self, kubeconfig: str | None = None, context: str | None = None, namespace: str | None = None
+    ) -> None:
+        try:
+            config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
+            single = config.get(context_name=context)
+        except ConfigError as error:
+            raise PluginError(
+                f"no cluster to talk to: {one_line(error)} (set $KUBECONFIG or --kubeconfig)"
+            ) from error
+        except (OSError, ValueError) as error:
+            raise PluginError(f"cannot read the kubeconfig: {one_line(error)}") from error
+        self.server = single.cluster.server
+        self.namespace = namespace or single.namespace or "default"
+        self.client = Client(
+            config=single, namespace=self.namespace, field_manager=FIELD_MANAGER, timeout=httpx.Timeout(15.0)
+        )
+
+    def _call(self, what: str, function: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except ApiError:
+            raise
+        except httpx.HTTPError as error:
+            raise PluginError(
+                f"cannot reach the API server at {self.server} ({what}): {one_line(error)}"
+            ) from error
+
+    # --- the job ------------------------------------------------------------------------------
+
+    def job_body(self, name: str) -> dict[str, Any]:
+        try:
+            found = self._call(
+                "reading the job", self.client.get, GRPOJobResource, name, namespace=self.namespace
+            )
+        except ApiError as error:
+            if error.status.code == 404:
+                raise PluginError(f'grpojob "{name}" not found in namespace "{self.namespace}"') from error
+            raise PluginError(
+                f"cannot read grpojob {self.namespace}/{name}: {error.status.message}"
+            ) from error
+        return found.to_dict() if hasattr(found, "to_dict") else dict(found)
+
+    def job(self, name: str) -> GRPOJob:
+        return GRPOJob.model_validate(self.job_body(name))
+
+    def set_suspend(self, name: str, suspend: bool) -> None:
+        self.job_body(name)  # a clear "not found" first
+        try:
+            self._call(
+                "patching the job",
+                self.client.patch,
+                GRPOJobResource,
+                name,
+                {"spec": {"runPolicy": {"suspend": suspend}}},
+                namespace=self.namespace,
+                patch_type=PatchType.MERGE,
+            )
+        except ApiError as error:
+            raise PluginError(
+                f"cannot patch grpojob {self.namespace}/{name}: {error.status.message}"
+            ) from error
+
+    def dry_run(self, manifest: dict[str, Any]) -> str | None:
+        """The API server's verdict on creating `manifest` (strict field validation): its refusal
+        message, or None when it would accept it. `NoVerdictError` when no verdict can be had (no
+        server, no CRD, no right to create GRPOJobs here): the caller checks offline instead."""
+        body = {**manifest, "metadata": {**(manifest.get("metadata") or {}), "namespace": self.namespace}}
+        try:
+            self.client._client.request(
+                "post",
+                res=GRPOJobResource,
+                obj=GRPOJobResource.from_dict(body),
+                namespace=self.namespace,
+                params={"dryRun": "All", "fieldValidation": "Strict"},
+            )
+        except ApiError as error:
+            code, message = error.status.code, str(error.status.message)
+        except httpx.HTTPStatusError as error:  # the raw request's error: the server's metav1.Status
+            code, message = error.response.status_code, _status_message(error.response)
+        except httpx.HTTPError as error:
+            raise NoVerdictError(
+                f"cannot reach the API server at {self.server}: {one_line(error)}"
+            ) from error
+        else:
+            return None
+        if code == 409:
+            return None  # a job of that name exists; its spec passed validation before that
+        if code == 404:
+            raise NoVerdictError("the GRPOJob CRD is not installed in this cluster")
+        if code in (401, 403):
+            raise NoVerdictError(f"not allowed to create grpojobs in {self.namespace}: {message}")
+        if code in (400, 422):
+            return message
+        raise NoVerdictError(f"the dry run failed: {code} {message}")
+
+    def claim_access_modes(self, name: str) -> list[str]:
+        try:
+            claim = self.client.get(PersistentVolumeClaim, name, namespace=self.namespace)
+        except (ApiError, httpx.HTTPError):
+            return []
+        return list((claim.spec.accessModes if claim.spec else None) or [])
+
+    # --- reading the volume through a Pod ------------------------------------------------------
+
+    def read_through_pod(
+        self, job: GRPOJob, script: str, *, image: str, follow: bool = False, start_timeout: float = 120.0
+    ) -> Iterator[str]:
+        """Lines a reader Pod prints; the Pod is deleted however the reading ends."""
+        claim = checkpoint_claim(job)
+        try:
+            self.client.get(PersistentVolumeClaim, claim, namespace=self.namespace)
+        except ApiError as error:
+            if error.status.code == 404:
+                raise PluginError(
+                    f"the job's volume (claim {claim}) does not exist: the job has not started, or its "
+                    "claim was deleted with it"
+                ) from error
+        manifest = build_reader_pod(job, script, image=image, deadline=86400 if follow else 600)
+        try:
+            pod = self._call("creating a reader pod", self.client.create, Pod.from_dict(manifest))
+        except ApiError as error:
+            raise PluginError(
+                f"cannot create a pod to read the job's volume: {error.status.message}"
+            ) from error
+        name = pod.metadata.name
+        try:
+            self._wait_started(name, start_timeout)
+            try:
+                yield from self.client.log(name, namespace=self.namespace, container=CONTAINER, follow=follow)
+            except (ApiError, httpx.HTTPError) as error:
+                message = error.status.message if isinstance(error, ApiError) else one_line(error)
+                raise PluginError(
+                    f"cannot read the output of pod {name} (the node's kubelet must serve logs): {message}"
+                ) from error
+        finally:
+            with contextlib.suppress(ApiError, httpx.HTTPError):
+                self.client.delete(Pod, name, namespace=self.namespace, grace_period=0)
+
+    def _wait_started(self, name: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            pod = self.client.get(Pod, name, namespace=self.namespace)
+            phase = pod.status.phase if pod.status else None
+            if phase in ("Running", "Succeeded", "Failed"):
+                return
+            waiting = _waiting_reason(pod)
+            if waiting in ("ErrImagePull", "ImagePullBackOff", "InvalidImageName"):
+                raise PluginError(f"the reader pod {name} cannot pull its image ({waiting}); pass --image")
+            if time.monotonic() > deadline:
+                why = waiting or _unschedulable(pod) or phase or "not started"
+                raise PluginError(f"the reader pod {name} did not start in {timeout:.0f} s: {why}")
+            time.sleep(1.0)
+
+
+def _status_message(response: Any) -> str:
+    try:
+        return str(response.json().get("message") or response.text)
+    except ValueError:
+        return response.text[:500]
+
+
+def _waiting_reason(pod: Pod) -> str | None:
+    for status in (pod.status.containerStatuses if pod.status else None) or []:
+        if status.state and status.state.waiting:
+            return status.state.waiting.reason
+    return None
+
+
+def _unschedulable(pod: Pod) -> str | None:
+    for condition in (pod.status.conditions if pod.status else None) or []:
+        if condition.type == "PodScheduled" and condition.status == "False":
+            return condition.message
+    return None

@@ -1,0 +1,29 @@
+"""Points for `kubectl grpo plot`: the job's status.history, or every step of its metrics files.
+
+Drawing is the trainer's (`grpo_trainer.curves`: the terminal chart and the PNG); this module
+only adds the full-resolution source. The metrics files are read with the trainer's own parser and
+folded as the reporter folds them (a retried attempt's steps replace the earlier ones), so the
+numbers are the ones the status shows, only more of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from grpo_trainer.report import TrainingState, parse_line
+
+_WIRE = {"reward": "reward", "val_score": "valScore", "response_length": "responseLength"}
+
+
+def history_from_metrics(lines: Iterable[str]) -> list[dict[str, Any]]:
+    """Every step of metrics-file lines, as status.history points (camelCase keys)."""
+    state = TrainingState()
+    for line in lines:
+        parsed = parse_line(line)
+        if parsed:
+            state.add_line(*parsed)
+    return [
+        {"step": step, **{_WIRE[name]: value for name, value in state.history[step].items()}}
+        for step in sorted(state.history)
+    ]
