@@ -406,7 +406,7 @@ def main() -> None:
     except Exception as error:
         report["decoding"] = {
             "error": f"{type(error).__name__}: {error}",
-            "trace": traceback.format_exc()[-3000:],
+            "trace": traceback.format_exc()[:1500] + "\n...\n" + traceback.format_exc()[-1500:],
         }
         say(f"part 1 failed: {error}")
     save(out, report)
@@ -439,9 +439,10 @@ def main() -> None:
         except Exception as error:
             report["engine"][path] = {
                 "error": f"{type(error).__name__}: {error}",
-                "trace": traceback.format_exc()[-3000:],
+                "trace": traceback.format_exc()[:1500] + "\n...\n" + traceback.format_exc()[-1500:],
             }
             say(f"  failed: {type(error).__name__}: {error}")
+            traceback.print_exc()  # the whole trace, in the log the suite archives
             # The failed run may have left LoRA layers in the model (or vLLM holding the device):
             # nothing measured after it would be clean.
             break

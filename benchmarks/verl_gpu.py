@@ -86,6 +86,9 @@ NEEDED = (
 )
 WORDS = ("<think>", "</think>", "x", "find", "5", "7", "\\boxed{5}", "\\boxed{7}")
 RUN_TIMEOUT_S = 420
+# The tiny part's attempts: on the H200 verl + vLLM take ~3 minutes to start (Ray, the FSDP workers,
+# the vLLM server) before the first step, so each attempt gets most of a call.
+TINY_ATTEMPT_S = int(os.environ.get("VERL_GPU_TINY_ATTEMPT_S", "330"))
 
 
 def _attention() -> dict[str, Any]:
@@ -523,8 +526,24 @@ def part_tiny(args: argparse.Namespace) -> int:
         ["run", "--spec", str(first), "--workdir", str(work), "--no-report"],
         run_log,
         {**env, "GRPO_ATTEMPT": "1"},
-        timeout=RUN_TIMEOUT_S // 2,
+        timeout=TINY_ATTEMPT_S,
     )
+    interim = metrics(next(iter(work.rglob("attempt-1.jsonl")), work / "none"))
+    write_json(
+        out / "tiny-summary.json",
+        {
+            "machine": gpu_facts(),
+            "attention": ATTENTION["implementation"],
+            "interim": "attempt 1 only",
+            "exit_codes": {"attempt_1": code_1},
+            "steps": {"attempt_1": [m["step"] for m in interim]},
+            "checkpoints": sorted(p.name for p in work.rglob("global_step_*") if p.is_dir()),
+            "rewards": {m["step"]: m["data"].get("critic/score/mean") for m in interim},
+            "timing_s": {m["step"]: pick(m["data"], "timing_s/") for m in interim},
+            "seconds": round(time.monotonic() - started),
+        },
+    )
+    archive_logs(out, work, "tiny")
     if code_1 != 0:
         log(f"attempt 1 failed (exit code {code_1}); attempt 2 not started")
         write_json(
@@ -544,7 +563,7 @@ def part_tiny(args: argparse.Namespace) -> int:
         ["run", "--spec", str(second), "--workdir", str(work), "--no-report"],
         run_log,
         {**env, "GRPO_ATTEMPT": "2"},
-        timeout=RUN_TIMEOUT_S // 2,
+        timeout=TINY_ATTEMPT_S,
     )
     attempt_1 = metrics(next(iter(work.rglob("attempt-1.jsonl")), work / "none"))
     attempt_2 = metrics(next(iter(work.rglob("attempt-2.jsonl")), work / "none"))

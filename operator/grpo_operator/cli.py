@@ -55,8 +55,8 @@ def _run(args: argparse.Namespace) -> int:
     import kopf
 
     from .handlers.reconcile import Reconciler
-    from .handlers.wiring import register
-    from .k8s import Api
+    from .handlers.wiring import LOST_LEADERSHIP_EXIT, register
+    from .k8s import Api, Leader, LeaseTerms
     from .metrics import Metrics
 
     settings = _settings(args.config)
@@ -73,17 +73,43 @@ def _run(args: argparse.Namespace) -> int:
             f"cannot serve /metrics on port {settings.metrics_port}: {error.strerror}"
         ) from error
     registry = kopf.OperatorRegistry()
+    lost = False
 
     async def main() -> None:
+        nonlocal lost
         api = Api(credentials, settings.field_manager)
-        register(registry, settings, Reconciler(api, settings, metrics))
+        leader = None
+        if settings.leader_election:
+            namespace, identity = settings.lease_place()
+            leader = Leader(
+                api,
+                LeaseTerms(
+                    name=settings.lease_name,
+                    namespace=namespace,
+                    identity=identity,
+                    duration=settings.lease_duration_seconds,
+                    renew_deadline=settings.lease_renew_deadline_seconds,
+                    retry=settings.lease_retry_seconds,
+                ),
+            )
+            # No write leaves this replica unless it holds the Lease right now.
+            api.guard = lambda: leader.leading
+        stop = asyncio.Event()
+        reconciler = Reconciler(
+            api, settings, metrics, leading=(lambda: leader.leading) if leader else (lambda: True)
+        )
+        register(registry, settings, reconciler, leader, stop)
+        # kopf's own peering is not leader election (it pauses on seeing a peer, with no fencing):
+        # standalone, and the Lease decides who acts.
         await kopf.operator(
             registry=registry,
             standalone=True,
             clusterwide=not settings.namespaces,
             namespaces=settings.namespaces,
             liveness_endpoint=f"http://0.0.0.0:{settings.health_port}/healthz",
+            stop_flag=stop,
         )
+        lost = stop.is_set()
 
     logging.getLogger(__name__).info(
         "grpo-operator %s starting", __version__, extra={"namespaces": settings.namespaces or "all"}
@@ -96,6 +122,9 @@ def _run(args: argparse.Namespace) -> int:
         asyncio.run(main())
     else:
         uvloop.run(main())
+    if lost:
+        logging.getLogger(__name__).error("lost the leader Lease: exiting so that a fresh process stands by")
+        return LOST_LEADERSHIP_EXIT
     return 0
 
 

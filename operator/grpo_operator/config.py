@@ -8,6 +8,7 @@ a few scalar settings can also come from `GRPO_*` environment variables for loca
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 from typing import Any, Literal
 
@@ -50,6 +51,13 @@ class AcceleratorProfile(_Model):
     """Default trainer image."""
     memory_per_device: str = "96Gi"
     """Memory request per device for a worker pod when the job does not say."""
+    run_as_user: int = Field(default=1000, ge=1)
+    """The trainer's user id in every Ray pod: never root (the trainer images' user is 1000)."""
+    run_as_group: int = Field(default=1000, ge=0)
+    fs_group: int | None = Field(default=1000, ge=0)
+    """Group that owns the checkpoint volume's files, so the non-root trainer can write them."""
+    supplemental_groups: list[int] = Field(default_factory=list)
+    """Extra groups, e.g. the nodes' device group (Ascend's HwHiAiUser) when it is not run_as_group."""
 
 
 def _default_profiles() -> dict[str, AcceleratorProfile]:
@@ -95,6 +103,16 @@ def _default_profiles() -> dict[str, AcceleratorProfile]:
     }
 
 
+def _default_ray_clients() -> list[dict[str, Any]]:
+    """KubeRay's operator as the README installs it (namespace kuberay-system, its chart's labels)."""
+    return [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kuberay-system"}},
+            "podSelector": {"matchLabels": {"app.kubernetes.io/name": "kuberay-operator"}},
+        }
+    ]
+
+
 class Settings(_Model):
     """Everything the operator can be told."""
 
@@ -122,9 +140,44 @@ class Settings(_Model):
     submission_mode: Literal["HTTPMode", "K8sJobMode"] = "HTTPMode"
     """How KubeRay submits the entrypoint. HTTPMode posts it to the head's job API directly, with no
     submitter pod to schedule on the accelerator pool's taints."""
+    network_policy: bool = True
+    """A NetworkPolicy per job: its Ray pods take connections only from each other and from
+    `ray_clients` (on the head's dashboard port, where Ray's job API listens)."""
+    ray_clients: list[dict[str, Any]] = Field(default_factory=_default_ray_clients)
+    """NetworkPolicy peers that may reach the Ray head's dashboard port (8265): KubeRay, which
+    submits the job and follows it there. The chart adds the operator's own pods."""
+    leader_election: bool = True
+    """Only the replica holding the Lease below reconciles (several replicas are then safe)."""
+    lease_name: str = "grpo-operator"
+    lease_namespace: str | None = None
+    """Where the Lease lives; default: the operator pod's namespace ("default" out of a cluster)."""
+    leader_identity: str | None = None
+    """This replica's name in the Lease; default: the host name (the pod's name)."""
+    lease_duration_seconds: float = Field(default=15.0, gt=0)
+    """How long a Lease that is not renewed keeps other replicas waiting."""
+    lease_renew_deadline_seconds: float = Field(default=10.0, gt=0)
+    """A leader that could not renew for this long stops acting (before anyone may take over)."""
+    lease_retry_seconds: float = Field(default=2.0, gt=0)
+    """How often the leader renews, and candidates look."""
 
     def profile(self, accelerator: str) -> AcceleratorProfile | None:
         return self.profiles.get(accelerator)
+
+    def lease_place(self) -> tuple[str, str]:
+        """The leader Lease's namespace and this replica's identity in it, defaults resolved."""
+        return (self.lease_namespace or _own_namespace(), self.leader_identity or socket.gethostname())
+
+
+_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def _own_namespace() -> str:
+    """The pod's namespace (the chart also sets leaseNamespace); "default" out of a cluster."""
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
+    if _NAMESPACE_FILE.is_file():
+        return _NAMESPACE_FILE.read_text().strip()
+    return "default"
 
 
 _ENV_SCALARS = {
@@ -133,6 +186,13 @@ _ENV_SCALARS = {
     "GRPO_METRICS_PORT": "metrics_port",
     "GRPO_HEALTH_PORT": "health_port",
     "GRPO_LOG_FORMAT": "log_format",
+    "GRPO_LEADER_ELECTION": "leader_election",
+    "GRPO_LEASE_NAME": "lease_name",
+    "GRPO_LEASE_NAMESPACE": "lease_namespace",
+    "GRPO_LEADER_IDENTITY": "leader_identity",
+    "GRPO_LEASE_DURATION_SECONDS": "lease_duration_seconds",
+    "GRPO_LEASE_RENEW_DEADLINE_SECONDS": "lease_renew_deadline_seconds",
+    "GRPO_LEASE_RETRY_SECONDS": "lease_retry_seconds",
 }
 
 

@@ -8,22 +8,50 @@ carry the plan out, so every transition — retries, suspend, deadlines — is u
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from .api import contract
 from .api.v1alpha1 import GRPOJob
-from .api.v1alpha1.status import OPERATOR_STATUS_FIELDS, Phase
+from .api.v1alpha1.status import (
+    CONDITION_MESSAGE_LIMIT,
+    FAILED_ATTEMPT_MESSAGE_LIMIT,
+    FAILED_ATTEMPTS_LIMIT,
+    NAME_LIMIT,
+    OPERATOR_STATUS_FIELDS,
+    REASON_LIMIT,
+    Phase,
+)
 from .children.meta import rayjob_name
 from .children.paths import job_paths
 from .children.rayjob import cluster_ttl
 from .health import judge
-from .rayjob_status import DEPLOYMENT_FAILED, RayJobStatus
+from .rayjob_status import DEPLOYMENT_FAILED, FINISHED_JOB, RayJobStatus
 from .validation import Problem, describe
 
 TERMINAL: frozenset[str] = frozenset({"Succeeded", "Failed"})
 CONDITION_TYPES = ("Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed", "Healthy")
+_NOT_REASON = re.compile(r"[^A-Za-z0-9_]+")
+
+
+def cut(text: str, limit: int) -> str:
+    """`text` within `limit` characters, marked when something was cut (the schema's bounds: a
+    status patch over them is refused, and a refused patch is retried on every reconcile)."""
+    text = str(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def reason(text: str, fallback: str = "Failed") -> str:
+    """A condition reason as Kubernetes spells them (CamelCase, no spaces), within the schema's bound.
+
+    Reasons come from outside too (the trainer's failure line, KubeRay): what does not fit the
+    pattern is squeezed into it rather than sent to be refused.
+    """
+    words = [w for w in _NOT_REASON.split(str(text)) if w]
+    squeezed = "".join(w[:1].upper() + w[1:] for w in words).lstrip("0123456789_")
+    return (squeezed[:1].upper() + squeezed[1:REASON_LIMIT]) or fallback
 
 
 @dataclass(frozen=True)
@@ -69,15 +97,18 @@ def observe_rayjob(rayjob: dict[str, Any]) -> Outcome:
         if told is not None:
             # The trainer said what went wrong (OutOfMemory, CollectiveTimeout, ConfigError...).
             return Outcome(
-                "failed", str(told["reason"]), f"trainer: {told.get('message', '')}".strip(), retryable
+                "failed",
+                reason(told["reason"], "TrainerFailed"),
+                f"trainer: {told.get('message', '')}".strip(),
+                retryable,
             )
         if code is not None:
-            reason = "TrainerFailed" if not retryable else "TrainerCrashed"
+            why = "TrainerFailed" if not retryable else "TrainerCrashed"
             detail = f"trainer exited: {contract.describe_exit(code)}"
         else:
-            reason = seen.reason or "RayJobFailed"
+            why = reason(seen.reason, "RayJobFailed") if seen.reason else "RayJobFailed"
             detail = "Ray job failed"
-        return Outcome("failed", reason, f"{detail}. {seen.message}".strip(), retryable)
+        return Outcome("failed", why, f"{detail}. {seen.message}".strip(), retryable)
     if seen.deployment == "Suspended" or seen.suspended:
         return Outcome("queued", "Queued", "waiting for admission by Kueue")
     if seen.job == "RUNNING":
@@ -131,17 +162,23 @@ def _set_condition(
 class _Status:
     """A mutable working copy of the operator-owned status fields."""
 
-    def __init__(self, job: GRPOJob, now: datetime) -> None:
-        wire = job.status.to_wire()
+    def __init__(self, job: GRPOJob, now: datetime, fields: dict[str, Any] | None = None) -> None:
+        wire = job.status.to_wire() if fields is None else fields
         self.fields: dict[str, Any] = {k: v for k, v in wire.items() if k in OPERATOR_STATUS_FIELDS}
         self.fields.setdefault("conditions", [])
         self.now = rfc3339(now)
         self.generation = job.metadata.get("generation")
         self.events: list[tuple[str, str, str]] = []
 
-    def condition(self, ctype: str, status: bool, reason: str, message: str) -> None:
+    def condition(self, ctype: str, status: bool, why: str, message: str) -> None:
         self.fields["conditions"] = _set_condition(
-            self.fields["conditions"], ctype, status, reason, message, self.now, self.generation
+            self.fields["conditions"],
+            ctype,
+            status,
+            reason(why),
+            cut(message, CONDITION_MESSAGE_LIMIT),
+            self.now,
+            self.generation,
         )
 
     def clear(self, *ctypes: str, reason: str, message: str = "") -> None:
@@ -150,18 +187,25 @@ class _Status:
             if any(c["type"] == ctype and c["status"] == "True" for c in self.fields["conditions"]):
                 self.condition(ctype, False, reason, message)
 
-    def phase(self, phase: Phase, reason: str, message: str) -> None:
+    def phase(self, phase: Phase, why: str, message: str) -> None:
         if self.fields.get("phase") != phase:
             warning = phase in ("Failed", "Restarting")
-            self.events.append(("Warning" if warning else "Normal", reason, message))
+            self.events.append(("Warning" if warning else "Normal", reason(why), message))
         self.fields["phase"] = phase
 
-    def finish(self, phase: Literal["Succeeded", "Failed"], reason: str, message: str) -> None:
-        self.phase(phase, reason, message)
-        self.condition(phase, True, reason, message)
-        self.clear("Running", "Restarting", reason=reason, message=message)
+    def finish(self, phase: Literal["Succeeded", "Failed"], why: str, message: str) -> None:
+        self.phase(phase, why, message)
+        self.condition(phase, True, why, message)
+        self.clear("Running", "Restarting", reason=why, message=message)
         if not self.fields.get("completionTime"):
             self.fields["completionTime"] = self.now
+
+    def ray_names(self, seen: RayJobStatus) -> None:
+        """Copy the Ray cluster's name and dashboard address from KubeRay, within the schema's bounds."""
+        if seen.cluster_name:
+            self.fields["rayClusterName"] = cut(seen.cluster_name, NAME_LIMIT)
+        if seen.dashboard_url:
+            self.fields["dashboardURL"] = cut(seen.dashboard_url, NAME_LIMIT)
 
     def plan(self, *, create_attempt: int | None = None, delete_rayjob: str | None = None) -> Plan:
         return Plan(dict(self.fields), create_attempt, delete_rayjob, self.events)
@@ -177,44 +221,46 @@ def _start_attempt(st: _Status, job: GRPOJob, attempt: int) -> int:
 
 
 def _fail_attempt(st: _Status, job: GRPOJob, attempt: int, outcome: Outcome) -> Plan:
-    """Retry from the latest checkpoint while the budget lasts; otherwise fail the job."""
+    """Retry from the latest checkpoint while the budget lasts; otherwise fail the job.
+
+    Only failures use the budget: attempts that ended in a suspension are not failures, so the
+    retries used are the failed attempts recorded before this one.
+    """
     failed = [*st.fields.get("failedAttempts", [])]
     if not any(f["attempt"] == attempt for f in failed):
         failed.append(
             {
                 "attempt": attempt,
-                "reason": outcome.reason,
-                "message": outcome.message[:1024],
+                "reason": reason(outcome.reason, "AttemptFailed"),
+                "message": cut(outcome.message, FAILED_ATTEMPT_MESSAGE_LIMIT),
                 "retryable": outcome.retryable,
                 "logFile": contract.attempt_log_file(job_paths(job).metrics_dir, attempt),
             }
         )
-    st.fields["failedAttempts"] = failed
+    st.fields["failedAttempts"] = failed[-FAILED_ATTEMPTS_LIMIT:]
     limit = job.spec.run_policy.backoff_limit
-    retries_used = attempt - 1
+    retries_used = sum(1 for f in failed if f["attempt"] != attempt)
     if outcome.retryable and retries_used < limit:
         # A failed attempt's cluster outlives it when KubeRay's TTL is set; the next attempt needs
         # its devices now (the failure is in failedAttempts, its log on the volume).
         lingering = rayjob_name(job.name, attempt) if cluster_ttl(job) else None
         nxt = _start_attempt(st, job, attempt + 1)
         message = (
-            f"attempt {attempt} failed ({outcome.message[:300]}); starting attempt {nxt} of {limit + 1}, "
-            "resuming from the latest checkpoint"
+            f"attempt {attempt} failed ({cut(outcome.message, 300)}); starting attempt {nxt} "
+            f"(retry {retries_used + 1} of {limit}), resuming from the latest checkpoint"
         )
         st.phase("Restarting", "Retrying", message)
         st.condition("Restarting", True, "Retrying", message)
         st.clear("Running", reason="AttemptFailed", message=f"attempt {attempt} failed")
         return st.plan(create_attempt=nxt, delete_rayjob=lingering)
     if outcome.retryable:
-        message = (
-            f"attempt {attempt} failed and backoffLimit={limit} retries are used up: {outcome.message[:600]}"
-        )
+        message = f"attempt {attempt} failed and backoffLimit={limit} retries are used up: {cut(outcome.message, 600)}"
         st.finish("Failed", "BackoffLimitExceeded", message)
     else:
         st.finish(
             "Failed",
-            outcome.reason,
-            f"attempt {attempt} failed and will not be retried: {outcome.message[:600]}",
+            reason(outcome.reason, "AttemptFailed"),
+            f"attempt {attempt} failed and will not be retried: {cut(outcome.message, 600)}",
         )
     return st.plan()
 
@@ -230,9 +276,45 @@ def _health(st: _Status, job: GRPOJob, now: datetime) -> None:
     was_healthy = before is None or before["status"] == "True"
     st.condition("Healthy", verdict.healthy, verdict.reason, verdict.message)
     if was_healthy and not verdict.healthy:
-        st.events.append(("Warning", verdict.reason, verdict.message))
+        st.events.append(("Warning", reason(verdict.reason), verdict.message))
     elif before is not None and not was_healthy and verdict.healthy:
         st.events.append(("Normal", "Recovered", verdict.message))
+
+
+def holds_cluster(rayjob: dict[str, Any] | None) -> bool:
+    """Whether a RayJob may still hold a Ray cluster (and its devices) that nobody else removes.
+
+    KubeRay tears a cluster down itself once the Ray job has finished (shutdownAfterJobFinishes,
+    after its TTL); a RayJob whose Ray job has not finished keeps its cluster until it is deleted.
+    """
+    if rayjob is None:
+        return False
+    seen = RayJobStatus.of(rayjob)
+    return seen.job not in FINISHED_JOB and seen.deployment not in ("Complete", *DEPLOYMENT_FAILED)
+
+
+def being_deleted(rayjob: dict[str, Any] | None) -> bool:
+    return bool(rayjob and (rayjob.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def _success_goes_early(job: GRPOJob) -> bool:
+    """KubeRay's one TTL is the failure retention when that is the longer: a successful cluster
+    is deleted by the operator instead, at once."""
+    policy = job.spec.run_policy
+    return policy.failed_cluster_retention_seconds > (policy.ttl_seconds_after_finished or 0)
+
+
+def _end(st: _Status, job: GRPOJob, current: str | None, rayjob: dict[str, Any] | None) -> Plan:
+    """A finished job's plan: its current attempt's Ray cluster goes if it still runs (or, after a
+    success, if KubeRay's TTL would keep it for the failure retention).
+
+    Called on every reconcile of a finished job, so a delete that failed is sent again.
+    """
+    succeeded = st.fields.get("phase") == "Succeeded" and rayjob is not None
+    wanted_gone = holds_cluster(rayjob) or (succeeded and _success_goes_early(job))
+    if not wanted_gone or being_deleted(rayjob):
+        return st.plan()
+    return st.plan(delete_rayjob=current)
 
 
 def plan(
@@ -244,14 +326,14 @@ def plan(
     """The next status and action for `job`, given its current attempt's RayJob."""
     st = _Status(job, now)
     phase = st.fields.get("phase")
-    if phase in TERMINAL:
-        return st.plan()
-    if problems:
-        st.finish("Failed", "InvalidSpec", describe(problems))
-        return st.plan()
-
     attempt = st.fields.get("attempt") or 0
     current = rayjob_name(job.name, attempt) if attempt else None
+    if phase in TERMINAL:
+        return _end(st, job, current, rayjob)
+    if problems:
+        st.finish("Failed", "InvalidSpec", describe(problems))
+        return _end(st, job, current, rayjob)
+
     run_policy = job.spec.run_policy
 
     started = parse_time(st.fields.get("startTime"))
@@ -263,14 +345,14 @@ def plan(
                 "DeadlineExceeded",
                 f"the job ran {int(elapsed)} s, over runPolicy.activeDeadlineSeconds={run_policy.active_deadline_seconds}",
             )
-            return st.plan(delete_rayjob=current if rayjob is not None else None)
+            return _end(st, job, current, rayjob)
 
     if run_policy.suspend:
         message = "runPolicy.suspend is true: the Ray cluster is torn down and the checkpoints are kept"
         st.phase("Suspended", "Suspended", message)
         st.condition("Suspended", True, "Suspended", message)
         st.clear("Running", "Restarting", reason="Suspended", message=message)
-        return st.plan(delete_rayjob=current if rayjob is not None else None)
+        return st.plan(delete_rayjob=current if rayjob is not None and not being_deleted(rayjob) else None)
 
     if phase == "Suspended":
         nxt = _start_attempt(st, job, attempt + 1)
@@ -281,10 +363,8 @@ def plan(
 
     if not attempt:
         nxt = _start_attempt(st, job, 1)
+        # `Created` waits until the children exist (children_created, after they are applied).
         st.phase("Pending", "Created", f"created Ray job {rayjob_name(job.name, nxt)}")
-        st.condition(
-            "Created", True, "ChildrenCreated", f"Ray job {rayjob_name(job.name, nxt)} and its volumes"
-        )
         return st.plan(create_attempt=nxt)
 
     if rayjob is None:
@@ -297,18 +377,11 @@ def plan(
         # Not created yet (or the create was lost): create it again, idempotently.
         return st.plan(create_attempt=attempt)
 
-    seen = RayJobStatus.of(rayjob)
-    if seen.cluster_name:
-        st.fields["rayClusterName"] = seen.cluster_name
-    if seen.dashboard_url:
-        st.fields["dashboardURL"] = seen.dashboard_url
+    st.ray_names(RayJobStatus.of(rayjob))
     outcome = observe_rayjob(rayjob)
     if outcome.state == "succeeded":
         st.finish("Succeeded", "TrainingSucceeded", f"attempt {attempt} finished training")
-        # KubeRay's TTL is the failure retention here: a successful cluster goes at once.
-        policy = job.spec.run_policy
-        early = policy.failed_cluster_retention_seconds > (policy.ttl_seconds_after_finished or 0)
-        return st.plan(delete_rayjob=current if early else None)
+        return _end(st, job, current, rayjob)
     if outcome.state == "failed":
         return _fail_attempt(st, job, attempt, outcome)
     if outcome.state == "running":
@@ -323,6 +396,56 @@ def plan(
     if phase != "Restarting":
         st.phase("Pending", outcome.reason, outcome.message)
     return st.plan()
+
+
+def children_created(job: GRPOJob, status: dict[str, Any], now: datetime) -> dict[str, Any] | None:
+    """The status patch that marks the job's children as existing; None when it says so already.
+
+    The reconciler calls it once every child of the current attempt is there (`status`: the
+    operator's fields as just written): `Created` means they exist, not that they were asked for.
+    """
+    attempt = status.get("attempt") or 0
+    message = f"Ray job {rayjob_name(job.name, attempt)} and the job's other children exist"
+    return _created(job, status, now, True, "ChildrenCreated", message)
+
+
+def children_waiting(
+    job: GRPOJob, status: dict[str, Any], now: datetime, why: str, message: str
+) -> dict[str, Any] | None:
+    """The status patch saying why the children cannot be made yet; None when it says so already."""
+    return _created(job, status, now, False, why, message)
+
+
+def _created(
+    job: GRPOJob, status: dict[str, Any], now: datetime, value: bool, why: str, message: str
+) -> dict[str, Any] | None:
+    st = _Status(job, now, status)
+    before = list(st.fields["conditions"])
+    st.condition("Created", value, why, message)
+    if st.fields["conditions"] == before:
+        return None
+    return {"conditions": st.fields["conditions"]}
+
+
+def fail(
+    job: GRPOJob,
+    status: dict[str, Any],
+    rayjob: dict[str, Any] | None,
+    why: str,
+    message: str,
+    now: datetime,
+) -> Plan:
+    """Fail the job for something the operator ran into (a child the API server refused, an object
+    of a child's name that is not ours), taking down a Ray cluster it may have started.
+
+    `status`: the operator's fields as last written."""
+    st = _Status(job, now, status)
+    if st.fields.get("phase") in TERMINAL:
+        return st.plan()
+    attempt = st.fields.get("attempt") or 0
+    st.finish("Failed", why, message)
+    st.condition("Created", False, why, message)
+    return _end(st, job, rayjob_name(job.name, attempt) if attempt else None, rayjob)
 
 
 def diff(current: dict[str, Any], wanted: dict[str, Any]) -> dict[str, Any]:

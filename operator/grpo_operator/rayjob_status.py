@@ -21,6 +21,8 @@ FIELDS = {
 }
 DEPLOYMENT_FAILED = frozenset({"Failed", "ValidationFailed"})
 """jobDeploymentStatus values that mean the attempt has ended badly."""
+FINISHED_JOB = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
+"""jobStatus values of a Ray job that has ended (KubeRay then tears its cluster down)."""
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,12 @@ expected and what was found, because that message is what the user reads in `kub
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .api.batch import Batch, batch_problems
 from .api.v1alpha1 import GRPOJob
-from .children.meta import MAX_JOB_NAME
+from .api.v1alpha1.base import JOB_NAME_PATTERN, MAX_JOB_NAME
 from .children.pvc import checkpoint_access_mode
 from .config import Settings
 
@@ -60,6 +61,8 @@ def _resource_problems(job: GRPOJob, settings: Settings) -> list[Problem]:
                 "use engine trl for a CPU run",
             )
         )
+    if spec.engine.name == "trl" and spec.engine.lora is None:
+        problems.append(Problem("spec.engine.lora", "engine.name=trl trains LoRA adapters: set engine.lora"))
     if spec.engine.name == "trl" and spec.world_size != 1:
         problems.append(
             Problem(
@@ -110,14 +113,27 @@ def _data_problems(job: GRPOJob) -> list[Problem]:
 
 
 def validate(
-    job: GRPOJob, settings: Settings, *, claim_access_modes: list[str] | None = None
+    job: GRPOJob,
+    settings: Settings,
+    *,
+    claim_access_modes: list[str] | None = None,
+    priority_class_exists: bool | None = None,
 ) -> list[Problem]:
     """All problems with the job; empty when it can run.
 
     `claim_access_modes` are the access modes of `spec.checkpoint.claimName` as the API server
-    reports them (the caller looks them up; this function stays pure).
+    reports them, and `priority_class_exists` whether `spec.resources.priorityClassName` names a
+    PriorityClass (None: not known). The caller looks them up; this function stays pure.
     """
     problems: list[Problem] = []
+    if not re.match(JOB_NAME_PATTERN, job.name):
+        problems.append(
+            Problem(
+                "metadata.name",
+                f"{job.name!r} must be a DNS-1035 label (lower-case letters, digits and '-', starting "
+                "with a letter): KubeRay names the Ray cluster's Services after it",
+            )
+        )
     if len(job.name) > MAX_JOB_NAME:
         problems.append(
             Problem(
@@ -127,6 +143,14 @@ def validate(
             )
         )
     problems += _resource_problems(job, settings)
+    if priority_class_exists is False:
+        # Every Ray pod would be refused at admission, and KubeRay would try again forever.
+        problems.append(
+            Problem(
+                "spec.resources.priorityClassName",
+                f"no PriorityClass {job.spec.resources.priority_class_name!r} in the cluster",
+            )
+        )
     problems += _batch_problems(job)
     problems += _volume_problems(job, claim_access_modes)
     problems += _data_problems(job)

@@ -46,17 +46,29 @@ def parse(manifest: dict[str, Any], namespace: str = "default") -> tuple[GRPOJob
 
 
 def job_problems(
-    job: GRPOJob, settings: Settings, *, claim_access_modes: list[str] | None = None
+    job: GRPOJob,
+    settings: Settings,
+    *,
+    claim_access_modes: list[str] | None = None,
+    priority_class_exists: bool | None = None,
 ) -> list[Problem]:
     """Everything that refuses a parsed job: the CRD's CEL rules, then the operator's checks.
 
     Without `claim_access_modes` (offline) an existing claim is taken to be what the job needs;
     the operator, which reads the claim, decides that one.
     """
-    problems = [Problem(v.field, v.message) for v in rule_violations(job.spec.to_wire())]
     if claim_access_modes is None and job.spec.checkpoint.claim_name:
         claim_access_modes = ["ReadWriteMany"]
-    return problems + validate(job, settings, claim_access_modes=claim_access_modes)
+    checks = validate(
+        job, settings, claim_access_modes=claim_access_modes, priority_class_exists=priority_class_exists
+    )
+    # The batch arithmetic is both CEL and validate(); validate() words it as the server does
+    # (with the numbers), so its problem stands for the rule's.
+    covered = {p.field for p in checks}
+    rules = [
+        Problem(v.field, v.message) for v in rule_violations(job.spec.to_wire()) if v.field not in covered
+    ]
+    return rules + checks
 
 
 def manifest_problems(

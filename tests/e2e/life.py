@@ -106,14 +106,19 @@ def ray_job_id(cluster: Cluster, namespace: str, rayjob: str, timeout: float = 9
     return str(obj["status"]["jobId"])
 
 
-def appliers(cluster: Cluster, resource: str, name: str, namespace: str) -> set[str]:
-    """Field managers that server-side applied this object."""
+def writers(cluster: Cluster, resource: str, name: str, namespace: str) -> set[str]:
+    """Field managers that created or server-side applied this object (the operator creates a child
+    first, so that it never takes over one it did not make, and applies to it afterwards)."""
     obj = json.loads(
         cluster.kubectl(
             "get", resource, name, "--namespace", namespace, "-o", "json", "--show-managed-fields"
         ).stdout
     )
-    return {m["manager"] for m in obj["metadata"].get("managedFields", []) if m.get("operation") == "Apply"}
+    return {
+        m["manager"]
+        for m in obj["metadata"].get("managedFields", [])
+        if m.get("operation") in ("Apply", "Update")
+    }
 
 
 def event_reasons(cluster: Cluster, namespace: str, job: str) -> dict[str, str]:

@@ -20,7 +20,6 @@ from integration.operator_process import OperatorProcess
 from .access import Access, accesses, assert_access, never_granted, service_account_user
 from .life import (
     CHILD_KINDS,
-    appliers,
     apply_example,
     condition_status,
     event_reasons,
@@ -28,6 +27,7 @@ from .life import (
     ray_job_id,
     row_of,
     wait_condition,
+    writers,
 )
 from .namespaces import being_deleted, create_namespace, delete_namespace, foreign_grpojobs
 from .out_of_cluster import (
@@ -91,8 +91,12 @@ def test_install_creates_the_operator_and_its_identity(cluster: Cluster, release
         "ClusterRoleBinding",
         "ConfigMap",
         "Deployment",
+        "Role",  # the leader Lease's, in the release namespace
+        "RoleBinding",
         "Service",
         "ServiceAccount",
+        "ValidatingAdmissionPolicy",  # the trainers' status fields
+        "ValidatingAdmissionPolicyBinding",
     ]
     assert existing(cluster, manifest) == describe(manifest)
 
@@ -100,7 +104,7 @@ def test_install_creates_the_operator_and_its_identity(cluster: Cluster, release
         "deployment", only(manifest, "Deployment")["metadata"]["name"], release.namespace
     )
     assert deployment["spec"]["replicas"] == 1
-    assert deployment["spec"]["strategy"]["type"] == "Recreate"
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"  # leader election: no overlap
     assert deployment["status"].get("availableReplicas") == 1, deployment["status"]
     pod = deployment["spec"]["template"]["spec"]
     account = release.operator_account()
@@ -154,6 +158,13 @@ def test_operator_account_may_do_exactly_what_the_operator_does(
         Access("watch", "grpojobs.grpo.dev"): True,
         Access("list", "rayjobs.ray.io"): True,
         Access("watch", "rayjobs.ray.io"): True,
+        # A job's priorityClassName is looked up before anything is made.
+        Access("get", "priorityclasses.scheduling.k8s.io"): True,
+        Access("create", "priorityclasses.scheduling.k8s.io"): False,
+        # Leader election: a Lease in the release namespace only.
+        Access("create", "leases.coordination.k8s.io", namespace=release.namespace): True,
+        Access("create", "leases.coordination.k8s.io", namespace=namespace): False,
+        Access("delete", "leases.coordination.k8s.io", namespace=release.namespace): False,
         **never_granted(namespace),
     }
     assert_access(cluster, user, expected)
@@ -176,7 +187,7 @@ def test_example_whole_life(
         accelerator,
         f"{job}-1",
     )
-    assert FIELD_MANAGER in appliers(cluster, "rayjobs.ray.io", f"{job}-1", namespace), (
+    assert FIELD_MANAGER in writers(cluster, "rayjobs.ray.io", f"{job}-1", namespace), (
         "the operator run with the chart's credentials did not apply the RayJob"
     )
     # Everything a running attempt needs, the trainer's status credentials included.

@@ -20,10 +20,10 @@ from integration.operator_process import OperatorProcess
 from .access import Access, accesses, assert_access, granted, never_granted, service_account_user
 from .life import (
     CHILD_KINDS,
-    appliers,
     apply_example,
     ray_job_id,
     wait_condition,
+    writers,
 )
 from .namespaces import create_namespace, delete_namespace
 from .out_of_cluster import (
@@ -92,7 +92,15 @@ def test_rights_only_in_the_listed_namespaces(
         for d in manifest
         if "Role" in d["kind"] and not any(k.startswith(for_users) for k in d["metadata"]["labels"])
     )
-    assert roles == [("Role", watched), ("RoleBinding", watched)]
+    # The watched namespace's, and the leader Lease's in the release namespace.
+    assert roles == sorted(
+        [
+            ("Role", watched),
+            ("RoleBinding", watched),
+            ("Role", release.namespace),
+            ("RoleBinding", release.namespace),
+        ]
+    )
     # The users' editor and viewer roles are ClusterRoles that grant nothing until the cluster's
     # own edit/view bindings aggregate them; the chart binds them to no one.
     assert sorted(
@@ -112,6 +120,10 @@ def test_rights_only_in_the_listed_namespaces(
         **dict.fromkeys(granted(OPERATOR_RULES, release.namespace), False),
         **dict.fromkeys(granted(OPERATOR_RULES, None), False),
         **never_granted(watched),
+        Access("create", "leases.coordination.k8s.io", namespace=release.namespace): True,
+        Access("create", "leases.coordination.k8s.io", namespace=watched): False,
+        # Nothing cluster-wide: the priorityClassName check is skipped in this mode.
+        Access("get", "priorityclasses.scheduling.k8s.io"): False,
     }
     assert_access(cluster, user, expected)
 
@@ -129,7 +141,7 @@ def test_job_runs_only_where_watched_and_uninstall_cleans_up(
     job_api.configure_namespace(watched, RUNNING_FOREVER)
     job = apply_example(cluster, watched, EXAMPLE)
     wait_condition(cluster, watched, job, "Running")
-    assert FIELD_MANAGER in appliers(cluster, "rayjobs.ray.io", f"{job}-1", watched)
+    assert FIELD_MANAGER in writers(cluster, "rayjobs.ray.io", f"{job}-1", watched)
     missing = CHILD_KINDS - set(owned_children(cluster, watched, job))
     assert not missing, f"Running without its {sorted(missing)}"
     job_api.finish(ray_job_id(cluster, watched, f"{job}-1"), "SUCCEEDED")
@@ -139,7 +151,7 @@ def test_job_runs_only_where_watched_and_uninstall_cleans_up(
     # (another operator on a shared cluster may have: only ours applies as FIELD_MANAGER).
     assert unwatched not in operator_log(operator)
     for rayjob in cluster.get("rayjobs.ray.io", namespace=unwatched)["items"]:
-        assert FIELD_MANAGER not in appliers(cluster, "rayjobs.ray.io", rayjob["metadata"]["name"], unwatched)
+        assert FIELD_MANAGER not in writers(cluster, "rayjobs.ray.io", rayjob["metadata"]["name"], unwatched)
 
     manifest, hooks = release.manifest(), release.hooks()
     hook_job = apply_cleanup_hook_objects(cluster, release)

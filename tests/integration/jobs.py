@@ -65,6 +65,7 @@ CHILD_KINDS = (
     "roles",
     "rolebindings",
     "persistentvolumeclaims",
+    "networkpolicies",
 )
 
 

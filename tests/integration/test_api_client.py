@@ -60,8 +60,14 @@ async def test_every_call_the_reconciler_makes(cluster: Cluster, namespace: str,
 
         claim = build_checkpoint_pvc(job, settings)
         assert claim is not None
-        await api.create_if_absent(claim)
-        await api.create_if_absent(claim)  # 409 is fine
+        await api.create(claim)
+        with pytest.raises(ApiError) as exists:
+            await api.create(claim)
+        assert exists.value.code == 409
+        stored = await api.read(claim)
+        assert stored is not None
+        assert stored["metadata"]["labels"]["grpo.dev/job"] == "client"
+        assert await api.read({**claim, "metadata": {**claim["metadata"], "name": "missing"}}) is None
         assert await api.claim_access_modes(namespace, claim["metadata"]["name"]) == ["ReadWriteOnce"]
         assert await api.claim_access_modes(namespace, "missing") == []
 

@@ -209,21 +209,36 @@ def test_world_size_is_immutable(cluster: Cluster, namespace: str) -> None:
 def test_semantic_error_fails_with_no_children(
     cluster: Cluster, namespace: str, operator: OperatorProcess
 ) -> None:
-    job = _apply(cluster, namespace, example("geo3k-ascend-910b", **{"rollout.tensorParallelSize": 3}))
+    # What only the operator can check (its accelerator profiles): verl on the CPU pool.
+    job = _apply(cluster, namespace, example("geo3k-ascend-910b", **{"resources.accelerator": "cpu"}))
     failed = cluster.wait_for("grpojob", job, namespace, phase_is("Failed"), timeout=60, what="Failed")
     cond = condition(failed, "Failed")
     assert cond["reason"] == "InvalidSpec"
-    assert (
-        cond["message"]
-        == "spec.rollout.tensorParallelSize: tensorParallelSize=3 must divide resources.devicesPerNode=8"
-    )
+    assert "spec.engine.name: verl's rollouts need GPUs or NPUs (vLLM)" in cond["message"]
     time.sleep(3)  # a few resync periods: still nothing may be created
     assert owned_children(cluster, namespace, job) == {}
     warnings = [
         e for e in cluster.events(namespace) if e["type"] == "Warning" and e["reason"] == "InvalidSpec"
     ]
     assert warnings
-    assert "tensorParallelSize=3" in warnings[0]["message"]
+    assert "spec.engine.name" in warnings[0]["message"]
+
+
+def test_the_api_server_refuses_what_only_the_operator_used_to_catch(
+    cluster: Cluster, namespace: str
+) -> None:
+    body = example("geo3k-ascend-910b", **{"rollout.tensorParallelSize": 3})
+    result = cluster.kubectl("apply", "-n", namespace, "-f", "-", input=_yaml(body), check=False)
+    assert result.returncode != 0
+    assert (
+        "spec.rollout.tensorParallelSize: Invalid value: tensorParallelSize=3 must divide "
+        "resources.devicesPerNode=8" in result.stderr
+    )
+    body = example("geo3k-ascend-910b")
+    body["metadata"]["name"] = "1demo"
+    result = cluster.kubectl("apply", "-n", namespace, "-f", "-", input=_yaml(body), check=False)
+    assert "metadata.name" in result.stderr
+    assert cluster.get("grpojobs", namespace=namespace)["items"] == []
 
 
 def test_operator_restart_mid_reconcile_creates_no_duplicates(

@@ -1,7 +1,7 @@
 """Invalid GRPOJobs, each with the field a user must change, for comparing every judge's verdict.
 
-Each case is a small change to a valid job. The API server refuses some (schema, CEL), the
-operator the rest (arithmetic, settings, volumes); `grpo-train validate`/`plan`, `kubectl grpo
+Each case is a small change to a valid job. The API server refuses most (schema, CEL: the batch
+arithmetic included), the operator the rest (its settings, a claim it reads); `grpo-train validate`/`plan`, `kubectl grpo
 validate` offline and online must refuse exactly these, naming the same field.
 """
 
@@ -84,13 +84,13 @@ CASES = [
     Case(
         "trl-on-eight-devices",
         {"spec.engine": {"name": "trl", "lora": {"rank": 8}}},
-        "spec",
+        "spec.engine.name",
         "server",
     ),
     Case(
         "trl-without-lora",
         {"spec.engine": {"name": "trl"}, "spec.resources.devicesPerNode": 1},
-        "spec",
+        "spec.engine.lora",
         "server",
     ),
     Case("group-of-one", {"spec.algorithm.groupSize": 1}, "spec.algorithm.groupSize", "server"),
@@ -106,27 +106,27 @@ CASES = [
             "spec.algorithm.groupSize": 5,
         },
         "spec.algorithm.trainBatchSize",
-        "operator",
+        "server",
     ),
     Case(
         "tensor-parallel-does-not-divide-a-node",
         {"spec.rollout.tensorParallelSize": 3},
         "spec.rollout.tensorParallelSize",
-        "operator",
+        "server",
     ),
     Case(
         "two-nodes-on-a-single-node-volume",
         {"spec.resources.nodes": 2, "spec.checkpoint.accessMode": "ReadWriteOnce"},
         "spec.checkpoint.accessMode",
-        "operator",
+        "server",
     ),
     Case(
         "validation-interval-without-validation-data",
         {"spec.dataset.preset": None, "spec.dataset.train": ["pvc://data/train.parquet"]},
         "spec.evaluation.interval",
-        "operator",
+        "server",
     ),
-    Case("name-too-long-for-kuberay", {}, "metadata.name", "operator", name="n" * 41),
+    Case("name-too-long-for-kuberay", {}, "metadata.name", "server", name="n" * 41),
     Case(
         "verl-on-cpu",
         {"spec.resources.accelerator": "cpu", "spec.resources.devicesPerNode": 1},

@@ -84,6 +84,10 @@ merged per accelerator and per key over the operator's built-in ones.
 {{- $settings := deepCopy .Values.settings }}
 {{- $_ := set $settings "namespaces" (include "grpo-operator.watchNamespaces" . | fromJsonArray) }}
 {{- $_ = set $settings "profiles" .Values.profiles }}
+{{- $_ = set $settings "leaseName" (include "grpo-operator.fullname" .) }}
+{{- $operator := dict "namespaceSelector" (dict "matchLabels" (dict "kubernetes.io/metadata.name" .Release.Namespace)) "podSelector" (dict "matchLabels" (merge (include "grpo-operator.selectorLabels" . | fromYaml) (dict "app.kubernetes.io/component" "operator"))) }}
+{{- $_ = set $settings "rayClients" (append (.Values.settings.rayClients | default list) $operator) }}
+{{- $_ = set $settings "leaseNamespace" .Release.Namespace }}
 {{- toYaml $settings }}
 {{- end }}
 
@@ -152,10 +156,45 @@ per-namespace Roles. Every rule says why it exists.
 - apiGroups: ["rbac.authorization.k8s.io"]
   resources: ["roles", "rolebindings"]
   verbs: ["get", "create", "patch"]
+# Each job's NetworkPolicy (its Ray pods reachable only from each other, KubeRay and the
+# operator), server-side applied.
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
+  verbs: ["get", "create", "patch"]
+{{- if .Values.rbac.clusterWide }}
+# A job's priorityClassName must name a PriorityClass, or KubeRay's pods are refused forever:
+# looked up before anything is created (namespaced installs grant nothing cluster-wide and skip it).
+- apiGroups: ["scheduling.k8s.io"]
+  resources: ["priorityclasses"]
+  verbs: ["get"]
+{{- end }}
 # Events on GRPOJobs for every phase change and invalid spec; kopf posts new ones only.
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
+{{- end }}
+
+{{/*
+The GRPOJob status fields only the operator may write (status.OPERATOR_STATUS_FIELDS in
+operator/grpo_operator/api/v1alpha1/status.py; tests/unit/chart holds the two together).
+*/}}
+{{- define "grpo-operator.operatorStatusFields" -}}
+{{- list "phase" "conditions" "attempt" "failedAttempts" "rayJobName" "rayClusterName" "dashboardURL" "startTime" "completionTime" "observedGeneration" | toJson }}
+{{- end }}
+
+{{/*
+Leader election: the operator's Lease, in the release namespace only.
+*/}}
+{{- define "grpo-operator.leaderRules" -}}
+# Create the Lease the first time a replica starts (create cannot be limited to a name).
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  verbs: ["create"]
+# Read, renew and take over this release's Lease, and no other.
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  resourceNames: [{{ include "grpo-operator.fullname" . | quote }}]
+  verbs: ["get", "update"]
 {{- end }}
 
 {{/*

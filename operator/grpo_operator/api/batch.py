@@ -159,3 +159,81 @@ def batch_problems(batch: Batch) -> list[BatchProblem]:
             )
         )
     return problems
+
+
+# --- the same rules for the API server -------------------------------------------------------------
+#
+# The rules above as CEL on the GRPOJob spec (crdgen.py puts them there), so `kubectl apply` refuses a
+# job whose batch does not split with the very sentence batch_problems() writes. Defaults are in the
+# stored object by the time CEL runs; only the optional sizes need has(). The two are held together
+# by tests/integration/test_admission.py, which sends the same specs to the API server and to
+# validation.validate().
+
+_A = "self.algorithm"
+_WORLD = "(self.resources.devicesPerNode * self.resources.nodes)"
+_DYNAMIC = f"has({_A}.tokensPerDevice)"
+_UPDATE = f"({_A}.miniBatchSize * {_A}.groupSize)"
+_MICRO = f"(has({_A}.microBatchSizePerDevice) ? {_A}.microBatchSizePerDevice : {DEFAULT_MICRO_BATCH['verl']})"
+_DEVICES = "the %d devices (%d devices per node × %d node(s) = %d)"
+_DEVICES_ARGS = f"{_WORLD}, self.resources.devicesPerNode, self.resources.nodes, {_WORLD}"
+
+
+def _rule(field: str, rule: str, message: str, args: str) -> dict[str, str]:
+    """One CEL rule on the spec, its message formatted like BatchProblem's, and the field it names.
+
+    `message` (the sentence without its numbers) is what a CEL evaluator without Kubernetes'
+    format library reports (api/rules.py); the API server says the whole sentence."""
+    return {
+        "rule": rule,
+        "message": message.replace("%d ", "").replace("%d", "N"),
+        "messageExpression": f"'{message}'.format([{args}])",
+        "fieldPath": "." + field.removeprefix("spec."),
+        "reason": "FieldValueInvalid",
+    }
+
+
+CEL_RULES: list[dict[str, str]] = [
+    _rule(
+        "spec.algorithm.trainBatchSize",
+        f"{_DYNAMIC} || ({_A}.trainBatchSize * {_A}.groupSize) % {_WORLD} == 0",
+        "trainBatchSize × groupSize = %d × %d = %d responses per step must be divisible by "
+        f"{_DEVICES}; or set algorithm.tokensPerDevice",
+        f"{_A}.trainBatchSize, {_A}.groupSize, {_A}.trainBatchSize * {_A}.groupSize, {_DEVICES_ARGS}",
+    ),
+    _rule(
+        "spec.algorithm.miniBatchSize",
+        f"{_UPDATE} % {_WORLD} == 0",
+        f"miniBatchSize × groupSize = %d responses per update (%d × %d) must be divisible by {_DEVICES}",
+        f"{_UPDATE}, {_A}.miniBatchSize, {_A}.groupSize, {_DEVICES_ARGS}",
+    ),
+    _rule(
+        "spec.algorithm.microBatchSizePerDevice",
+        # verl's default micro-batch applies when none is given; the trl engine has none.
+        f"{_DYNAMIC} || {_UPDATE} % {_WORLD} != 0 || "
+        f"(!has({_A}.microBatchSizePerDevice) && self.engine.name != 'verl') || "
+        f"({_UPDATE} / {_WORLD}) % {_MICRO} == 0",
+        "each device gets %d responses per update (miniBatchSize × groupSize / devices), which must be "
+        "divisible by microBatchSizePerDevice %d",
+        f"{_UPDATE} / {_WORLD}, {_MICRO}",
+    ),
+    _rule(
+        "spec.algorithm.miniBatchSize",
+        f"{_A}.trainBatchSize % {_A}.miniBatchSize == 0",
+        "trainBatchSize=%d must be a multiple of miniBatchSize=%d",
+        f"{_A}.trainBatchSize, {_A}.miniBatchSize",
+    ),
+    _rule(
+        "spec.rollout.tensorParallelSize",
+        "self.resources.devicesPerNode % self.rollout.tensorParallelSize == 0",
+        "tensorParallelSize=%d must divide resources.devicesPerNode=%d",
+        "self.rollout.tensorParallelSize, self.resources.devicesPerNode",
+    ),
+    _rule(
+        "spec.algorithm.tokensPerDevice",
+        f"!{_DYNAMIC} || {_A}.tokensPerDevice >= "
+        "self.dataset.maxPromptLength + self.dataset.maxResponseLength",
+        "tokensPerDevice=%d must hold one whole prompt + response (%d tokens), "
+        "dataset.maxPromptLength + maxResponseLength",
+        f"{_A}.tokensPerDevice, self.dataset.maxPromptLength + self.dataset.maxResponseLength",
+    ),
+]

@@ -153,7 +153,7 @@ SPEC_KEY = "job.json"
 """The spec ConfigMap's key, and the file's name in SPEC_MOUNT_DIR."""
 SPEC_FILE = f"{SPEC_MOUNT_DIR}/{SPEC_KEY}"
 CHECKPOINT_MOUNT = f"{MOUNT_ROOT}/checkpoints"
-"""The checkpoint volume; each job has a folder on it named after the job."""
+"""The checkpoint volume; each job has a folder on it named after the job and its uid (job_dir)."""
 REWARD_MOUNT_DIR = f"{MOUNT_ROOT}/reward"
 SOURCES_ROOT = f"{MOUNT_ROOT}/sources"
 """pvc:// model and dataset claims are mounted read-only at SOURCES_ROOT/<claim>."""
@@ -175,8 +175,19 @@ EXPORT_MODEL_DIR = "model"
 EXPORT_ADAPTER_DIR = "lora-adapter"
 
 
-def job_dir(job_name: str) -> str:
-    return f"{CHECKPOINT_MOUNT}/{job_name}"
+JOB_UID_CHARS = 8
+"""Characters of the job's uid in its folder's name."""
+
+
+def job_dir(job_name: str, job_uid: str = "") -> str:
+    """A job's folder on the checkpoint volume: `<name>-<first 8 characters of its uid>`.
+
+    The uid keeps a job deleted and re-created under the same name (on a retained volume) from
+    finding the old one's checkpoints, completion marker or export: it starts afresh. Without a
+    uid (`grpo-train plan` of a plain manifest, a run by hand) the folder is the name alone.
+    """
+    short = job_uid.replace("-", "")[:JOB_UID_CHARS]
+    return f"{CHECKPOINT_MOUNT}/{job_name}-{short}" if short else f"{CHECKPOINT_MOUNT}/{job_name}"
 
 
 def metrics_file(metrics_dir: str, attempt: int) -> str:

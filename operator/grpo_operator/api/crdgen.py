@@ -18,7 +18,9 @@ from typing import Any, get_args
 import yaml
 from pydantic import BaseModel
 
+from .batch import CEL_RULES as BATCH_RULES
 from .v1alpha1 import GROUP, KIND, PLURAL, SHORT_NAMES, SINGULAR, VERSION, GRPOJobSpec, GRPOJobStatus
+from .v1alpha1.base import JOB_NAME_PATTERN, MAX_JOB_NAME
 
 CRD_FILENAME = f"{GROUP}_{PLURAL}.yaml"
 # Keys that JSON Schema allows and a structural schema does not.
@@ -68,15 +70,38 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
     {"name": "RayJob", "type": "string", "jsonPath": ".status.rayJobName", "priority": 1},
 ]
 
-# Rules that span several spec sections. Per-section rules live on the models themselves.
+# Rules that span several spec sections. Per-section rules live on the models themselves, the batch
+# arithmetic's in api/batch.py. The last two are validation.py's data and volume rules, word for word.
 SPEC_RULES: list[dict[str, str]] = [
+    *BATCH_RULES,
+    {
+        "rule": "!has(self.dataset.train) || has(self.dataset.validation) || self.evaluation.interval == 0",
+        "message": "validation needs dataset.validation (or set evaluation.interval=0)",
+        "messageExpression": "'validation every %d steps needs dataset.validation (or set "
+        "evaluation.interval=0)'.format([self.evaluation.interval])",
+        "fieldPath": ".evaluation.interval",
+        "reason": "FieldValueInvalid",
+    },
+    {
+        "rule": "self.resources.nodes <= 1 || has(self.checkpoint.claimName) || "
+        "!has(self.checkpoint.accessMode) || self.checkpoint.accessMode == 'ReadWriteMany'",
+        "message": "several nodes write checkpoint shards at once: use ReadWriteMany",
+        "messageExpression": "'%d nodes write checkpoint shards at once: use ReadWriteMany'.format("
+        "[self.resources.nodes])",
+        "fieldPath": ".checkpoint.accessMode",
+        "reason": "FieldValueInvalid",
+    },
     {
         "rule": "self.engine.name != 'trl' || (self.resources.devicesPerNode == 1 && self.resources.nodes == 1)",
         "message": "engine.name=trl trains on one device: set resources.devicesPerNode=1 and resources.nodes=1",
+        "fieldPath": ".engine.name",
+        "reason": "FieldValueInvalid",
     },
     {
         "rule": "self.engine.name != 'trl' || has(self.engine.lora)",
         "message": "engine.name=trl trains LoRA adapters: set engine.lora",
+        "fieldPath": ".engine.lora",
+        "reason": "FieldValueRequired",
     },
     {
         "rule": "self.engine.name == 'trl' || !has(self.export.gguf)",
@@ -116,6 +141,30 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
         merged = {**branches[0], **node}
         merged["nullable"] = True
         return _structural(merged, defs)
+    if "patternProperties" in node:
+        # A map with patterned keys: a structural schema has no key patterns, so the value schema
+        # becomes additionalProperties and the key pattern a CEL rule on the map (unless one of the
+        # model's own rules checks it already, as base.labels_rule does), so the API server checks
+        # what the models check.
+        [(pattern, values)] = node.pop("patternProperties").items()
+        node["additionalProperties"] = values
+        rules = node.setdefault("x-kubernetes-validations", [])
+        if not any(pattern in rule["rule"] for rule in rules):
+            rules.append(
+                {
+                    "rule": f"self.all(k, k.matches(r'{pattern}'))",
+                    "message": f"every key must match {pattern}",
+                }
+            )
+    if "propertyNames" in node:
+        names = node.pop("propertyNames")
+        if "maxLength" in names:
+            node.setdefault("x-kubernetes-validations", []).append(
+                {
+                    "rule": f"self.all(k, size(k) <= {names['maxLength']})",
+                    "message": f"every key must be at most {names['maxLength']} characters",
+                }
+            )
     if "const" in node:
         node["enum"] = [node.pop("const")]
     if "exclusiveMinimum" in node and not isinstance(node["exclusiveMinimum"], bool):
@@ -223,8 +272,18 @@ def build_crd() -> dict[str, Any]:
                                     "description": f"{GROUP}/{VERSION}: the schema this object follows.",
                                 },
                                 "kind": {"type": "string", "description": f"{KIND}."},
-                                # The API server allows nothing here but the type (metadata is its own).
-                                "metadata": {"type": "object"},
+                                # The one part of metadata a CRD may constrain: KubeRay names the Ray
+                                # cluster and its Services after the job (api/v1alpha1/base.py).
+                                "metadata": {
+                                    "type": "object",
+                                    "properties": {
+                                        "name": {
+                                            "type": "string",
+                                            "maxLength": MAX_JOB_NAME,
+                                            "pattern": JOB_NAME_PATTERN,
+                                        }
+                                    },
+                                },
                                 "spec": spec_schema,
                                 "status": status_schema,
                             },

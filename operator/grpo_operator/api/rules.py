@@ -37,6 +37,15 @@ def _spec_schema() -> dict[str, Any]:
     return dict(version["schema"]["openAPIV3Schema"]["properties"]["spec"])
 
 
+KUBERNETES_ONLY = ("quantity(", "isQuantity(")
+"""Kubernetes' own CEL libraries, which cel-python lacks. The rules that call them are the
+models' too (api/v1alpha1/base.py's Quantity), so the parse has checked them already."""
+
+
+def _kubernetes_only(rule: str) -> bool:
+    return any(call in rule for call in KUBERNETES_ONLY)
+
+
 @cache
 def _compiled() -> dict[str, Any]:
     """Every creation rule of the spec schema, compiled once: rule text -> program."""
@@ -48,7 +57,7 @@ def _compiled() -> dict[str, Any]:
     def visit(node: dict[str, Any]) -> None:
         for entry in node.get("x-kubernetes-validations", []):
             rule = entry["rule"]
-            if "oldSelf" not in rule and rule not in programs:
+            if "oldSelf" not in rule and not _kubernetes_only(rule) and rule not in programs:
                 programs[rule] = env.program(env.compile(rule))
         for child in (node.get("properties") or {}).values():
             visit(child)
@@ -78,13 +87,15 @@ def rule_violations(spec: dict[str, Any]) -> list[RuleViolation]:
             program = programs.get(entry["rule"])
             if program is None:
                 continue
+            # The field the server names: the rule's fieldPath, below the node it sits on.
+            where = path + entry.get("fieldPath", "")
             try:
                 verdict = program.evaluate({"self": celpy.json_to_cel(value)})
             except Exception as error:  # an evaluation error is a refusal, as in the API server
-                found.append(RuleViolation(path, f"{entry['message']} ({error})"))
+                found.append(RuleViolation(where, f"{entry['message']} ({error})"))
                 continue
             if verdict is not True and not (isinstance(verdict, celpy.celtypes.BoolType) and bool(verdict)):
-                found.append(RuleViolation(path, entry["message"]))
+                found.append(RuleViolation(where, entry["message"]))
         if isinstance(value, dict):
             for name, child in (node.get("properties") or {}).items():
                 visit(child, value.get(name), f"{path}.{name}")

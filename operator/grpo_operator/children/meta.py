@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from ..api.v1alpha1 import API_VERSION, KIND, GRPOJob
+from ..api.v1alpha1 import API_VERSION, GROUP, KIND, GRPOJob
 
 JOB_LABEL = "grpo.dev/job"
 COMPONENT_LABEL = "grpo.dev/component"
 ATTEMPT_LABEL = "grpo.dev/attempt"
 MANAGED_BY = "grpo-operator"
-# KubeRay's RayCluster name is `<rayjob>-<5 chars>` and its head Service adds `-head-svc`;
-# a Service name must stay within 63 characters, which leaves 40 for the job's own name.
-MAX_JOB_NAME = 40
 
 
 def rayjob_name(job_name: str, attempt: int) -> str:
@@ -29,6 +26,10 @@ def checkpoint_claim_name(job_name: str) -> str:
 
 def trainer_account_name(job_name: str) -> str:
     return f"{job_name}-trainer"
+
+
+def network_policy_name(job_name: str) -> str:
+    return f"{job_name}-ray"
 
 
 def labels(job: GRPOJob, component: str) -> dict[str, str]:
@@ -60,3 +61,37 @@ def object_meta(job: GRPOJob, name: str, component: str, *, owned: bool = True) 
     if owned:
         meta["ownerReferences"] = [owner_reference(job)]
     return meta
+
+
+Ownership = Literal["ours", "earlier", "foreign"]
+
+
+def ownership(existing: dict[str, Any], job: GRPOJob) -> Ownership:
+    """Whose an existing object with one of `job`'s child names is.
+
+    - ours: controlled by this job (its uid), or a retained checkpoint volume made for a job of
+      this name (it has no owner on purpose, so that a re-created job finds its checkpoints);
+    - earlier: controlled by an earlier job of the same name, which the garbage collector is
+      removing;
+    - foreign: anything else. It is never adopted: server-side apply would take it over, and
+      deleting the job would then delete someone else's object.
+    """
+    meta = existing.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or []:
+        if not ref.get("controller"):
+            continue
+        if ref.get("kind") == KIND and str(ref.get("apiVersion", "")).startswith(f"{GROUP}/"):
+            if ref.get("uid") == job.uid:
+                return "ours"
+            if ref.get("name") == job.name:
+                return "earlier"
+        return "foreign"
+    found = meta.get("labels") or {}
+    if (
+        existing.get("kind") == "PersistentVolumeClaim"
+        and found.get(JOB_LABEL) == job.name
+        and found.get(COMPONENT_LABEL) == "checkpoints"
+        and found.get("app.kubernetes.io/managed-by") == MANAGED_BY
+    ):
+        return "ours"
+    return "foreign"

@@ -10,9 +10,10 @@ def job_paths(job: GRPOJob) -> JobPaths:
     """Absolute paths under the checkpoint volume, the same on every pod.
 
     Everything the driver, the reward workers and the reporter share (data, checkpoints,
-    metrics) sits on that one volume, because verl may place them on any node.
+    metrics) sits on that one volume, because verl may place them on any node. The folder carries
+    the job's uid: a re-created job of the same name never resumes from, or exports, the old one's.
     """
-    root = contract.job_dir(job.name)
+    root = contract.job_dir(job.name, job.uid)
     folders = {field: f"{root}/{sub}" for field, sub in contract.JOB_SUBDIRS.items()}
     if job.spec.export.path:
         folders["export_dir"] = job.spec.export.path

@@ -113,7 +113,9 @@ def _env(
                 "valueFrom": {"secretKeyRef": {"name": wandb.secret_name, "key": wandb.secret_key}},
             }
         )
-    env += [{"name": var.name, "value": var.value} for var in spec.env]
+    # As core/v1 spells them: a value, or a reference to a Secret's or ConfigMap's key (the secret
+    # itself never enters the spec, the ConfigMap or this RayJob).
+    env += [var.to_wire() for var in spec.env]
     secrets = [s for s in (spec.model.credentials_secret, spec.dataset.credentials_secret) if s]
     env_from = [{"secretRef": {"name": s}} for s in dict.fromkeys(secrets)]
     return env, env_from
@@ -129,6 +131,34 @@ def _node_selector(job: GRPOJob, profile: AcceleratorProfile) -> dict[str, str]:
 
 def _tolerations(job: GRPOJob, profile: AcceleratorProfile) -> list[dict[str, Any]]:
     return [dict(t) for t in profile.tolerations] + [t.to_wire() for t in job.spec.resources.tolerations]
+
+
+def _pod_security(profile: AcceleratorProfile) -> dict[str, Any]:
+    """What the `restricted` Pod Security level asks of a pod: a non-root user, the runtime's
+    seccomp profile. The volume's group lets that user write checkpoints; OnRootMismatch changes
+    ownership once, not on every mount of a large volume."""
+    security: dict[str, Any] = {
+        "runAsNonRoot": True,
+        "runAsUser": profile.run_as_user,
+        "runAsGroup": profile.run_as_group,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    if profile.fs_group is not None:
+        security["fsGroup"] = profile.fs_group
+        security["fsGroupChangePolicy"] = "OnRootMismatch"
+    if profile.supplemental_groups:
+        security["supplementalGroups"] = list(profile.supplemental_groups)
+    return security
+
+
+def _container_security() -> dict[str, Any]:
+    """Every Ray container's (KubeRay copies it onto the init container it adds to workers)."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
 
 
 def _pod_template(
@@ -150,11 +180,13 @@ def _pod_template(
         "env": env,
         "resources": resources,
         "volumeMounts": mounts,
+        "securityContext": _container_security(),
     }
     if env_from:
         container["envFrom"] = env_from
     pod: dict[str, Any] = {
         "serviceAccountName": trainer_account_name(job.name),
+        "securityContext": _pod_security(profile),
         "containers": [container],
         "volumes": volumes,
         "nodeSelector": _node_selector(job, profile),
@@ -212,6 +244,31 @@ def _ray_resources_param(profile: AcceleratorProfile, devices: int) -> dict[str,
     return {"resources": f'"{quoted}"'}
 
 
+def _submitter(job: GRPOJob, profile: AcceleratorProfile, attempt: int, settings: Settings) -> dict[str, Any]:
+    """K8sJobMode's submitter pod, as ours: the job's labels (so the NetworkPolicy lets it reach the
+    head) and the same hardening (so a `restricted` namespace admits it). KubeRay fills in the
+    container's command."""
+    if settings.submission_mode != "K8sJobMode":
+        return {}
+    container = {
+        "name": "ray-job-submitter",
+        "image": job.spec.image or profile.image,
+        "imagePullPolicy": "IfNotPresent",
+        "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}},
+        "securityContext": _container_security(),
+    }
+    return {
+        "submitterPodTemplate": {
+            "metadata": {"labels": {**labels(job, "submitter"), ATTEMPT_LABEL: str(attempt)}},
+            "spec": {
+                "restartPolicy": "Never",
+                "securityContext": _pod_security(profile),
+                "containers": [container],
+            },
+        }
+    }
+
+
 def cluster_ttl(job: GRPOJob) -> int:
     """KubeRay's one TTL for a finished RayJob's cluster, success or failure alike: the longer of
     the two the job asks for. The lifecycle deletes the RayJobs that should go sooner (a retried
@@ -249,6 +306,7 @@ def build_rayjob(job: GRPOJob, settings: Settings, attempt: int) -> dict[str, An
         "ttlSecondsAfterFinished": cluster_ttl(job),
         "backoffLimit": 0,
         "submissionMode": settings.submission_mode,
+        **_submitter(job, profile, attempt, settings),
         "rayClusterSpec": {
             "rayVersion": settings.ray_version,
             "enableInTreeAutoscaling": False,

@@ -3,6 +3,12 @@
 Every handler (create, update, resume, timers, RayJob events) ends here, so there is one code
 path to reason about. A per-job lock keeps two triggers for the same job from interleaving;
 deterministic names and server-side apply make a repeat after a crash harmless.
+
+Level-triggered throughout: every reconcile of an unfinished job makes sure each of its children
+exists (from memory when this process has seen them all for the current attempt, by asking the
+API server otherwise, and again on every full resync), and a finished job is looked at until its
+Ray cluster is gone. A reconcile that fails is tried again with backoff instead of waiting for
+the next resync.
 """
 
 from __future__ import annotations
@@ -17,24 +23,67 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..api.v1alpha1 import GRPOJob
-from ..api.v1alpha1.status import OPERATOR_STATUS_FIELDS
+from ..api.v1alpha1.status import CONDITION_MESSAGE_LIMIT, OPERATOR_STATUS_FIELDS
 from ..children.configmap import build_spec_configmap
-from ..children.meta import rayjob_name
+from ..children.meta import ownership, rayjob_name
+from ..children.networkpolicy import build_network_policy
 from ..children.pvc import build_checkpoint_pvc
 from ..children.rayjob import build_rayjob
 from ..children.rbac import build_trainer_rbac
 from ..config import Settings
-from ..k8s import Api
-from ..lifecycle import TERMINAL, Plan, diff, parse_time, plan, rfc3339
+from ..k8s import Api, ApiError, NotLeaderError
+from ..lifecycle import (
+    TERMINAL,
+    Plan,
+    children_created,
+    children_waiting,
+    cut,
+    diff,
+    fail,
+    holds_cluster,
+    parse_time,
+    plan,
+    rfc3339,
+)
 from ..metrics import Metrics
 from ..validation import Problem, validate
 from .urgency import Urgency
 
 log = logging.getLogger(__name__)
 
+REJECTED = frozenset({400, 413, 422})
+"""Answers that refuse a child as written: sending it again cannot help."""
+RETRY_BACKOFF_SECONDS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+"""Waits before a failed reconcile of a job is tried again (the last one repeats)."""
+
+
+class ChildRefusedError(Exception):
+    """A child the job cannot have as written: the job fails with this reason and message."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+class ChildWaitingError(Exception):
+    """A child that cannot be made yet (an earlier job's object of its name is still going)."""
+
+
+class StaleReadError(Exception):
+    """The job changed since it was read (another writer, or a replica that was not the leader):
+    the status computed from that read is not written; the reconcile starts over from a fresh one."""
+
+
+STALE_READ_ATTEMPTS = 3
+
+
+def _kind_name(manifest: dict[str, Any]) -> str:
+    return f"{manifest['kind']} {manifest['metadata']['name']}"
+
 
 class Reconciler:
-    """Holds what reconciles share: the API, the settings, the metrics and per-job locks."""
+    """Holds what reconciles share: the API, the settings, the metrics and per-job state."""
 
     def __init__(
         self,
@@ -42,8 +91,11 @@ class Reconciler:
         settings: Settings,
         metrics: Metrics,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        leading: Callable[[], bool] = lambda: True,
     ) -> None:
         self.api = api
+        self.leading = leading
+        """Whether this replica may act (k8s/leader.py); standby replicas drop every trigger."""
         self.settings = settings
         self.metrics = metrics
         self.clock = clock
@@ -51,6 +103,22 @@ class Reconciler:
         self.urgency = Urgency()
         # Unfinished jobs with an activeDeadlineSeconds: the deadline pass visits only these.
         self.with_deadline: set[tuple[str, str]] = set()
+        # Finished jobs whose current RayJob may still hold a Ray cluster: visited as often.
+        self.draining: set[tuple[str, str]] = set()
+        # (uid, attempt) per job whose children this process has seen exist.
+        self._ensured: dict[tuple[str, str], tuple[str, int]] = {}
+        self._retries: dict[tuple[str, str], asyncio.TimerHandle] = {}
+        self._failures: dict[tuple[str, str], int] = {}
+        self._tasks: set[asyncio.Future[None]] = set()
+
+    @property
+    def due_often(self) -> set[tuple[str, str]]:
+        """Jobs the frequent pass visits: deadlines to enforce and Ray clusters to take down."""
+        return self.with_deadline | self.draining
+
+    def forget_children(self) -> None:
+        """Check every job's children with the API server again (the full resync calls this)."""
+        self._ensured.clear()
 
     async def reconcile(
         self,
@@ -67,8 +135,10 @@ class Reconciler:
         `owner_uid`, from a child's owner reference, must match the job's: a RayJob left over from
         an earlier job of the same name must not drive the new one. `body` (a just-created job) and
         `rayjob` (from a RayJob event) each save a read when they are current; a burst of new jobs
-        is mostly made of such round trips.
+        is mostly made of such round trips. A reconcile that fails is scheduled again with backoff.
         """
+        if not self.leading():
+            return  # the leader reconciles; on taking over it visits every job (wiring.take_over)
         # A job without status is new: its reconcile leads to a RayJob and goes first. Following a
         # RayJob's status and the resync pass wait their turn; a user's change to a job does not.
         new_job = body is not None and not body.get("status")
@@ -76,18 +146,69 @@ class Reconciler:
             await self.urgency.wait_turn()
         started = self.clock()
         outcome = "error"
+        key = (namespace, name)
         try:
-            async with self._locks[(namespace, name)]:
+            async with self._locks[key]:
                 # Held only inside the lock, so work queued on this lock is never counted urgent.
                 release = self.urgency.hold() if new_job else None
                 try:
-                    outcome = await self._reconcile(namespace, name, owner_uid, body, rayjob, release)
+                    for tries in range(1, STALE_READ_ATTEMPTS + 1):
+                        try:
+                            outcome = await self._reconcile(namespace, name, owner_uid, body, rayjob, release)
+                            break
+                        except StaleReadError:
+                            if tries == STALE_READ_ATTEMPTS:
+                                raise
+                            body, rayjob = None, None  # read both afresh
                 finally:
                     if release is not None:
                         release()
+        except asyncio.CancelledError:
+            raise
+        except NotLeaderError:
+            outcome = "standby"  # lost the Lease mid-way: the new leader takes the job from here
+        except Exception as error:
+            log.warning(
+                "reconcile of %s/%s failed: %s",
+                namespace,
+                name,
+                error,
+                extra={"job": name, "trigger": trigger},
+            )
+            self._retry_later(namespace, name)
+        else:
+            self._failures.pop(key, None)
         finally:
             elapsed = (self.clock() - started).total_seconds()
             self.metrics.handler_seconds.labels(trigger, outcome).observe(elapsed)
+
+    def _retry_later(self, namespace: str, name: str) -> None:
+        """Reconcile the job again after a backoff that grows with each failure in a row."""
+        key = (namespace, name)
+        if key in self._retries:
+            return
+        failures = self._failures.get(key, 0)
+        self._failures[key] = failures + 1
+        delay = RETRY_BACKOFF_SECONDS[min(failures, len(RETRY_BACKOFF_SECONDS) - 1)]
+
+        def fire() -> None:
+            self._retries.pop(key, None)
+            task = asyncio.ensure_future(self.reconcile(namespace, name, trigger="retry"))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+        self._retries[key] = asyncio.get_running_loop().call_later(delay, fire)
+
+    def _forget(self, key: tuple[str, str]) -> None:
+        self.metrics.forget(*key)
+        self._locks.pop(key, None)
+        self.with_deadline.discard(key)
+        self.draining.discard(key)
+        self._ensured.pop(key, None)
+        self._failures.pop(key, None)
+        handle = self._retries.pop(key, None)
+        if handle is not None:
+            handle.cancel()
 
     async def _reconcile(
         self,
@@ -102,72 +223,163 @@ class Reconciler:
         if body is None or body.get("status"):
             # Read afresh under the lock: a handler's body may predate our last status write.
             body = await self.api.get_job(namespace, name)
+        else:
+            body = {**body, "metadata": dict(body["metadata"])}  # our writes move its resourceVersion
         if body is None:
-            self.metrics.forget(namespace, name)
-            self._locks.pop(key, None)
-            self.with_deadline.discard(key)
+            self._forget(key)
             return "gone"
         if owner_uid is not None and body["metadata"].get("uid") != owner_uid:
             return "stale"
         if body["metadata"].get("deletionTimestamp"):
             # Being deleted: its RayJob vanishing now is the cascade, not a lost attempt.
             return "deleting"
-        if (body.get("status") or {}).get("phase") in TERMINAL:
-            self.metrics.phases[key] = body["status"]["phase"]
-            self.with_deadline.discard(key)
-            return "terminal"
         try:
             job = GRPOJob.model_validate(body)
         except ValidationError as error:
+            if (body.get("status") or {}).get("phase") in TERMINAL:
+                return "terminal"
             # The schema admitted it but the models do not (an older CRD, say): fail it visibly.
             problems = [
                 Problem("spec." + ".".join(str(p) for p in e["loc"]), e["msg"]) for e in error.errors()[:5]
             ]
             await self._fail_unparseable(body, problems)
             return "invalid"
-        if job.spec.run_policy.active_deadline_seconds:
+        terminal = job.status.phase in TERMINAL
+        if job.spec.run_policy.active_deadline_seconds and not terminal:
             self.with_deadline.add(key)
         else:
             self.with_deadline.discard(key)
-        problems = await self._problems(job)
-        attempt = job.status.attempt
-        rayjob = None
-        if attempt:
-            current = rayjob_name(name, attempt)
-            if event_rayjob is not None and event_rayjob["metadata"]["name"] == current:
-                rayjob = event_rayjob
-            else:
-                rayjob = await self.api.get_rayjob(namespace, current)
-        now = self.clock()
-        result = plan(job, rayjob, problems, now)
-        await self._carry_out(job, body, result, release)
-        self.metrics.phases[key] = result.status.get("phase", "Pending")
+        problems = [] if terminal else await self._problems(job)
+        rayjob = await self._current_rayjob(job, event_rayjob)
+        result = plan(job, rayjob, problems, self.clock())
+        phase = result.status.get("phase", "Pending")
+        if phase in TERMINAL and holds_cluster(rayjob):
+            # Before carrying out: if the delete fails, the frequent pass sends it again.
+            self.draining.add(key)
+        else:
+            self.draining.discard(key)
+        if phase in TERMINAL:
+            self._ensured.pop(key, None)
+        await self._carry_out(job, body, rayjob, result, release)
+        self.metrics.phases[key] = phase
+        if terminal:
+            return "terminal"
         return "invalid" if problems else "ok"
+
+    async def _current_rayjob(
+        self, job: GRPOJob, event_rayjob: dict[str, Any] | None
+    ) -> dict[str, Any] | None:
+        attempt = job.status.attempt
+        if not attempt:
+            return None
+        current = rayjob_name(job.name, attempt)
+        if event_rayjob is not None and event_rayjob["metadata"]["name"] == current:
+            return event_rayjob
+        found = await self.api.get_rayjob(job.namespace, current)
+        if found is not None and ownership(found, job) != "ours":
+            # An earlier job's of the same name, on its way out: not this job's attempt. Planned as
+            # missing, its creation waits (ChildWaitingError) until the garbage collector is done.
+            return None
+        return found
 
     async def _problems(self, job: GRPOJob) -> list[Problem]:
         modes = None
         if job.spec.checkpoint.claim_name and job.spec.resources.nodes > 1:
             modes = await self.api.claim_access_modes(job.namespace, job.spec.checkpoint.claim_name)
-        return validate(job, self.settings, claim_access_modes=modes)
+        priority = job.spec.resources.priority_class_name
+        exists = (
+            await self.api.priority_class_exists(priority) if priority and not job.status.attempt else None
+        )
+        return validate(job, self.settings, claim_access_modes=modes, priority_class_exists=exists)
 
-    async def _carry_out(
-        self, job: GRPOJob, body: dict[str, Any], result: Plan, release: Callable[[], None] | None
-    ) -> None:
+    async def _write(self, job: GRPOJob, body: dict[str, Any], result: Plan) -> dict[str, Any]:
+        """Patch the operator's status fields to the plan's; returns them as now stored.
+
+        Only onto the version of the job the plan was made from (`body`'s resourceVersion, moved
+        on by each write): a stale view is never written over a newer status.
+        """
         current = {k: v for k, v in (body.get("status") or {}).items() if k in OPERATOR_STATUS_FIELDS}
         patch = diff(current, result.status)
+        if patch:
+            await self._patch(job, body, patch)
+        return dict(result.status)
+
+    async def _patch(self, job: GRPOJob, body: dict[str, Any], patch: dict[str, Any]) -> None:
+        """One status write, preconditioned on `body`'s resourceVersion; `body` follows the write."""
+        meta = body.setdefault("metadata", {})
+        try:
+            stored = await self.api.patch_job_status(
+                job.namespace, job.name, patch, resource_version=meta.get("resourceVersion")
+            )
+        except ApiError as error:
+            if error.code == 409:
+                raise StaleReadError(str(error)) from error
+            raise
+        meta["resourceVersion"] = (stored.get("metadata") or {}).get("resourceVersion")
+        body["status"] = stored.get("status") or {}
+
+    async def _carry_out(
+        self,
+        job: GRPOJob,
+        body: dict[str, Any],
+        rayjob: dict[str, Any] | None,
+        result: Plan,
+        release: Callable[[], None] | None,
+    ) -> None:
         # Child names go into status before the children exist, so a crash in between is
         # recovered by the next reconcile instead of leaving an orphan the status never named.
-        if patch:
-            await self.api.patch_job_status(job.namespace, job.name, patch)
+        status = await self._write(job, body, result)
         if result.delete_rayjob:
             await self.api.delete_rayjob(job.namespace, result.delete_rayjob)
-        if result.create_attempt:
-            await self._start_attempt(job, result.create_attempt, release)
-        for event_type, reason, message in result.events:
-            await self.api.post_event(body, event_type, reason, message)
+        events = list(result.events)
+        try:
+            if result.status.get("phase") not in TERMINAL:
+                try:
+                    await self._children(job, status, result.create_attempt, release)
+                except ChildRefusedError as refused:
+                    failed = fail(job, status, rayjob, refused.reason, refused.message, self.clock())
+                    await self._write(job, body, failed)
+                    if failed.delete_rayjob:
+                        await self.api.delete_rayjob(job.namespace, failed.delete_rayjob)
+                    events += failed.events
+                except (ChildWaitingError, ApiError) as error:
+                    # Tried again with backoff (the caller); meanwhile the job says why it waits.
+                    why = (
+                        "WaitingForPreviousJob" if isinstance(error, ChildWaitingError) else "ChildNotCreated"
+                    )
+                    waiting = children_waiting(job, status, self.clock(), why, cut(str(error), 1024))
+                    if waiting:
+                        await self._patch(job, body, waiting)
+                        events.append(("Warning", why, str(error)))
+                    raise
+                else:
+                    created = children_created(job, status, self.clock())
+                    if created:
+                        await self._patch(job, body, created)
+        finally:
+            for event_type, reason, message in events:
+                await self.api.post_event(body, event_type, reason, message)
+
+    async def _children(
+        self,
+        job: GRPOJob,
+        status: dict[str, Any],
+        create_attempt: int | None,
+        release: Callable[[], None] | None,
+    ) -> None:
+        """Make sure every child of the current attempt exists; start `create_attempt` when asked."""
+        key = (job.namespace, job.name)
+        attempt = int(status.get("attempt") or 0)
+        if create_attempt:
+            await self._start_attempt(job, create_attempt, release)
+        elif self._ensured.get(key) == (job.uid, attempt):
+            return
+        else:
+            await self._put_others(job, create=False)
+        self._ensured[key] = (job.uid, attempt)
 
     async def _start_attempt(self, job: GRPOJob, attempt: int, release: Callable[[], None] | None) -> None:
-        """Apply the attempt's RayJob, then the job's other children.
+        """Create the attempt's RayJob, then the job's other children.
 
         The RayJob is urgent (handlers/urgency.py): in a burst of new jobs every RayJob is created
         before any job's ConfigMap, PVC and RBAC, so KubeRay starts provisioning clusters while
@@ -177,30 +389,94 @@ class Reconciler:
         release = release or self.urgency.hold()
         try:
             # Ahead of queued requests too: the status writes of newer jobs wait behind it.
-            await self.api.apply(build_rayjob(job, self.settings, attempt), first=True)
+            await self._put(job, build_rayjob(job, self.settings, attempt), create=True, first=True)
             created = parse_time(job.metadata.get("creationTimestamp"))
             if attempt == 1 and created:
                 self.metrics.create_to_rayjob_seconds.observe((self.clock() - created).total_seconds())
         finally:
             release()
         await self.urgency.wait_turn()
-        account, role, binding = build_trainer_rbac(job)
-        pvc = build_checkpoint_pvc(job, self.settings)
-        await asyncio.gather(
-            self.api.apply(build_spec_configmap(job, self.settings)),
-            self.api.apply(account),
-            self.api.apply(role),
-            *([self.api.create_if_absent(pvc)] if pvc is not None else []),
-        )
-        # Only after its Role: without the `bind` verb, the API server lets us bind a Role only
-        # when it exists (and we hold what it grants).
-        await self.api.apply(binding)
+        await self._put_others(job, create=True)
         log.info(
             "created Ray job %s", rayjob_name(job.name, attempt), extra={"job": job.name, "attempt": attempt}
         )
 
+    async def _put_others(self, job: GRPOJob, *, create: bool) -> None:
+        """The spec ConfigMap, the trainer's ServiceAccount, Role and RoleBinding, the claim and the
+        NetworkPolicy."""
+        account, role, binding = build_trainer_rbac(job)
+        pvc = build_checkpoint_pvc(job, self.settings)
+        policy = build_network_policy(job, self.settings)
+        await asyncio.gather(
+            self._put(job, build_spec_configmap(job, self.settings), create=create),
+            self._put(job, account, create=create),
+            self._put(job, role, create=create),
+            # A claim's spec is immutable once bound: it is only ever created.
+            *([self._put(job, pvc, create=create, update=False)] if pvc is not None else []),
+            *([self._put(job, policy, create=create)] if policy is not None else []),
+        )
+        # Only after its Role: without the `bind` verb, the API server lets us bind a Role only
+        # when it exists (and we hold what it grants).
+        await self._put(job, binding, create=create)
+
+    async def _put(
+        self,
+        job: GRPOJob,
+        manifest: dict[str, Any],
+        *,
+        create: bool,
+        update: bool = True,
+        first: bool = False,
+    ) -> None:
+        """Make `manifest` exist as this job's own object, never taking over someone else's.
+
+        `create`: this is when the object is expected to be new, so it is created straight away
+        (one request in a burst), and an existing one of ours is brought up to date by server-side
+        apply. Otherwise it is read first and only created when missing.
+        """
+        existing: dict[str, Any] | None = None
+        try:
+            if create:
+                try:
+                    await self.api.create(manifest, first=first)
+                    return
+                except ApiError as error:
+                    if error.code != 409:
+                        raise
+                existing = await self.api.read(manifest)
+            else:
+                existing = await self.api.read(manifest)
+                if existing is None:
+                    await self.api.create(manifest, first=first)
+                    return
+            if existing is None:
+                raise ChildWaitingError(f"{_kind_name(manifest)} vanished while it was being created")
+            owner = ownership(existing, job)
+            if owner == "earlier":
+                raise ChildWaitingError(
+                    f"{_kind_name(manifest)} of an earlier job named {job.name} is still being deleted"
+                )
+            if owner == "foreign":
+                raise ChildRefusedError(
+                    "ChildConflict",
+                    f"{_kind_name(manifest)} already exists and was not created by this GRPOJob; "
+                    "the operator does not take over objects it did not create: delete or rename it",
+                )
+            if update and create:
+                await self.api.apply(manifest, first=first)
+        except ApiError as error:
+            if error.code in REJECTED:
+                raise ChildRefusedError(
+                    "ChildRejected",
+                    cut(
+                        f"the API server refused {_kind_name(manifest)}: {error.message}",
+                        CONDITION_MESSAGE_LIMIT,
+                    ),
+                ) from error
+            raise
+
     async def _fail_unparseable(self, body: dict[str, Any], problems: list[Problem]) -> None:
-        message = "; ".join(str(p) for p in problems)
+        message = cut("; ".join(str(p) for p in problems), CONDITION_MESSAGE_LIMIT)
         now = rfc3339(self.clock())
         meta = body["metadata"]
         status = {
@@ -216,5 +492,7 @@ class Reconciler:
             ],
             "completionTime": now,
         }
-        await self.api.patch_job_status(meta["namespace"], meta["name"], status)
+        await self.api.patch_job_status(
+            meta["namespace"], meta["name"], status, resource_version=meta.get("resourceVersion")
+        )
         await self.api.post_event(body, "Warning", "InvalidSpec", message)

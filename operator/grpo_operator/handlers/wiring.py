@@ -21,10 +21,13 @@ import kopf
 from ..api.v1alpha1 import GROUP, KIND, PLURAL, VERSION
 from ..children.meta import JOB_LABEL
 from ..config import Settings
-from ..k8s import proxy_for
+from ..k8s import Leader, proxy_for
 from ..rayjob_status import fingerprint
 from .reconcile import Reconciler
-from .resync import resync_forever
+from .resync import resync_forever, resync_once
+
+log = logging.getLogger(__name__)
+LOST_LEADERSHIP_EXIT = 1
 
 
 class _NoDiffBase(kopf.DiffBaseStorage):
@@ -70,8 +73,19 @@ def with_proxy(
     return dataclasses.replace(info, proxy_url=proxy_for(info.server, environ))
 
 
-def register(registry: kopf.OperatorRegistry, settings: Settings, reconciler: Reconciler) -> None:
-    """Attach every handler to `registry`."""
+def register(
+    registry: kopf.OperatorRegistry,
+    settings: Settings,
+    reconciler: Reconciler,
+    leader: Leader | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Attach every handler to `registry`.
+
+    With a `leader`, this replica reconciles only while it holds the Lease: on taking it over it
+    visits every job once (what it missed while waiting), and on losing it sets `stop`, which
+    ends the operator (a fresh process starts as a candidate again).
+    """
     # Last seen, per object, of what makes an event worth a reconcile. Events that change nothing
     # we read (our own status writes, the trainer's progress reports, KubeRay's heartbeats) are
     # dropped here instead of costing API round trips.
@@ -90,6 +104,20 @@ def register(registry: kopf.OperatorRegistry, settings: Settings, reconciler: Re
         settings.networking.error_backoffs = [1, 2, 5, 10]
         # One safety-net loop for the whole operator (a kopf timer per job would need a finalizer).
         memo["resync"] = asyncio.create_task(resync_forever(reconciler, ours))
+        if leader is not None:
+            memo["leader"] = asyncio.create_task(leader.run(take_over, lose))
+
+    async def take_over() -> None:
+        # Events that came while this replica waited were dropped: visit every job, finished
+        # ones too (a finished job may still have a Ray cluster to take down).
+        try:
+            await resync_once(reconciler, ours, full=True, everything=True)
+        except Exception:  # the resync loop catches up on what this pass could not do
+            log.exception("the takeover pass failed")
+
+    async def lose() -> None:
+        if stop is not None:
+            stop.set()
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -99,9 +127,12 @@ def register(registry: kopf.OperatorRegistry, settings: Settings, reconciler: Re
 
     @kopf.on.cleanup(registry=registry)
     async def close(memo: kopf.Memo, **_: Any) -> None:
-        task = memo.get("resync")
-        if task is not None:
-            task.cancel()
+        for name in ("resync", "leader"):
+            task = memo.get(name)
+            if task is not None:
+                task.cancel()
+        if leader is not None:
+            await leader.release()
         await reconciler.api.close()
 
     @kopf.on.event(GROUP, VERSION, PLURAL, id="grpojob", registry=registry)

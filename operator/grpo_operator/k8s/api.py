@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,7 +21,14 @@ import aiohttp
 
 from ..api.v1alpha1 import GROUP, KIND, PLURAL, VERSION
 from .credentials import Credentials
-from .transport import MAX_IN_FLIGHT, TIMEOUT_SECONDS, Slots
+from .transport import (
+    MAX_IN_FLIGHT,
+    RETRY_STATUSES,
+    TIMEOUT_SECONDS,
+    RetryPolicy,
+    Slots,
+    retry_after_seconds,
+)
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +42,7 @@ _PLURALS: dict[tuple[str, str], str] = {
     ("v1", "Event"): "events",
     ("rbac.authorization.k8s.io/v1", "Role"): "roles",
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "rolebindings",
+    ("networking.k8s.io/v1", "NetworkPolicy"): "networkpolicies",
 }
 
 
@@ -62,17 +71,28 @@ class ApiError(Exception):
         self.message = message
 
 
+class NotLeaderError(Exception):
+    """A write this replica may not send: it does not hold the leader Lease (k8s/leader.py)."""
+
+
 class Api:
     """The operator's view of the API server."""
 
     def __init__(
-        self, credentials: Credentials, field_manager: str, max_in_flight: int = MAX_IN_FLIGHT
+        self,
+        credentials: Credentials,
+        field_manager: str,
+        max_in_flight: int = MAX_IN_FLIGHT,
+        retry: RetryPolicy | None = None,
     ) -> None:
         self._credentials = credentials
         self._manager = field_manager
         self._max_in_flight = max_in_flight
         self._slots = Slots(max_in_flight)
         self._session: aiohttp.ClientSession | None = None
+        self.retry = retry or RetryPolicy()
+        self.guard: Callable[[], bool] | None = None
+        """When set, writes are sent only while it returns True (the leader check)."""
 
     @classmethod
     def from_environment(cls, field_manager: str, max_in_flight: int = MAX_IN_FLIGHT) -> Api:
@@ -96,6 +116,23 @@ class Api:
             )
         return self._session
 
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: dict[str, Any] | None = None,
+        guarded: bool = True,
+        missing_ok: bool = False,
+    ) -> dict[str, Any] | None:
+        """A plain JSON request (the Lease's); `missing_ok`: None for a 404."""
+        try:
+            return await self._request(method, path, body=body, guarded=guarded)
+        except ApiError as error:
+            if missing_ok and error.code == 404:
+                return None
+            raise
+
     async def _request(
         self,
         method: str,
@@ -105,9 +142,13 @@ class Api:
         content_type: str = "application/json",
         params: dict[str, str] | None = None,
         first: bool = False,
+        guarded: bool = True,
     ) -> dict[str, Any]:
         data = json.dumps(body) if body is not None else None
-        for attempt in (1, 2):
+        refreshed = False
+        retry = 0
+        waited = 0.0
+        while True:
             headers = {"Accept": "application/json"}
             if data is not None:
                 headers["Content-Type"] = content_type
@@ -115,21 +156,49 @@ class Api:
                 headers["Authorization"] = self._credentials.authorization
             # The server URL may carry a path (an API proxy's), so paths are appended, not joined.
             url = self._credentials.server.rstrip("/") + path
+            retry_after: float | None = None
+            failure: Exception
+            # Checked before every try: a replica that lost the Lease while waiting sends nothing.
+            if guarded and method != "GET" and self.guard is not None and not self.guard():
+                raise NotLeaderError(f"not the leader: {method} {path} not sent")
             await self._slots.acquire(first=first)
             try:
                 async with self._http().request(
                     method, url, data=data, params=params, headers=headers, proxy=self._credentials.proxy
                 ) as response:
                     status, raw = response.status, await response.read()
+                    retry_after = retry_after_seconds(response.headers.get("Retry-After"))
+            except (aiohttp.ClientError, TimeoutError) as error:
+                # No answer (refused, reset, timed out): the request may or may not have been applied.
+                # Every verb here is safe to repeat: applies and merge patches are idempotent, a
+                # repeated create answers 409, a repeated delete 404.
+                failure = error
+            else:
+                if status == 401 and not refreshed:
+                    self._credentials.refresh()  # a rotated token: read it again, once
+                    refreshed = True
+                    continue
+                if status < 400:
+                    return json.loads(raw) if raw else {}
+                failure = _error(status, raw)
+                if status not in RETRY_STATUSES:
+                    raise failure
             finally:
                 self._slots.release()
-            if status == 401 and attempt == 1:
-                self._credentials.refresh()  # a rotated token: read it again, once
-                continue
-            if status >= 400:
-                raise _error(status, raw)
-            return json.loads(raw) if raw else {}
-        raise AssertionError("unreachable")
+            retry += 1
+            wait = self.retry.delay(retry, retry_after)
+            if retry >= self.retry.attempts or waited + wait > self.retry.budget:
+                raise failure
+            log.info(
+                "%s %s failed (%s); retry %d in %.2f s",
+                method,
+                path,
+                failure,
+                retry,
+                wait,
+            )
+            waited += wait
+            await self.retry.sleep(wait)
 
     async def _get_or_none(self, path: str) -> dict[str, Any] | None:
         try:
@@ -169,6 +238,16 @@ class Api:
         claim = await self._get_or_none(f"{collection_path('v1', 'PersistentVolumeClaim', namespace)}/{name}")
         return list(((claim or {}).get("spec") or {}).get("accessModes") or [])
 
+    async def priority_class_exists(self, name: str) -> bool | None:
+        """Whether a PriorityClass exists; None when the operator may not look (namespaced RBAC)."""
+        try:
+            found = await self._get_or_none(f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}")
+        except ApiError as error:
+            if error.code == 403:
+                return None
+            raise
+        return found is not None
+
     async def apply(self, manifest: dict[str, Any], *, first: bool = False) -> None:
         """Server-side apply: idempotent, and conflicts with other managers are ours to win.
         `first` puts the request ahead of the others waiting for a slot."""
@@ -181,19 +260,20 @@ class Api:
             first=first,
         )
 
-    async def create_if_absent(self, manifest: dict[str, Any]) -> None:
-        """For objects whose spec is immutable once bound (PersistentVolumeClaims)."""
+    async def create(self, manifest: dict[str, Any], *, first: bool = False) -> None:
+        """Create an object; ApiError 409 when one of its name exists (whoever made it)."""
         meta = manifest["metadata"]
-        try:
-            await self._request(
-                "POST",
-                collection_path(manifest["apiVersion"], manifest["kind"], meta["namespace"]),
-                body=manifest,
-                params={"fieldManager": self._manager},
-            )
-        except ApiError as error:
-            if error.code != 409:
-                raise
+        await self._request(
+            "POST",
+            collection_path(manifest["apiVersion"], manifest["kind"], meta["namespace"]),
+            body=manifest,
+            params={"fieldManager": self._manager},
+            first=first,
+        )
+
+    async def read(self, manifest: dict[str, Any]) -> dict[str, Any] | None:
+        """The object of a manifest's kind, namespace and name as stored; None when there is none."""
+        return await self._get_or_none(_object_path(manifest))
 
     async def delete_rayjob(self, namespace: str, name: str) -> None:
         try:
@@ -206,12 +286,22 @@ class Api:
             if error.code != 404:
                 raise
 
-    async def patch_job_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
-        """A JSON merge patch of status fields; it leaves fields it does not name alone."""
-        await self._request(
+    async def patch_job_status(
+        self, namespace: str, name: str, patch: dict[str, Any], *, resource_version: str | None = None
+    ) -> dict[str, Any]:
+        """A JSON merge patch of status fields; it leaves fields it does not name alone.
+
+        With `resource_version` it applies only to that version of the job (409 otherwise): a
+        status computed from an older read is never written over a newer one. Returns the job as
+        stored afterwards.
+        """
+        body: dict[str, Any] = {"status": patch}
+        if resource_version:
+            body["metadata"] = {"resourceVersion": resource_version}
+        return await self._request(
             "PATCH",
             f"{collection_path(*_JOBS, namespace)}/{name}/status",
-            body={"status": patch},
+            body=body,
             content_type="application/merge-patch+json",
         )
 

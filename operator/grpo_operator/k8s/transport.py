@@ -10,14 +10,55 @@ import asyncio
 import heapq
 import ipaddress
 import itertools
+import random
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 
 # Requests in flight at once, and as many pooled connections. A burst of new jobs would otherwise
 # open a connection (and a TLS handshake, on both sides) per concurrent request.
 MAX_IN_FLIGHT = 32
 TIMEOUT_SECONDS = 30
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+"""Answers that say "not now" rather than "no": too many requests, and the server side failing."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded retries with exponential backoff and full jitter for transient failures.
+
+    A transient failure is a connection error, a timeout or one of RETRY_STATUSES. Without this,
+    one lost answer cost a job a whole resync period (and a lost Event was lost for good). The
+    bound keeps a reconcile from hanging on an API server that is really down: after `attempts`
+    tries or `budget` seconds of waiting the error goes to the caller, which retries the job later.
+    """
+
+    attempts: int = 5
+    base: float = 0.2
+    """The first wait's upper bound in seconds; each retry doubles it."""
+    cap: float = 5.0
+    """No single wait is longer (a Retry-After above it is cut to it)."""
+    budget: float = 15.0
+    """Seconds of waiting across all retries of one request."""
+    sleep: Callable[[float], Awaitable[None]] = field(default=asyncio.sleep, repr=False)
+
+    def delay(self, retry: int, retry_after: float | None = None) -> float:
+        """Seconds to wait before retry number `retry` (1-based); at least what Retry-After asks."""
+        backoff = random.uniform(0, min(self.cap, self.base * 2 ** (retry - 1)))
+        if retry_after is not None:
+            return min(self.cap, max(backoff, retry_after))
+        return backoff
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """A Retry-After header in seconds (the API server sends whole seconds); None if absent or a date."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
 
 
 def proxy_for(server: str, environ: Mapping[str, str]) -> str | None:

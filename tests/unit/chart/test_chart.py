@@ -67,7 +67,12 @@ def test_operator_image_defaults_to_the_app_version_and_a_digest_wins() -> None:
 
 
 def test_every_object_but_cluster_scoped_ones_lands_in_its_namespace() -> None:
-    cluster_scoped = {"ClusterRole", "ClusterRoleBinding"}
+    cluster_scoped = {
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
     for values in (None, NAMESPACED):
         for doc in render(values):
             namespace = doc["metadata"].get("namespace")

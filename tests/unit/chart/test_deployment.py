@@ -1,4 +1,5 @@
-"""The operator's pod: one replica, hardened, probed, and reading the settings the chart renders."""
+"""The operator's pods: one acting replica (a Lease decides), hardened, probed, and reading the
+settings the chart renders."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ from pathlib import PurePosixPath
 from typing import Any
 
 import pytest
+import yaml
 
-from .helm import NAMESPACED, only, render
+from .helm import NAMESPACED, only, rejection, render
 
 
 def _deployment(values: dict | None = None, *sets: str) -> dict[str, Any]:
@@ -23,8 +25,32 @@ def _pods(values: dict | None = None) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
-def test_one_replica_replaced_not_rolled() -> None:
+def test_one_replica_by_default_rolled_without_overlap() -> None:
     spec = _deployment()["spec"]
+    assert spec["replicas"] == 1
+    # With leader election the new pod waits as a candidate: surge one, never go below.
+    assert spec["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+
+
+def test_several_replicas_with_leader_election() -> None:
+    docs = render({"replicaCount": 2})
+    assert only(docs, "Deployment")["spec"]["replicas"] == 2
+    settings = yaml.safe_load(only(docs, "ConfigMap", "-settings")["data"]["settings.yaml"])
+    assert settings["leaderElection"] is True
+    assert settings["leaseName"] == "grpo-grpo-operator"
+    assert settings["leaseNamespace"] == "grpo-system"
+
+
+def test_several_replicas_without_leader_election_are_refused() -> None:
+    error = rejection({"replicaCount": 2, "settings": {"leaderElection": False}})
+    assert "replicaCount > 1 needs settings.leaderElection" in error
+
+
+def test_without_leader_election_one_pod_is_replaced_not_rolled() -> None:
+    spec = _deployment({"settings": {"leaderElection": False}})["spec"]
     assert spec["replicas"] == 1
     assert spec["strategy"] == {"type": "Recreate"}
 

@@ -10,7 +10,7 @@ import yaml
 from controller.helpers import EXAMPLES, example_body, job_from
 from grpo_operator.children.rbac import build_trainer_rbac
 
-from .helm import NAMESPACE, NAMESPACED, of_kind, render, render_text
+from .helm import NAMESPACE, NAMESPACED, of_kind, only, render, render_text
 
 # (API group, resource) -> verbs: the operator's whole use of the API (operator/grpo_operator/k8s/api.py
 # and kopf). A change here is a change of the operator's privileges and must be deliberate.
@@ -24,8 +24,18 @@ OPERATOR_RULES = {
     ("", "serviceaccounts"): {"get", "create", "patch"},
     ("rbac.authorization.k8s.io", "roles"): {"get", "create", "patch"},
     ("rbac.authorization.k8s.io", "rolebindings"): {"get", "create", "patch"},
+    ("networking.k8s.io", "networkpolicies"): {"get", "create", "patch"},
     ("", "events"): {"create"},
 }
+LEADER_RULES = [
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+    {
+        "apiGroups": ["coordination.k8s.io"],
+        "resources": ["leases"],
+        "resourceNames": ["grpo-grpo-operator"],
+        "verbs": ["get", "update"],
+    },
+]
 CLEANUP_RULES = {
     ("grpo.dev", "grpojobs"): {"list", "delete"},
     ("ray.io", "rayjobs"): {"list"},
@@ -34,6 +44,7 @@ ROLE_KINDS = ("Role", "ClusterRole")
 
 
 def _grants(role: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
+    """What a role grants, for roles that name no objects (every role but the Lease's)."""
     grants: dict[tuple[str, str], set[str]] = {}
     for rule in role["rules"]:
         assert "resourceNames" not in rule
@@ -48,20 +59,29 @@ def _is_cleanup(doc: dict[str, Any]) -> bool:
     return doc["metadata"]["name"].endswith("-cleanup")
 
 
+def _is_leader(doc: dict[str, Any]) -> bool:
+    return doc["metadata"]["name"].endswith("-leader")
+
+
 def _is_for_users(doc: dict[str, Any]) -> bool:
     return any(k.startswith("rbac.authorization.k8s.io/aggregate-to-") for k in doc["metadata"]["labels"])
 
 
 def _operator_roles(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [d for d in of_kind(docs, *ROLE_KINDS) if not _is_cleanup(d) and not _is_for_users(d)]
+    return [
+        d
+        for d in of_kind(docs, *ROLE_KINDS)
+        if not _is_cleanup(d) and not _is_for_users(d) and not _is_leader(d)
+    ]
 
 
 def test_cluster_wide_grants_exactly_what_the_operator_uses() -> None:
     docs = render()
     roles = _operator_roles(docs)
     assert [r["kind"] for r in roles] == ["ClusterRole"]
-    assert _grants(roles[0]) == OPERATOR_RULES
-    bindings = [d for d in of_kind(docs, "ClusterRoleBinding") if not _is_cleanup(d)]
+    # Cluster-wide, the operator also checks that a job's priorityClassName exists.
+    assert _grants(roles[0]) == {**OPERATOR_RULES, ("scheduling.k8s.io", "priorityclasses"): {"get"}}
+    bindings = [d for d in of_kind(docs, "ClusterRoleBinding") if not _is_cleanup(d) and not _is_leader(d)]
     assert len(bindings) == 1
     assert bindings[0]["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
@@ -85,11 +105,25 @@ def test_namespaced_grants_the_same_only_in_the_listed_namespaces() -> None:
     for role in roles:
         assert role["kind"] == "Role"
         assert _grants(role) == OPERATOR_RULES
-    bindings = [d for d in of_kind(docs, "RoleBinding") if not _is_cleanup(d)]
+    bindings = [d for d in of_kind(docs, "RoleBinding") if not _is_cleanup(d) and not _is_leader(d)]
     assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
     for binding in bindings:
         assert binding["roleRef"]["kind"] == "Role"
         assert binding["subjects"][0]["namespace"] == NAMESPACE
+
+
+@pytest.mark.parametrize("values", [None, NAMESPACED], ids=["cluster-wide", "namespaced"])
+def test_leader_election_may_touch_only_the_releases_lease(values: dict | None) -> None:
+    docs = render(values)
+    [role] = [d for d in of_kind(docs, *ROLE_KINDS) if _is_leader(d)]
+    assert role["kind"] == "Role"
+    assert role["metadata"]["namespace"] == NAMESPACE
+    assert role["rules"] == LEADER_RULES
+    [binding] = [d for d in of_kind(docs, "RoleBinding") if _is_leader(d)]
+    assert binding["metadata"]["namespace"] == NAMESPACE
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    settings = yaml.safe_load(only(docs, "ConfigMap", "-settings")["data"]["settings.yaml"])
+    assert (settings["leaseNamespace"], settings["leaseName"]) == (NAMESPACE, "grpo-grpo-operator")
 
 
 def test_the_cleanup_hook_may_only_delete_jobs() -> None:

@@ -10,9 +10,11 @@ from .helm import rejection, render
 @pytest.mark.parametrize(
     ("values", "sets", "named"),
     [
-        # One operator only: there is no replica knob to turn.
-        (None, ("replicaCount=2",), "replicaCount"),
+        # The replica knob is replicaCount, 1 to 5.
+        ({"replicaCount": 0}, (), "replicaCount"),
+        ({"replicaCount": "two"}, (), "replicaCount"),
         ({"replicas": 2}, (), "replicas"),
+        ({"settings": {"leaseDurationSeconds": 0}}, (), "leaseDurationSeconds"),
         ({"settings": {"logFormat": "xml"}}, (), "logFormat"),
         ({"settings": {"namespaces": ["team-a"]}}, (), "namespaces"),
         ({"settings": {"metricsPort": 0}}, (), "metricsPort"),

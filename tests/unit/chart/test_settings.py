@@ -19,8 +19,9 @@ from .helm import CHART, NAMESPACED, only, render
 
 VALUES = yaml.safe_load((CHART / "values.yaml").read_text())
 SCHEMA = json.loads((CHART / "values.schema.json").read_text())
-# Set from other values: namespaces from rbac, profiles from the top-level profiles group.
-DERIVED = {"namespaces", "profiles"}
+# Set from other values or the release: namespaces from rbac, profiles from the top-level profiles
+# group, the Lease's name and namespace from the release; a replica's identity is its pod's name.
+DERIVED = {"namespaces", "profiles", "leaseName", "leaseNamespace", "leaderIdentity"}
 
 
 def _aliases(model: type) -> set[str]:
@@ -35,7 +36,28 @@ def _settings(values: dict | None, tmp_path: Path) -> Settings:
 
 
 def test_default_values_are_the_operators_defaults(tmp_path: Path) -> None:
-    assert _settings(None, tmp_path) == Settings()
+    rendered = _settings(None, tmp_path)
+    # What the chart derives from the release: the Lease, and the operator's own pods as a Ray client.
+    assert (rendered.lease_name, rendered.lease_namespace) == ("grpo-grpo-operator", "grpo-system")
+    *clients, operator = rendered.ray_clients
+    assert operator == {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "grpo-system"}},
+        "podSelector": {
+            "matchLabels": {
+                "app.kubernetes.io/name": "grpo-operator",
+                "app.kubernetes.io/instance": "grpo",
+                "app.kubernetes.io/component": "operator",
+            }
+        },
+    }
+    derived = {"lease_name": "grpo-operator", "lease_namespace": None, "ray_clients": clients}
+    assert rendered.model_copy(update=derived) == Settings()
+
+
+def test_the_operators_pods_are_the_ones_the_deployment_runs(tmp_path: Path) -> None:
+    operator = _settings(None, tmp_path).ray_clients[-1]["podSelector"]["matchLabels"]
+    pod = only(render(), "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert operator.items() <= pod.items()
 
 
 def test_every_settings_key_is_a_settings_field() -> None:

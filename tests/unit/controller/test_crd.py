@@ -133,9 +133,12 @@ def _undescribed(node: dict[str, Any], path: str) -> list[str]:
 def test_kubectl_explain_describes_every_field() -> None:
     """Every spec and status field, at every depth, says what it is (kubectl explain shows it).
 
-    metadata is the API server's: a CRD may give it no more than its type."""
+    metadata is the API server's: a CRD may constrain only its name (KubeRay names the Ray cluster's
+    Services after it: a DNS-1035 label of at most 40 characters)."""
     root = _schema()
-    assert root["properties"]["metadata"] == {"type": "object"}
+    metadata = root["properties"]["metadata"]
+    assert set(metadata) == {"type", "properties"}
+    assert set(metadata["properties"]) == {"name"}
     assert (
         _undescribed({"properties": {k: v for k, v in root["properties"].items() if k != "metadata"}}, "")
         == []

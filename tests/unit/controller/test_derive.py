@@ -7,10 +7,22 @@ from typing import Any
 
 import pytest
 from grpo_operator.api.v1alpha1 import GRPOJob
+from grpo_operator.api.v1alpha1.status import GRPOJobStatus
 from grpo_operator.children.rayjob import build_rayjob
 from grpo_operator.config import Settings
-from grpo_operator.lifecycle import diff, observe_rayjob, plan
+from grpo_operator.lifecycle import (
+    children_created,
+    children_waiting,
+    diff,
+    fail,
+    holds_cluster,
+    observe_rayjob,
+    plan,
+    reason,
+)
 from grpo_operator.validation import Problem
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from .helpers import minimal_body
 
@@ -65,8 +77,32 @@ def test_new_job_names_attempt_one_and_creates_it() -> None:
     assert result.status["phase"] == "Pending"
     assert result.status["rayJobName"] == "demo-1"
     assert result.status["startTime"] == "2026-11-29T12:00:00Z"
-    assert _conditions(result.status) == {"Created": "True"}
+    # Not Created yet: the condition waits for the children to exist.
+    assert _conditions(result.status) == {}
     assert result.events == [("Normal", "Created", "created Ray job demo-1")]
+
+
+def test_created_is_set_once_the_children_exist() -> None:
+    pending = plan(_job(), None, [], NOW).status
+    patch = children_created(_job(), pending, NOW)
+    assert patch is not None
+    created = next(c for c in patch["conditions"] if c["type"] == "Created")
+    assert (created["status"], created["reason"]) == ("True", "ChildrenCreated")
+    assert "demo-1" in created["message"]
+    assert children_created(_job(), {**pending, **patch}, NOW) is None, "written once, not every reconcile"
+
+
+def test_children_that_must_wait_say_why_once() -> None:
+    pending = plan(_job(), None, [], NOW).status
+    patch = children_waiting(_job(), pending, NOW, "WaitingForPreviousJob", "RayJob demo-1 is being deleted")
+    assert patch is not None
+    assert _conditions(patch) == {"Created": "False"}
+    assert (
+        children_waiting(
+            _job(), {**pending, **patch}, NOW, "WaitingForPreviousJob", "RayJob demo-1 is being deleted"
+        )
+        is None
+    )
 
 
 def test_invalid_job_fails_without_children() -> None:
@@ -146,7 +182,7 @@ def test_retryable_failure_starts_the_next_attempt() -> None:
             "message": result.status["failedAttempts"][0]["message"],
             "retryable": True,
             # Where `kubectl grpo logs demo --attempt 1` reads from once the Ray cluster is gone.
-            "logFile": "/grpo/checkpoints/demo/metrics/attempt-1.log",
+            "logFile": "/grpo/checkpoints/demo-00000000/metrics/attempt-1.log",
         }
     ]
     assert "resuming from the latest checkpoint" in result.events[0][2]
@@ -173,9 +209,13 @@ def test_configuration_error_fails_at_once() -> None:
     assert "configuration error" in failed["message"]
 
 
+def _failed(*attempts: int) -> list[dict[str, Any]]:
+    return [{"attempt": a, "reason": "TrainerCrashed", "retryable": True} for a in attempts]
+
+
 def test_backoff_limit_ends_retries() -> None:
     result = plan(
-        _job(_running_status(attempt=3), backoffLimit=2),
+        _job({**_running_status(attempt=3), "failedAttempts": _failed(1, 2)}, backoffLimit=2),
         _rayjob("Failed", "FAILED", "exit code 137"),
         [],
         NOW,
@@ -259,6 +299,153 @@ def test_the_trainers_failure_line_names_the_reason() -> None:
     assert result.create_attempt == 2
     assert result.status["failedAttempts"][0]["reason"] == "OutOfMemory"
     assert "CUDA out of memory on rank 3" in result.status["failedAttempts"][0]["message"]
+
+
+def test_suspend_and_resume_cycles_do_not_use_the_retry_budget() -> None:
+    # Attempts 1-4 each ended in a suspension; attempt 5 is the first to fail.
+    result = plan(
+        _job(_running_status(attempt=5), backoffLimit=1),
+        _rayjob("Failed", "FAILED", "exit code 137"),
+        [],
+        NOW,
+    )
+    assert result.create_attempt == 6
+    assert result.status["phase"] == "Restarting"
+    assert "retry 1 of 1" in result.events[0][2]
+    # A second failure uses up backoffLimit=1.
+    again = plan(_job(result.status, backoffLimit=1), _rayjob("Failed", "FAILED", "exit code 137"), [], NOW)
+    assert again.status["phase"] == "Failed"
+    assert next(c for c in again.status["conditions"] if c["type"] == "Failed")["reason"] == (
+        "BackoffLimitExceeded"
+    )
+
+
+def test_a_long_failure_reason_from_the_trainer_fits_the_schema() -> None:
+    told = "Out of memory on rank 3 " * 40
+    message = (
+        "Job entrypoint command failed with exit code 4, last available logs:\n"
+        f'GRPO_FAILURE {{"reason": "{told}", "retryable": false, "exitCode": 4, "message": "{"x" * 5000}"}}'
+    )
+    result = plan(_job(_running_status()), _rayjob("Failed", "FAILED", message), [], NOW)
+    assert result.status["phase"] == "Failed"
+    failed = next(c for c in result.status["conditions"] if c["type"] == "Failed")
+    assert failed["reason"].startswith("OutOfMemoryOnRank3")
+    assert len(failed["reason"]) == 128
+    GRPOJobStatus.model_validate(result.status)  # the schema's bounds: what the API server enforces
+
+
+@pytest.mark.parametrize(
+    ("given_reason", "expected"),
+    [
+        ("OutOfMemory", "OutOfMemory"),
+        ("out of memory", "OutOfMemory"),
+        ("collective-timeout: rank 3", "CollectiveTimeoutRank3"),
+        ("3rd try", "RdTry"),
+        ("", "Failed"),
+        ("!!!", "Failed"),
+        ("Über", "Ber"),
+    ],
+)
+def test_reasons_are_squeezed_into_the_condition_reason_pattern(given_reason: str, expected: str) -> None:
+    assert reason(given_reason) == expected
+
+
+TEXT = st.text(max_size=6000)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    ray_reason=TEXT,
+    ray_message=TEXT,
+    told_reason=TEXT,
+    told_message=TEXT,
+    cluster=st.text(max_size=400),
+    deployment=st.sampled_from(["", "Initializing", "Running", "Complete", "Failed", "ValidationFailed"]),
+    job_status=st.sampled_from(["", "PENDING", "RUNNING", "SUCCEEDED", "FAILED", "STOPPED"]),
+    with_line=st.booleans(),
+    attempt=st.integers(1, 101),
+)
+def test_whatever_kuberay_and_the_trainer_say_the_status_fits_the_schema(
+    ray_reason: str,
+    ray_message: str,
+    told_reason: str,
+    told_message: str,
+    cluster: str,
+    deployment: str,
+    job_status: str,
+    with_line: bool,
+    attempt: int,
+) -> None:
+    import json
+
+    message = ray_message
+    if with_line:
+        payload = {"reason": told_reason, "retryable": True, "exitCode": 75, "message": told_message}
+        message += "\nGRPO_FAILURE " + json.dumps(payload)
+    rayjob = _rayjob(
+        deployment, job_status, message, reason=ray_reason, rayClusterName=cluster, dashboardURL=cluster
+    )
+    status = {**_running_status(attempt), "failedAttempts": _failed(*range(1, attempt))[-100:]}
+    result = plan(_job(status, backoffLimit=100), rayjob, [], NOW)
+    GRPOJobStatus.model_validate(result.status)
+    for _, why, _ in result.events:
+        assert len(why) <= 128
+
+
+def test_a_finished_job_still_takes_down_a_cluster_left_running() -> None:
+    # The deadline failed the job and the delete of its RayJob was lost: the next look deletes it.
+    failed = plan(_job(_running_status(), activeDeadlineSeconds=600), _rayjob("Running", "RUNNING"), [], NOW)
+    assert failed.delete_rayjob == "demo-1"
+    again = plan(_job(failed.status, activeDeadlineSeconds=600), _rayjob("Running", "RUNNING"), [], NOW)
+    assert again.status == failed.status
+    assert again.delete_rayjob == "demo-1"
+    assert again.events == []
+
+
+@pytest.mark.parametrize(
+    ("rayjob", "holds"),
+    [
+        (None, False),
+        (_rayjob("Running", "RUNNING"), True),
+        (_rayjob("Initializing"), True),
+        (_rayjob("Suspended"), True),
+        (_rayjob("Complete", "SUCCEEDED"), False),
+        (_rayjob("Failed", "FAILED"), False),
+        (_rayjob("Running", "FAILED"), False),
+        (_rayjob("ValidationFailed"), False),
+    ],
+)
+def test_which_rayjobs_still_hold_a_cluster(rayjob: dict[str, Any] | None, holds: bool) -> None:
+    assert holds_cluster(rayjob) is holds
+    status = {**_running_status(), "phase": "Failed"}
+    assert plan(_job(status), rayjob, [], NOW).delete_rayjob == ("demo-1" if holds else None)
+
+
+def test_a_rayjob_being_deleted_is_not_deleted_again() -> None:
+    rayjob = _rayjob("Running", "RUNNING")
+    rayjob["metadata"]["deletionTimestamp"] = "2026-11-29T11:59:00Z"
+    status = {**_running_status(), "phase": "Failed"}
+    assert plan(_job(status), rayjob, [], NOW).delete_rayjob is None
+
+
+def test_a_spec_made_invalid_while_running_fails_and_stops_the_cluster() -> None:
+    problems = [Problem("spec.algorithm.miniBatchSize", "must divide")]
+    result = plan(_job(_running_status()), _rayjob("Running", "RUNNING"), problems, NOW)
+    assert result.status["phase"] == "Failed"
+    assert result.delete_rayjob == "demo-1"
+
+
+def test_a_rejected_child_fails_the_job_and_stops_its_cluster() -> None:
+    message = 'RayJob "demo-1" is invalid: metadata.labels: Invalid value: "my queue"'
+    result = fail(_job(), _running_status(), _rayjob("Initializing"), "ChildRejected", message, NOW)
+    assert result.status["phase"] == "Failed"
+    assert _conditions(result.status)["Created"] == "False"
+    failed = next(c for c in result.status["conditions"] if c["type"] == "Failed")
+    assert (failed["reason"], failed["message"]) == ("ChildRejected", message)
+    assert result.delete_rayjob == "demo-1"
+    assert result.events == [("Warning", "ChildRejected", message)]
+    # Once failed, it stays failed with the first reason.
+    assert fail(_job(), result.status, None, "Other", "x", NOW).status == result.status
 
 
 FAILED_FOR_GOOD = "Job entrypoint command failed with exit code 3, last available logs: ConfigError"

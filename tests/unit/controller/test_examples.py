@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 from grpo_operator.children.configmap import build_spec_configmap
+from grpo_operator.children.networkpolicy import build_network_policy
 from grpo_operator.children.pvc import build_checkpoint_pvc
 from grpo_operator.children.rayjob import build_rayjob
 from grpo_operator.children.rbac import build_trainer_rbac
@@ -52,6 +53,7 @@ def test_children_match_golden(path: Path) -> None:
         build_spec_configmap(job, SETTINGS),
         *build_trainer_rbac(job),
         build_checkpoint_pvc(job, SETTINGS),
+        build_network_policy(job, SETTINGS),
         build_rayjob(job, SETTINGS, attempt=1),
     ]
     rendered = yaml.safe_dump_all([_readable(c) for c in children if c is not None], sort_keys=True)
@@ -81,7 +83,9 @@ def test_ascend_rayjob_requests_npus_and_declares_the_ray_resource() -> None:
     assert env["VERL_PLATFORM"] == "huawei"
     assert env["USE_OPTIMIZED_MODEL"] == "0"
     assert env["HCCL_CONNECT_TIMEOUT"] == "1800"
-    assert env["GRPO_METRICS_FILE"] == "/grpo/checkpoints/geo3k-qwen3-vl-4b-npu/metrics/attempt-1.jsonl"
+    assert (
+        env["GRPO_METRICS_FILE"] == "/grpo/checkpoints/geo3k-qwen3-vl-4b-npu-00000000/metrics/attempt-1.jsonl"
+    )
 
 
 def test_nvidia_rayjob_uses_gpus_and_nccl() -> None:

@@ -120,3 +120,21 @@ def test_validation_needs_validation_data() -> None:
 def test_describe_names_the_field(changes: dict, field: str) -> None:
     job = job_from(minimal_body(), **changes)
     assert describe(validate(job, SETTINGS)).startswith(field + ": ")
+
+
+@pytest.mark.parametrize("name", ["1demo", "demo.v2", "Demo", "demo-"])
+def test_a_name_kuberay_would_refuse_is_named(name: str) -> None:
+    body = minimal_body()
+    body["metadata"]["name"] = name
+    problems = {p.field: p.message for p in validate(GRPOJob.model_validate(body), SETTINGS)}
+    assert "must be a DNS-1035 label" in problems["metadata.name"]
+
+
+def test_a_priority_class_that_does_not_exist_is_named() -> None:
+    job = job_from(minimal_body(), **{"resources.priorityClassName": "urgent"})
+    assert validate(job, SETTINGS, priority_class_exists=None) == []  # not known: not held against it
+    [problem] = validate(job, SETTINGS, priority_class_exists=False)
+    assert (problem.field, problem.message) == (
+        "spec.resources.priorityClassName",
+        "no PriorityClass 'urgent' in the cluster",
+    )

@@ -207,11 +207,25 @@ def test_operator_extra_carries_no_trainer_dependencies() -> None:
     assert not operator & trainer
 
 
-def test_cuda_image_runs_as_a_numeric_unprivileged_user() -> None:
-    (user,) = Dockerfile.read(DOCKERFILES["cuda"]).final("USER")
-    uid = user.arguments.partition(":")[0]
-    assert uid.isdigit()
+@pytest.mark.parametrize(
+    ("image", "profile"), [("cuda", "nvidia"), ("ascend", "ascend"), ("ascend-a2-seed", "ascend")]
+)
+def test_trainer_images_run_as_the_profiles_unprivileged_user(image: str, profile: str) -> None:
+    """The Ray pods run as the profile's runAsUser:runAsGroup (non-root, the `restricted` level):
+    the image's last USER must be that same numeric pair, and its home must be theirs."""
+    dockerfile = Dockerfile.read(DOCKERFILES[image])
+    users = dockerfile.all("USER")
+    assert users, "no USER: the image would run as root"
+    uid, _, gid = users[-1].arguments.partition(":")
+    assert uid.isdigit(), "a numeric USER lets the kubelet verify runAsNonRoot"
+    assert gid.isdigit()
+    settings = Settings().profiles[profile]
+    assert (int(uid), int(gid)) == (settings.run_as_user, settings.run_as_group)
     assert int(uid) != 0
+    values = CHART_VALUES["profiles"][profile]
+    assert (values["runAsUser"], values["runAsGroup"]) == (int(uid), int(gid))
+    runs = " ".join(i.arguments for i in dockerfile.all("RUN"))
+    assert re.search(rf"(useradd|install -d) [^;]*(--uid|-o) {uid}", runs), "the user (and its home) is made"
 
 
 def test_build_script_tags_the_images_the_chart_and_operator_use() -> None:

@@ -6,26 +6,86 @@ them, and an unbounded field is an easy way to put megabytes into etcd by mistak
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-# Kubernetes resource quantities ("8", "500m", "64Gi", "1Ti").
-QUANTITY_PATTERN = r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
-# DNS-1123 subdomain / label names used for object references.
-NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+# The syntax Kubernetes itself checks, spelled once. A value that breaks it would pass our schema
+# and be refused later, on a child (a RayJob, a pod) where nobody is watching: the job would sit
+# Pending without a word. Every pattern is RE2 and Python `re` alike (no look-arounds).
 
-Quantity = Annotated[str, Field(pattern=QUANTITY_PATTERN, max_length=32)]
-ObjectName = Annotated[str, Field(pattern=NAME_PATTERN, min_length=1, max_length=253)]
-ShortString = Annotated[str, Field(max_length=256)]
-LabelValue = Annotated[str, Field(max_length=63)]
-LabelKey = Annotated[str, Field(max_length=253)]
+QUANTITY_PATTERN = r"^([0-9]+(\.[0-9]*)?|\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][-+]?[0-9]+)?$"
+"""A Kubernetes resource quantity without a sign ("8", "500m", "64Gi", "1.5Ti", "2e9")."""
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+DNS_SUBDOMAIN = rf"{_DNS_LABEL}(\.{_DNS_LABEL})*"
+NAME_PATTERN = rf"^{DNS_SUBDOMAIN}$"
+"""An object name (ConfigMap, Secret, claim, class): a DNS-1123 subdomain."""
+JOB_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+"""A GRPOJob's name: a DNS-1035 label, because KubeRay names Services after it."""
+MAX_JOB_NAME = 40
+"""KubeRay refuses a RayJob name over 47 characters (its RayCluster adds `-<5 characters>`, the head
+Service `-head-svc`, all within 63): `<job>-<attempt>` fits with attempt numbers of up to 6 digits."""
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+LABEL_KEY_PATTERN = rf"^({DNS_SUBDOMAIN}/)?[A-Za-z0-9]([-A-Za-z0-9_.]{{0,61}}[A-Za-z0-9])?$"
+"""An optional DNS-subdomain prefix and a name of at most 63 characters."""
+DATA_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
+"""A key of a ConfigMap or Secret."""
+INT32_MAX = 2147483647
 
 
 def cel(rule: str, message: str, **extra: Any) -> dict[str, Any]:
     """One `x-kubernetes-validations` entry, attached through `json_schema_extra`."""
     return {"rule": rule, "message": message, **extra}
+
+
+def _positive_quantity(value: str) -> str:
+    """The schema's CEL rule `quantity(self) > 0`, for the parser (sign and syntax are the pattern's)."""
+    mantissa = re.split(r"[A-Za-z]", value, maxsplit=1)[0]
+    if not re.search(r"[1-9]", mantissa):
+        raise ValueError("must be a quantity greater than zero")
+    return value
+
+
+Quantity = Annotated[
+    str,
+    Field(
+        pattern=QUANTITY_PATTERN,
+        max_length=32,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel(
+                    "!isQuantity(self) || quantity(self).isGreaterThan(quantity('0'))",
+                    "must be a quantity greater than zero (e.g. 8, 500m, 64Gi)",
+                )
+            ]
+        },
+    ),
+    AfterValidator(_positive_quantity),
+]
+ObjectName = Annotated[str, Field(pattern=NAME_PATTERN, min_length=1, max_length=253)]
+ShortString = Annotated[str, Field(max_length=256)]
+LabelValue = Annotated[str, Field(pattern=LABEL_VALUE_PATTERN, max_length=63)]
+LabelKey = Annotated[str, Field(pattern=LABEL_KEY_PATTERN, min_length=1, max_length=253)]
+DataKey = Annotated[str, Field(pattern=DATA_KEY_PATTERN, min_length=1, max_length=253)]
+
+
+def labels_rule(what: str) -> dict[str, Any]:
+    """CEL for a map whose keys are label keys: the schema cannot put a pattern on map keys."""
+    return cel(
+        f"self.all(k, k.matches(r'{LABEL_KEY_PATTERN}'))",
+        f"{what} keys must be label keys: an optional DNS-subdomain prefix and '/', then at most 63 "
+        "letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
+    )
+
+
+def check_label_keys(value: dict[str, str]) -> dict[str, str]:
+    """labels_rule, for the parser."""
+    bad = [k for k in value if not re.match(LABEL_KEY_PATTERN, k) or len(k) > 253]
+    if bad:
+        raise ValueError(f"{bad[0]!r} is not a label key")
+    return value
 
 
 def immutable(what: str, why: str) -> dict[str, Any]:

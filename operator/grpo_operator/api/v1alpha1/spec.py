@@ -9,27 +9,63 @@ the operator's settings at reconcile time.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
-from pydantic import ConfigDict, Field
+from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
 from .base import (
+    DNS_SUBDOMAIN,
+    INT32_MAX,
     ApiModel,
+    DataKey,
     LabelKey,
     LabelValue,
     ObjectName,
     Quantity,
     ShortString,
     cel,
+    check_label_keys,
     immutable,
+    labels_rule,
 )
 
-SOURCE_PATTERN = r"^((hf|modelscope|pvc|s3)://[^\s]+|/[^\s]*)$"
+_HUB_NAME = r"[A-Za-z0-9_]([A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?"
+"""One half of a Hugging Face or ModelScope repository id (the hub's own rule, less its no-'--'/'..')."""
+SOURCE_PATTERN = (
+    rf"^((hf|modelscope)://{_HUB_NAME}/{_HUB_NAME}"
+    rf"|pvc://{DNS_SUBDOMAIN}(/[^\s]*)?"
+    r"|s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?"
+    r"|/[^\s]*)$"
+)
 SOURCE_HELP = (
     "hf://org/name, modelscope://org/name, pvc://claim/path, s3://bucket/prefix, "
     "or an absolute path inside the trainer image"
 )
-Source = Annotated[str, Field(pattern=SOURCE_PATTERN, max_length=512)]
+_HUB_RULE = (
+    "!(self.startsWith('hf://') || self.startsWith('modelscope://')) || "
+    "!(self.contains('--') || self.contains('..'))"
+)
+_HUB_MESSAGE = "a hub repository id (hf://org/name, modelscope://org/name) may not contain '--' or '..'"
+
+
+def _hub_id(value: str) -> str:
+    """_HUB_RULE, for the parser."""
+    if value.startswith(("hf://", "modelscope://")) and ("--" in value or ".." in value):
+        raise ValueError(_HUB_MESSAGE)
+    return value
+
+
+Source = Annotated[
+    str,
+    Field(
+        pattern=SOURCE_PATTERN,
+        max_length=512,
+        json_schema_extra={"x-kubernetes-validations": [cel(_HUB_RULE, _HUB_MESSAGE)]},
+    ),
+    AfterValidator(_hub_id),
+]
+OVERRIDE_PATTERN = r"^(~|\+{1,2})?[A-Za-z_][-A-Za-z0-9_.@/\[\]]*=.*$"
+"""`key=value` (Hydra's `+key=value`, `++key=value` and `~key=value` too): what the engines accept."""
 
 
 class ModelSpec(ApiModel):
@@ -119,10 +155,12 @@ class RewardSpec(ApiModel):
     (the same weights, equal values written differently count as equal), reasoning-format, safety."""
     custom: CustomReward | None = None
     """A user function from a ConfigMap."""
-    kwargs: Annotated[dict[Annotated[str, Field(max_length=63)], ShortString], Field(max_length=32)] = Field(
-        default_factory=dict
-    )
-    """Extra keyword arguments passed to the reward function (as strings)."""
+    kwargs: Annotated[
+        dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")], ShortString],
+        Field(max_length=32),
+    ] = Field(default_factory=dict)
+    """Extra keyword arguments passed to the reward function (as strings); each name a Python
+    identifier."""
 
 
 class KLSpec(ApiModel):
@@ -270,15 +308,33 @@ class EngineSpec(ApiModel):
     """verl's fused kernels for the log-probability and entropy computation."""
     lora: LoraSpec | None = None
     """Train LoRA adapters instead of all weights (required for trl)."""
-    overrides: Annotated[list[Annotated[str, Field(max_length=1024)]], Field(max_length=128)] = Field(
-        default_factory=list
-    )
+    overrides: Annotated[
+        list[Annotated[str, Field(pattern=OVERRIDE_PATTERN, max_length=1024)]], Field(max_length=128)
+    ] = Field(default_factory=list)
     """Escape hatch: raw engine overrides (Hydra `key=value` for verl, GRPOConfig `key=value` for trl),
     applied last."""
 
 
+_TOLERATION_RULES = [
+    cel(
+        "has(self.key) || (has(self.operator) && self.operator == 'Exists')",
+        "a toleration without a key must use operator Exists (it then tolerates every taint)",
+    ),
+    cel(
+        "!(has(self.operator) && self.operator == 'Exists' && has(self.value) && self.value != '')",
+        "a toleration with operator Exists takes no value",
+    ),
+    cel(
+        "!has(self.tolerationSeconds) || (has(self.effect) && self.effect == 'NoExecute')",
+        "tolerationSeconds goes with effect NoExecute",
+    ),
+]
+
+
 class Toleration(ApiModel):
     """A pod toleration, as in core/v1."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": _TOLERATION_RULES})
 
     key: LabelKey | None = None
     """The taint key; empty with operator Exists tolerates every taint."""
@@ -290,6 +346,18 @@ class Toleration(ApiModel):
     """The taint effect to tolerate; empty tolerates every effect."""
     toleration_seconds: int | None = None
     """For NoExecute: how long the pod stays bound after the taint appears (default: forever)."""
+
+    @model_validator(mode="after")
+    def _as_the_pod_api_wants(self) -> Self:
+        """_TOLERATION_RULES, for the parser."""
+        exists = self.operator == "Exists"
+        if self.key is None and not exists:
+            raise ValueError(_TOLERATION_RULES[0]["message"])
+        if exists and self.value:
+            raise ValueError(_TOLERATION_RULES[1]["message"])
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            raise ValueError(_TOLERATION_RULES[2]["message"])
+        return self
 
 
 class ResourcesSpec(ApiModel):
@@ -307,7 +375,7 @@ class ResourcesSpec(ApiModel):
     ]
     """Accelerator profile from the operator's settings: nvidia GPUs, ascend NPUs, or cpu (no
     accelerator: a smoke run of data and rewards with the trl engine before asking for devices)."""
-    product: LabelValue | None = None
+    product: Annotated[LabelValue, Field(min_length=1)] | None = None
     """Device product to pin to (e.g. NVIDIA-H100-80GB-HBM3; Ascend910B3)."""
     devices_per_node: Annotated[
         int,
@@ -343,13 +411,17 @@ class ResourcesSpec(ApiModel):
     """Memory request and limit per worker pod (default: the profile's memoryPerDevice × devicesPerNode)."""
     shared_memory: Quantity | None = None
     """Size of /dev/shm on every pod (default from the operator's settings, 32Gi)."""
-    node_selector: Annotated[dict[LabelKey, LabelValue], Field(max_length=32)] = Field(default_factory=dict)
+    node_selector: Annotated[
+        dict[LabelKey, LabelValue],
+        Field(max_length=32, json_schema_extra={"x-kubernetes-validations": [labels_rule("nodeSelector")]}),
+        AfterValidator(check_label_keys),
+    ] = Field(default_factory=dict)
     """Added to the profile's node selector."""
     tolerations: Annotated[list[Toleration], Field(max_length=32)] = Field(default_factory=list)
     """Added to the profile's tolerations."""
     priority_class_name: ObjectName | None = None
     """PriorityClass of every trainer pod (preemption order; Kueue reads it too)."""
-    queue_name: LabelValue | None = None
+    queue_name: Annotated[LabelValue, Field(min_length=1)] | None = None
     """Kueue LocalQueue. Each attempt's RayJob is created suspended with Kueue's queue label, and
     Kueue starts it by unsuspending it when the queue admits it (and may suspend it again to
     preempt it: the attempt then waits in the queue instead of failing)."""
@@ -456,7 +528,7 @@ class WandbSpec(ApiModel):
     """The run's name in the project (default: the job's name)."""
     secret_name: ObjectName
     """Secret with the API key."""
-    secret_key: Annotated[str, Field(max_length=253)] = "WANDB_API_KEY"
+    secret_key: DataKey = "WANDB_API_KEY"
     """Key of the API key in that Secret."""
 
 
@@ -547,9 +619,9 @@ class RunPolicy(ApiModel):
 
     backoff_limit: Annotated[int, Field(ge=0, le=100)] = 3
     """Retries after a retryable failure; each retry resumes from the latest checkpoint."""
-    active_deadline_seconds: Annotated[int, Field(ge=1)] | None = None
+    active_deadline_seconds: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = None
     """Fail the job (DeadlineExceeded) when it has run this long, all attempts together."""
-    ttl_seconds_after_finished: Annotated[int, Field(ge=0)] | None = None
+    ttl_seconds_after_finished: Annotated[int, Field(ge=0, le=INT32_MAX)] | None = None
     """Delete the finished job's Ray cluster after this many seconds (the GRPOJob stays)."""
     failed_cluster_retention_seconds: Annotated[int, Field(ge=0, le=604800)] = 0
     """Keep the Ray cluster of the attempt that failed the job this long, to debug it in place
@@ -580,13 +652,73 @@ class HealthSpec(ApiModel):
     saves take longer than a step)."""
 
 
+class KeyRef(ApiModel):
+    """A key of a Secret or ConfigMap in the job's namespace."""
+
+    name: ObjectName
+    """The Secret's or ConfigMap's name."""
+    key: DataKey
+    """The key whose value the variable takes."""
+    optional: bool | None = None
+    """Start the pod even when the key or the object is missing (the variable is then unset)."""
+
+
+class EnvVarSource(ApiModel):
+    """Where a variable's value comes from: a Secret's key or a ConfigMap's key."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel(
+                    "has(self.secretKeyRef) != has(self.configMapKeyRef)",
+                    "set exactly one of valueFrom.secretKeyRef or valueFrom.configMapKeyRef",
+                )
+            ]
+        }
+    )
+
+    secret_key_ref: KeyRef | None = None
+    """A Secret's key (tokens, passwords: they stay in the Secret)."""
+    config_map_key_ref: KeyRef | None = None
+    """A ConfigMap's key."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Self:
+        if (self.secret_key_ref is None) == (self.config_map_key_ref is None):
+            raise ValueError("set exactly one of valueFrom.secretKeyRef or valueFrom.configMapKeyRef")
+        return self
+
+
+_ENV_RULES = [
+    cel("!(has(self.value) && has(self.valueFrom))", "set value or valueFrom, not both"),
+    cel(
+        "!self.name.startsWith('GRPO_')",
+        "GRPO_* variables are the operator's (the job's name, attempt and files): choose another name",
+    ),
+]
+
+
 class EnvVar(ApiModel):
-    """A plain environment variable for every trainer pod."""
+    """An environment variable for every trainer pod: a plain value, or a Secret's or ConfigMap's key
+    (which stays out of the job's spec, its ConfigMap and its RayJob)."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": _ENV_RULES})
 
     name: Annotated[str, Field(pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$", max_length=253)]
     """The variable's name."""
-    value: Annotated[str, Field(max_length=4096)] = ""
+    value: Annotated[str, Field(max_length=4096)] | None = None
     """Its value."""
+    value_from: EnvVarSource | None = None
+    """Or a Secret's or ConfigMap's key to read it from."""
+
+    @model_validator(mode="after")
+    def _one_value(self) -> Self:
+        """_ENV_RULES, for the parser."""
+        if self.value is not None and self.value_from is not None:
+            raise ValueError(_ENV_RULES[0]["message"])
+        if self.name.startswith("GRPO_"):
+            raise ValueError(_ENV_RULES[1]["message"])
+        return self
 
 
 class GRPOJobSpec(ApiModel):
@@ -607,7 +739,7 @@ class GRPOJobSpec(ApiModel):
     image: Annotated[str, Field(max_length=512)] | None = None
     """Trainer image (default: the accelerator profile's)."""
     env: Annotated[list[EnvVar], Field(max_length=64)] = Field(default_factory=list)
-    """Extra environment for every trainer pod."""
+    """Extra environment for every trainer pod: `value`, or `valueFrom` a Secret's or ConfigMap's key."""
     pods: PodsSpec = Field(default_factory=PodsSpec)
     health: HealthSpec = Field(default_factory=HealthSpec)
 

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from .base import ApiModel, ShortString
+from .base import ApiModel
 
 Phase = Literal["Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed"]
 ConditionType = Literal["Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed", "Healthy"]
@@ -36,7 +36,16 @@ TRAINER_STATUS_FIELDS = frozenset(
     {"progress", "metrics", "history", "checkpoint", "outputs", "log", "health"}
 )
 HISTORY_LIMIT = 120
+REASON_LIMIT = 128
+REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+"""metav1.Condition's reason: CamelCase, machine-readable."""
+CONDITION_MESSAGE_LIMIT = 4096
+FAILED_ATTEMPT_MESSAGE_LIMIT = 1024
+FAILED_ATTEMPTS_LIMIT = 101
+"""backoffLimit is at most 100, so at most 101 attempts fail."""
+NAME_LIMIT = 256
 Timestamp = Annotated[str, Field(max_length=64, json_schema_extra={"format": "date-time"})]
+Reason = Annotated[str, Field(max_length=REASON_LIMIT, pattern=REASON_PATTERN)]
 
 
 class Condition(ApiModel):
@@ -47,9 +56,9 @@ class Condition(ApiModel):
     is sick: a NaN or infinite reward or loss, a collapsing entropy, a stall)."""
     status: Literal["True", "False", "Unknown"]
     """Whether the condition holds now."""
-    reason: Annotated[str, Field(max_length=128)]
+    reason: Reason
     """One CamelCase word for why (InvalidSpec, OutOfMemory, BackoffLimitExceeded, Stalled...)."""
-    message: Annotated[str, Field(max_length=4096)] = ""
+    message: Annotated[str, Field(max_length=CONDITION_MESSAGE_LIMIT)] = ""
     """What happened, for a person: the field to change, the failure's own words."""
     last_transition_time: Timestamp
     """When the status last changed."""
@@ -62,9 +71,9 @@ class FailedAttempt(ApiModel):
 
     attempt: int
     """The attempt's number (1 is the first)."""
-    reason: Annotated[str, Field(max_length=128)]
+    reason: Reason
     """Why it ended, as the trainer classified it (OutOfMemory, CollectiveTimeout, ConfigError...)."""
-    message: Annotated[str, Field(max_length=1024)] = ""
+    message: Annotated[str, Field(max_length=FAILED_ATTEMPT_MESSAGE_LIMIT)] = ""
     """The failure's own words (the trainer's failure line, or Ray's message)."""
     retryable: bool
     """Whether another attempt could fix it (a configuration or data error cannot)."""
@@ -224,14 +233,19 @@ class GRPOJobStatus(ApiModel):
     """The job's conditions, one per type: `kubectl wait --for=condition=Succeeded` (or Failed,
     Healthy=false...) waits on them."""
     attempt: int | None = None
-    """The current attempt (1 + retries so far); each retry resumes from the latest checkpoint."""
-    failed_attempts: Annotated[list[FailedAttempt], Field(max_length=101)] = Field(default_factory=list)
+    """The current attempt (1 + the attempts before it, failed or suspended); each later attempt
+    resumes from the latest checkpoint."""
+    failed_attempts: Annotated[list[FailedAttempt], Field(max_length=FAILED_ATTEMPTS_LIMIT)] = Field(
+        default_factory=list
+    )
     """Why each earlier attempt ended, and where its log is."""
-    ray_job_name: ShortString | None = None
+    ray_job_name: Annotated[str, Field(max_length=NAME_LIMIT)] | None = None
     """The current attempt's RayJob (<job>-<attempt>)."""
-    ray_cluster_name: ShortString | None = None
+    ray_cluster_name: Annotated[str, Field(max_length=NAME_LIMIT)] | None = None
     """The RayCluster KubeRay made for it."""
-    dashboard_url: ShortString | None = Field(default=None, alias="dashboardURL")
+    dashboard_url: Annotated[str, Field(max_length=NAME_LIMIT)] | None = Field(
+        default=None, alias="dashboardURL"
+    )
     """The Ray dashboard of that cluster, while it lives."""
     start_time: Timestamp | None = None
     """When the first attempt was started."""

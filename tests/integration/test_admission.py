@@ -1,0 +1,248 @@
+"""The API server's admission and the operator's checks agree: the same specs go to both.
+
+Rules live twice where the schema cannot hold them as a pattern: CEL in the CRD (what `kubectl
+apply` answers) and Python (validation.validate(), the models' validators, and the CRD's own CEL
+evaluated offline by api/rules.py: what `grpo-train plan` and `kubectl grpo validate` run). Each spec here is sent to the real API server as a server-side dry run
+and checked by the Python side; both must accept it, or both refuse it naming the same fields with
+the same sentence.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from typing import Any
+
+import pytest
+from cluster.backend import Cluster
+from grpo_operator.api.v1alpha1 import GRPOJob
+from grpo_operator.config import load_settings
+from grpo_operator.verdict import job_problems
+from lightkube import ApiError, Client, codecs
+from lightkube.config.kubeconfig import KubeConfig
+from pydantic import ValidationError
+
+from .jobs import example
+from .test_reporter import crds  # noqa: F401  (fixture)
+
+pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("crds")]
+SETTINGS = load_settings(environ={})
+
+
+@pytest.fixture(scope="module")
+def client(cluster: Cluster) -> Client:
+    return Client(KubeConfig.from_file(cluster.kubeconfig), field_manager="grpo-tests")
+
+
+Answer = dict[str, list[str]]
+"""The messages given for each refused field; empty when the spec is accepted."""
+
+
+def server_answer(client: Client, namespace: str, body: dict[str, Any]) -> Answer:
+    """What the API server says, as a server-side dry run of creating `body`."""
+    try:
+        client.create(codecs.from_dict(body), namespace=namespace, dry_run=True)
+    except ApiError as error:
+        status = error.status
+        causes = (status.details.causes if status.details else None) or []
+        answer: Answer = {}
+        for cause in causes:
+            if cause.field and cause.field != "<nil>":  # "some rules were not checked" names none
+                answer.setdefault(cause.field, []).append(cause.message or "")
+        if not answer:
+            answer["(no field)"] = [status.message or ""]
+        return answer
+    return {}
+
+
+def python_answer(body: dict[str, Any], namespace: str) -> Answer:
+    """What the models' parser and validate() say about `body`."""
+    body = {**body, "metadata": {**body["metadata"], "namespace": namespace, "uid": "u"}}
+    answer: Answer = {}
+    try:
+        job = GRPOJob.model_validate(body)
+    except ValidationError as error:
+        for e in error.errors():
+            where = ".".join(str(p) for p in e["loc"] if not str(p).startswith("function-"))
+            answer.setdefault(where, []).append(e["msg"])
+        return answer
+    # The CRD's CEL rules evaluated offline, then the operator's checks: every judge but the server.
+    for problem in job_problems(job, SETTINGS):
+        answer.setdefault(problem.field, []).append(problem.message)
+    return answer
+
+
+def _batch_spec(rng: random.Random) -> dict[str, Any]:
+    """A job whose sizes are drawn so that each arithmetic rule both holds and breaks often."""
+    engine = rng.choice(["verl", "verl", "verl", "trl"])
+    body = copy.deepcopy(example("lora-single-gpu" if engine == "trl" else "geo3k-ascend-910b"))
+    spec = body["spec"]
+    res = spec["resources"]
+    if engine == "verl":
+        res["devicesPerNode"] = rng.choice([1, 2, 4, 6, 8])
+        res["nodes"] = rng.choice([1, 1, 2, 3])
+        spec["checkpoint"] = {"accessMode": rng.choice(["ReadWriteOnce", "ReadWriteMany"])}
+        spec["rollout"] = {"tensorParallelSize": rng.choice([1, 2, 3, 4, 8])}
+    algorithm = spec.setdefault("algorithm", {})
+    for key in ("microBatchSizePerDevice", "tokensPerDevice"):
+        algorithm.pop(key, None)
+    algorithm["groupSize"] = rng.choice([2, 3, 4, 5, 8])
+    algorithm["miniBatchSize"] = rng.choice([1, 2, 3, 4, 8, 16])
+    algorithm["trainBatchSize"] = algorithm["miniBatchSize"] * rng.choice([1, 2, 3]) + rng.choice(
+        [0, 0, 0, 1]
+    )
+    pick = rng.random()
+    if pick < 0.35:
+        algorithm["microBatchSizePerDevice"] = rng.choice([1, 2, 3, 4])
+    elif pick < 0.55:
+        algorithm["tokensPerDevice"] = rng.choice([1024, 4096, 8192, 16384])
+    spec["dataset"] = (
+        {"preset": "geo3k"}
+        if rng.random() < 0.5
+        else {
+            "train": ["pvc://data/train.parquet"],
+            **({"validation": ["pvc://data/val.parquet"]} if rng.random() < 0.5 else {}),
+        }
+    )
+    spec["dataset"]["maxPromptLength"] = rng.choice([1024, 2048, 4096])
+    spec["dataset"]["maxResponseLength"] = rng.choice([1024, 2048, 8192])
+    spec["evaluation"] = {"interval": rng.choice([0, 10])}
+    return body
+
+
+def test_the_api_server_and_validate_agree_on_the_arithmetic(client: Client, namespace: str) -> None:
+    rng = random.Random(14)
+    refused = accepted = 0
+    for index in range(240):
+        body = _batch_spec(rng)
+        body["metadata"] = {"name": f"arith-{index}"}
+        server = server_answer(client, namespace, body)
+        python = python_answer(body, namespace)
+        assert set(server) == set(python), f"spec {index}: server {server} / python {python}\n{body['spec']}"
+        for field, messages in python.items():
+            for message in messages:
+                assert any(message in said for said in server[field]), (
+                    f"spec {index}, {field}: the API server said {server[field]}, Python {message!r}"
+                )
+        refused += bool(server)
+        accepted += not server
+    # The draw must exercise both sides of the rules, or the agreement says nothing.
+    assert refused > 30
+    assert accepted > 30
+
+
+FIELD_CASES: list[tuple[str, Any, bool]] = [
+    # (dotted spec path or metadata.name, value, accepted)
+    ("metadata.name", "demo-v2", True),
+    ("metadata.name", "1demo", False),
+    ("metadata.name", "demo.v2", False),
+    ("metadata.name", "a" * 40, True),
+    ("metadata.name", "a" * 41, False),
+    ("resources.memoryPerNode", "64Gi", True),
+    ("resources.memoryPerNode", "1.5Ti", True),
+    ("resources.memoryPerNode", "1.2.3Gi", False),
+    ("resources.memoryPerNode", "-64Gi", False),
+    ("resources.memoryPerNode", "0", False),
+    ("resources.sharedMemory", "0.0Gi", False),
+    ("resources.cpuPerNode", "500m", True),
+    ("resources.cpuPerNode", "12e", False),
+    ("checkpoint.size", "2e12", True),
+    ("resources.queueName", "team-a.gpu_queue", True),
+    ("resources.queueName", "my queue", False),
+    ("resources.queueName", "-a", False),
+    ("resources.product", "NVIDIA-H100-80GB-HBM3", True),
+    ("resources.product", "H100 80GB", False),
+    ("resources.nodeSelector", {"example.com/pool": "a"}, True),
+    ("resources.nodeSelector", {"pool": "b-c"}, True),
+    ("resources.nodeSelector", {"my pool": "a"}, False),
+    ("resources.nodeSelector", {"example.com/": "a"}, False),
+    ("resources.nodeSelector", {"Example.com/pool": "a"}, False),
+    ("resources.nodeSelector", {"pool": "a b"}, False),
+    ("resources.tolerations", [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}], True),
+    ("resources.tolerations", [{"operator": "Exists"}], True),
+    ("resources.tolerations", [{"operator": "Equal", "value": "x"}], False),
+    ("resources.tolerations", [{"key": "gpu", "operator": "Exists", "value": "x"}], False),
+    ("resources.tolerations", [{"key": "gpu", "effect": "NoSchedule", "tolerationSeconds": 30}], False),
+    ("resources.tolerations", [{"key": "gpu", "effect": "NoExecute", "tolerationSeconds": 30}], True),
+    ("resources.tolerations", [{"key": "bad key", "operator": "Exists"}], False),
+    ("runPolicy.ttlSecondsAfterFinished", 2147483647, True),
+    ("runPolicy.ttlSecondsAfterFinished", 2147483648, False),
+    ("runPolicy.activeDeadlineSeconds", 2147483648, False),
+    ("checkpoint.claimName", "data.v2", True),
+    ("checkpoint.claimName", "data..v2", False),
+    ("checkpoint.claimName", "Data", False),
+    ("logging.wandb", {"project": "p", "secretName": "wandb", "secretKey": "api key"}, False),
+    ("logging.wandb", {"project": "p", "secretName": "wandb", "secretKey": "WANDB_API_KEY"}, True),
+    ("engine.overrides", ["actor_rollout_ref.actor.ppo_epochs=2"], True),
+    ("engine.overrides", ["+trainer.val_only=true", "~trainer.logger=x"], True),
+    ("engine.overrides", ["trainer.total_epochs"], False),
+    ("engine.overrides", ["=2"], False),
+    ("engine.overrides", ["a b=2"], False),
+    ("model.source", "hf://Qwen/Qwen3-VL-4B-Instruct", True),
+    ("model.source", "modelscope://Qwen/Qwen3-VL-4B-Instruct", True),
+    ("model.source", "hf://Qwen/Qwen3-VL-4B-Instruct/extra", False),
+    ("model.source", "hf://Qwen", False),
+    ("model.source", "hf://Qwen/Qwen3--VL", False),
+    ("model.source", "hf://Qwen/-Qwen3", False),
+    ("model.source", "hf://Qwen/Qwen3 VL", False),
+    ("model.source", "pvc://models/qwen3", True),
+    ("model.source", "pvc://Models/qwen3", False),
+    ("model.source", "s3://bucket-1/prefix", True),
+    ("model.source", "s3://B/prefix", False),
+    ("model.source", "/opt/models/qwen", True),
+    ("env", [{"name": "HF_HUB_OFFLINE", "value": "1"}], True),
+    ("env", [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "hub", "key": "token"}}}], True),
+    (
+        "env",
+        [{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "a", "optional": True}}}],
+        True,
+    ),
+    ("env", [{"name": "A", "value": "1", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}], False),
+    ("env", [{"name": "A", "valueFrom": {}}], False),
+    (
+        "env",
+        [
+            {
+                "name": "A",
+                "valueFrom": {
+                    "secretKeyRef": {"name": "s", "key": "k"},
+                    "configMapKeyRef": {"name": "c", "key": "k"},
+                },
+            }
+        ],
+        False,
+    ),
+    ("env", [{"name": "A", "valueFrom": {"secretKeyRef": {"name": "s", "key": "bad key"}}}], False),
+    ("env", [{"name": "GRPO_ATTEMPT", "value": "9"}], False),
+    ("reward.kwargs", {"timeout_s": "3", "_private": "x"}, True),
+    ("reward.kwargs", {"timeout-s": "3"}, False),
+    ("reward.kwargs", {"a" * 64: "x"}, False),
+    ("checkpoint.resume", "/grpo/checkpoints/x/global_step_20", True),
+    ("checkpoint.resume", "global_step_20", False),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "accepted"), FIELD_CASES, ids=lambda v: str(v)[:40])
+def test_field_syntax_is_checked_alike_by_both(
+    client: Client, namespace: str, path: str, value: Any, accepted: bool
+) -> None:
+    body = copy.deepcopy(example("geo3k-ascend-910b"))
+    body["metadata"] = {"name": "field-case"}
+    if path == "metadata.name":
+        body["metadata"]["name"] = value
+    else:
+        node = body["spec"]
+        *parents, leaf = path.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    if path == "checkpoint.size":
+        body["spec"]["checkpoint"].pop("claimName", None)
+    server = server_answer(client, namespace, body)
+    python = python_answer(body, namespace)
+    assert (not server) is accepted, f"the API server: {server}"
+    assert (not python) is accepted, f"the Python side: {python}"
+    prefix = path if path == "metadata.name" else f"spec.{path}"
+    # The field named is the one changed, or the section holding it (a rule across its fields).
+    for answer in (server, python):
+        assert all(field.startswith(prefix) or prefix.startswith(field) for field in answer), answer
