@@ -15,7 +15,7 @@
 #   `receive`, which moves it to /tmp/gpu-stack on the machine. The last call runs `install`
 #   (checks every checksum, reassembles, `pip install --no-index --no-deps --target`) and `check`.
 #   A warm machine takes a 58 MB part in about 5 s; the whole sequence takes a few minutes.
-# - Nothing is installed into the machine's own Python: the stack lives in /tmp/gpu-stack/site and is
+# - Nothing is installed into the machine's own Python: the stack lives in /tmp/gpu-stack/site-packages and is
 #   used through PYTHONPATH, which puts it ahead of the machine's packages (its transformers 5.17 and
 #   tokenizers 0.23 are shadowed by the pinned ones). Ray workers inherit the variable.
 #
@@ -50,7 +50,11 @@ for n in $(seq 5 39); do PLATFORM_FLAGS+=(--platform "manylinux_2_${n}_x86_64");
 KEY=$(sha256sum "$REQ" | cut -c1-12)   # cache key: any edit of the requirements gives a new set
 CACHE="$ROOT/.cache/gpu-stack/$KEY"
 STORE="$REMOTE/$KEY"                   # on the GPU machine: the parts received so far
-SITE="$REMOTE/site"
+# Named site-packages on purpose: dill (which datasets uses to fingerprint a Dataset) pickles a
+# module by reference only when its path lies under sys.prefix or contains "site-packages"; from
+# any other folder it pickles pyarrow's module dict by value and fails ("Can't pickle <class
+# 'MonthDayNano'>"), so every TRL run died in Dataset.from_list when this was /tmp/gpu-stack/site.
+SITE="$REMOTE/site-packages"
 STAMP="$SITE/.gpu-stack-installed"
 
 say() { printf '[gpu-stack] %s\n' "$*" >&2; }

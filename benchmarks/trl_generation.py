@@ -21,7 +21,7 @@ Writes `generation.json` (after every part, so a run cut short keeps what it mea
 `generation.png` under `--out`, and prints progress as it goes.
 
     # the H200, after benchmarks/gpu_stack.sh has installed the stack (one device call, < 9 min):
-    PYTHONPATH=/tmp/gpu-stack/site:$PWD/trainer:$PWD/operator VLLM_USE_FLASHINFER_SAMPLER=0 \\
+    PYTHONPATH=/tmp/gpu-stack/site-packages:$PWD/trainer:$PWD/operator VLLM_USE_FLASHINFER_SAMPLER=0 \\
         python3 benchmarks/trl_generation.py --out $OUT/generation
     # CPU smoke (tiny shapes; compiled falls back to the static cache without CUDA graphs):
     PYTHONPATH=trainer:operator python benchmarks/trl_generation.py --shape tiny --prompt-tokens 64 \\
