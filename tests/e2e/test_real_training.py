@@ -31,6 +31,7 @@ import pytest
 import yaml
 from cluster.backend import Cluster
 from cluster.processes import cmdline
+from grpo_operator.api.contract import job_dir
 from grpo_trainer.spec import grpojob_document
 from grpo_trainer.testing.colour_job import DATA_DIR, MODEL_DIR, stage
 from integration.operator_process import OperatorProcess
@@ -166,8 +167,13 @@ def pod_root(cluster: Cluster, namespace: str, status_: dict[str, Any]) -> Path:
     return cluster.log_dir.parent / "pods" / namespace / rayjob["status"]["jobId"]
 
 
+def job_path(cluster: Cluster, namespace: str, name: str) -> str:
+    """The job's folder as its pods see it: its name and uid (a re-created job gets its own)."""
+    return job_dir(name, cluster.get("grpojob", name, namespace)["metadata"]["uid"])
+
+
 def job_folder(cluster: Cluster, namespace: str, name: str, status_: dict[str, Any]) -> Path:
-    return pod_root(cluster, namespace, status_) / "root" / "grpo" / "checkpoints" / name
+    return pod_root(cluster, namespace, status_) / "root" / job_path(cluster, namespace, name).lstrip("/")
 
 
 def metric_steps(folder: Path, attempt: int) -> list[int]:
@@ -195,7 +201,9 @@ def test_a_job_trains_reports_and_exports(
     assert 0.0 <= float(done["metrics"]["reward"]) <= 1.0
     assert_history_covers_every_step_once(done)
     assert done["checkpoint"]["latestStep"] == STEPS
-    assert done["checkpoint"]["path"] == f"/grpo/checkpoints/{name}/checkpoints/checkpoint-{STEPS}"
+    path = job_path(cluster, namespace, name)
+    assert path.startswith(f"/grpo/checkpoints/{name}-")
+    assert done["checkpoint"]["path"] == f"{path}/checkpoints/checkpoint-{STEPS}"
     assert done["attempt"] == 1
     assert not done.get("failedAttempts")
 
@@ -205,10 +213,10 @@ def test_a_job_trains_reports_and_exports(
     sample = outputs.pop("sample")  # the post-training check, on by default (spec.export.sample)
     assert outputs == {
         "step": STEPS,
-        "model": f"/grpo/checkpoints/{name}/export/model",
-        "loraAdapter": f"/grpo/checkpoints/{name}/export/lora-adapter",
+        "model": f"{path}/export/model",
+        "loraAdapter": f"{path}/export/lora-adapter",
     }
-    assert sample["file"] == f"/grpo/checkpoints/{name}/export/sample.json"
+    assert sample["file"] == f"{path}/export/sample.json"
     assert sample["prompt"] == "what colour is the square ?"
     assert 0.0 <= float(sample["reward"]) <= 1.0
     assert (folder / "export" / "sample.json").is_file()
@@ -288,7 +296,7 @@ def test_a_configuration_error_fails_at_once_with_the_trainers_reason(
 
     # The attempt's whole output outlives its Ray cluster, on the claim, where status says; the
     # plugin reads it from a folder standing for the pods' / (no kubelet serves a reader pod here).
-    log_file = f"/grpo/checkpoints/{name}/metrics/attempt-1.log"
+    log_file = f"{job_path(cluster, namespace, name)}/metrics/attempt-1.log"
     assert done["failedAttempts"][0]["logFile"] == log_file
     assert done["log"] == {"attempt": 1, "path": log_file}
     root = pod_root(cluster, namespace, done) / "root"

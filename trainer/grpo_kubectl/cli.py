@@ -160,9 +160,16 @@ def _read_manifest(path: str) -> dict[str, Any]:
     return document
 
 
-def _metrics_dir(name: str) -> str:
+def _job_folder(name: str, body: dict[str, Any] | None) -> str:
+    """The job's folder as the pods see it: named after the job and its uid (contract.job_dir), so
+    a job re-created under the same name has its own. A run by hand (`--workdir`, no cluster) has
+    no uid: its folder is the name alone, as the trainer makes it."""
+    return job_dir(name, ((body or {}).get("metadata") or {}).get("uid", ""))
+
+
+def _metrics_dir(name: str, body: dict[str, Any] | None) -> str:
     """The job's metrics folder as the pods see it (children/paths.py's layout)."""
-    return f"{job_dir(name)}/{JOB_SUBDIRS['metrics_dir']}"
+    return f"{_job_folder(name, body)}/{JOB_SUBDIRS['metrics_dir']}"
 
 
 def _volume(args: argparse.Namespace, cluster: Cluster | None, job: GRPOJob | None) -> Volume:
@@ -245,17 +252,28 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _logs(args: argparse.Namespace) -> int:
-    cluster = job = body = None
-    if not args.workdir or args.attempt is None:
+def _job_if_reachable(args: argparse.Namespace) -> tuple[Cluster | None, dict[str, Any] | None]:
+    """The cluster and the job, needed for its uid (its folder's name) and status. With --workdir a
+    run by hand needs neither: no cluster or no such job there reads the folder by name alone."""
+    try:
         cluster = _cluster(args)
-        body = cluster.job_body(args.job)
-        job = GRPOJob.model_validate(body)
+        return cluster, cluster.job_body(args.job)
+    except PluginError:
+        if args.workdir:
+            return None, None
+        raise
+
+
+def _logs(args: argparse.Namespace) -> int:
+    cluster, body = _job_if_reachable(args)
+    if body is None and args.attempt is None:
+        raise PluginError(f"give --attempt: grpojob {args.job} cannot be read from a cluster")
+    job = GRPOJob.model_validate(body) if body else None
     volume = _volume(args, cluster, job)
     attempt = args.attempt or (body or {}).get("status", {}).get("attempt")
     if not attempt:
         raise PluginError(f"grpojob {args.job} has not started an attempt yet")
-    path = attempt_log_file(_metrics_dir(args.job), attempt)
+    path = attempt_log_file(_metrics_dir(args.job, body), attempt)
     _print_lines(volume.follow(path, _finished(cluster, args.job)) if args.follow else volume.read(path))
     return 0
 
@@ -301,7 +319,7 @@ def _plot(args: argparse.Namespace) -> int:
         if args.full:
             volume = _volume(args, cluster, GRPOJob.model_validate(body))
             history = history_from_metrics(
-                volume.metrics_lines(_metrics_dir(args.job), status.get("attempt") or 1)
+                volume.metrics_lines(_metrics_dir(args.job, body), status.get("attempt") or 1)
             )
         else:
             history = status.get("history") or []
@@ -333,10 +351,10 @@ def _resume(args: argparse.Namespace) -> int:
 
 
 def _checkpoints(args: argparse.Namespace) -> int:
-    cluster = _cluster(args) if not args.workdir else None
-    job = cluster.job(args.job) if cluster else None
+    cluster, body = _job_if_reachable(args)
+    job = GRPOJob.model_validate(body) if body else None
     volume = _volume(args, cluster, job)
-    folder = f"{job_dir(args.job)}/{JOB_SUBDIRS['checkpoint_dir']}"
+    folder = f"{_job_folder(args.job, body)}/{JOB_SUBDIRS['checkpoint_dir']}"
     entries = [
         (stamp, name)
         for stamp, name in volume.listing(folder)

@@ -86,9 +86,6 @@ class Cluster:
             ) from error
         return found.to_dict() if hasattr(found, "to_dict") else dict(found)
 
-    def job(self, name: str) -> GRPOJob:
-        return GRPOJob.model_validate(self.job_body(name))
-
     def set_suspend(self, name: str, suspend: bool) -> None:
         self.job_body(name)  # a clear "not found" first
         try:
