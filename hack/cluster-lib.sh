@@ -49,7 +49,7 @@ start_process() {  # start_process <name> <command> [args...]
   # terminal; stdin from /dev/null and output to a file, so no CI pipe waits on it.
   setsid "${@:2}" </dev/null >"$LOG_DIR/$name.log" 2>&1 &
   local pid=$!
-  printf '%s\n%s\n' "$pid" "$marker" >"$PID_DIR/$name.pid"
+  printf '%s\n%s\n%s\n' "$pid" "$marker" "$(start_time "$pid")" >"$PID_DIR/$name.pid"
   # Until the forked shell has exec'd the command, /proc/<pid>/cmdline is still this script's and
   # pid_of would report the component as gone; on a loaded machine that window is long enough
   # for the caller's first readiness check to fail a healthy start. Wait for the exec (5 s at most).
@@ -61,13 +61,22 @@ start_process() {  # start_process <name> <command> [args...]
   done
 }
 
+start_time() {  # start_time <pid>: when the process started, in clock ticks since boot (stat field 22)
+  # Fields are counted after the command name, which may hold spaces: ") " ends it.
+  sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20
+}
+
 pid_of() {  # pid_of <name>: the recorded pid if that process is still ours and alive
-  local file="$PID_DIR/$1.pid" pid marker cmdline
+  # The marker (the binary or script) and the start time together: a pid file left behind by a
+  # process that died (a crash, a machine restart) may name a pid the system has since given to
+  # another process, often another python of this repository's virtual environment.
+  local file="$PID_DIR/$1.pid" pid marker started="" cmdline
   [[ -f "$file" ]] || return 1
-  { read -r pid; read -r marker; } <"$file"
+  { read -r pid; read -r marker; read -r started || true; } <"$file"
   [[ -n "$marker" ]] || return 1
   cmdline="$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline")" || return 1
   [[ "$cmdline" == *"$marker"* ]] || return 1
+  [[ -z "$started" || "$(start_time "$pid")" == "$started" ]] || return 1
   echo "$pid"
 }
 
