@@ -89,6 +89,12 @@ def write_png(found: Sequence[Curve], path: str | Path, title: str) -> Path:
         axis.plot(curve.steps, curve.values, marker="." if len(curve.steps) < 40 else None)
         axis.set_ylabel(curve.name)
         axis.grid(alpha=0.3)
+        if min(curve.values) == max(curve.values):
+            # A flat series: a readable axis around it (matplotlib would zoom into +-4 %) and its value.
+            value = curve.values[0]
+            margin = max(abs(value), 1.0)
+            axis.set_ylim(value - margin, value + margin)
+            axis.annotate(f"{value:g} at every step", (0.01, 0.85), xycoords="axes fraction")
     axes[-1, 0].set_xlabel("step")
     figure.suptitle(title)
     figure.tight_layout()
