@@ -57,11 +57,13 @@ from grpo_operator.children.rbac import build_trainer_rbac  # noqa: E402
 from grpo_operator.config import load_settings  # noqa: E402
 from grpo_operator.validation import Problem  # noqa: E402
 from grpo_operator.verdict import job_problems  # noqa: E402
+from grpo_trainer.spec import grpojob_document  # noqa: E402
 
 SETTINGS = load_settings(environ={})
 CRD = yaml.safe_load((REPO / "crds" / "grpo.dev_grpojobs.yaml").read_text())
 SPEC_SCHEMA = CRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-EXAMPLES = [yaml.safe_load(p.read_text()) for p in sorted((REPO / "examples").glob("*.yaml"))]
+# The GRPOJob of each example (colours-cpu.yaml also holds its reward's ConfigMap).
+EXAMPLES = [grpojob_document(p.read_text()) for p in sorted((REPO / "examples").glob("*.yaml"))]
 DELETE = object()
 # What only the operator can check (its settings, or a claim it looks up): no admission rule for these.
 OPERATOR_ONLY = (
