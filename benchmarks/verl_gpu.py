@@ -494,6 +494,32 @@ def archive_logs(out: Path, work: Path, name: str) -> None:
 # --- the parts ------------------------------------------------------------------------------------
 
 
+def tiny_summary(
+    work: Path, args: argparse.Namespace, codes: dict[str, int], started: float
+) -> dict[str, Any]:
+    """What the attempts that ran left on the volume: steps, checkpoints, export, rewards, timings."""
+    attempts = {
+        name: metrics(next(iter(work.rglob(f"{name.replace('_', '-')}.jsonl")), work / "none"))
+        for name in codes
+    }
+    every = [m for steps in attempts.values() for m in steps]
+    record = next(iter(work.rglob("export.json")), None)
+    return {
+        "machine": gpu_facts(),
+        "gpus": args.gpus,
+        "attention": ATTENTION["implementation"],
+        "exit_codes": codes,
+        "steps": {name: [m["step"] for m in steps] for name, steps in attempts.items()},
+        "checkpoints": sorted(p.name for p in work.rglob("global_step_*") if p.is_dir()),
+        "export": json.loads(record.read_text()) if record else None,
+        "rewards": {m["step"]: m["data"].get("critic/score/mean") for m in every},
+        "reward_calls": reward_calls(work),
+        "timing_s": {m["step"]: pick(m["data"], "timing_s/") for m in every},
+        "seconds": round(time.monotonic() - started),
+        "ok": False,  # part_tiny decides once both attempts have run
+    }
+
+
 def part_tiny(args: argparse.Namespace) -> int:
     out, work = args.out, args.work / "tiny"
     if not args.keep:
@@ -528,29 +554,12 @@ def part_tiny(args: argparse.Namespace) -> int:
         {**env, "GRPO_ATTEMPT": "1"},
         timeout=TINY_ATTEMPT_S,
     )
-    interim = metrics(next(iter(work.rglob("attempt-1.jsonl")), work / "none"))
-    write_json(
-        out / "tiny-summary.json",
-        {
-            "machine": gpu_facts(),
-            "attention": ATTENTION["implementation"],
-            "interim": "attempt 1 only",
-            "exit_codes": {"attempt_1": code_1},
-            "steps": {"attempt_1": [m["step"] for m in interim]},
-            "checkpoints": sorted(p.name for p in work.rglob("global_step_*") if p.is_dir()),
-            "rewards": {m["step"]: m["data"].get("critic/score/mean") for m in interim},
-            "timing_s": {m["step"]: pick(m["data"], "timing_s/") for m in interim},
-            "seconds": round(time.monotonic() - started),
-        },
-    )
+    # Written after each attempt: a call cut short still returns what attempt 1 did.
+    summary = tiny_summary(work, args, {"attempt_1": code_1}, started)
+    write_json(out / "tiny-summary.json", summary)
     archive_logs(out, work, "tiny")
     if code_1 != 0:
         log(f"attempt 1 failed (exit code {code_1}); attempt 2 not started")
-        write_json(
-            out / "tiny-summary.json",
-            {"machine": gpu_facts(), "ok": False, "exit_codes": {"attempt_1": code_1}},
-        )
-        archive_logs(out, work, "tiny")
         return 1
     # A later attempt of a finished job only exports: drop the mark so attempt 2 trains on, as a
     # retried attempt after a crash between checkpoint and end would.
@@ -565,24 +574,8 @@ def part_tiny(args: argparse.Namespace) -> int:
         {**env, "GRPO_ATTEMPT": "2"},
         timeout=TINY_ATTEMPT_S,
     )
-    attempt_1 = metrics(next(iter(work.rglob("attempt-1.jsonl")), work / "none"))
-    attempt_2 = metrics(next(iter(work.rglob("attempt-2.jsonl")), work / "none"))
-    record = next(iter(work.rglob("export.json")), None)
-    exported = json.loads(record.read_text()) if record else None
-    checkpoints = sorted(p.name for p in work.rglob("global_step_*") if p.is_dir())
-    summary = {
-        "machine": gpu_facts(),
-        "gpus": args.gpus,
-        "attention": ATTENTION["implementation"],
-        "exit_codes": {"attempt_1": code_1, "attempt_2": code_2},
-        "steps": {"attempt_1": [m["step"] for m in attempt_1], "attempt_2": [m["step"] for m in attempt_2]},
-        "checkpoints": checkpoints,
-        "export": exported,
-        "rewards": {m["step"]: m["data"].get("critic/score/mean") for m in attempt_1 + attempt_2},
-        "reward_calls": reward_calls(work),
-        "timing_s": {m["step"]: pick(m["data"], "timing_s/") for m in attempt_1 + attempt_2},
-        "seconds": round(time.monotonic() - started),
-    }
+    summary = tiny_summary(work, args, {"attempt_1": code_1, "attempt_2": code_2}, started)
+    exported = summary["export"]
     if args.reward == "custom-batch":  # every call scored one whole group, on whichever reward worker
         summary["reward_call_sizes"] = sorted({c["size"] for c in summary["reward_calls"]})
     summary["ok"] = (

@@ -49,6 +49,19 @@ def create_source_claims(cluster: Cluster, namespace: str, body: dict[str, Any])
         )
 
 
+def apply_job(cluster: Cluster, namespace: str, body: dict[str, Any]) -> str:
+    """Apply a GRPOJob as a user would, its source claims first; returns its name."""
+    create_source_claims(cluster, namespace, body)
+    cluster.apply(body, namespace=namespace)
+    return body["metadata"]["name"]
+
+
+def job_pods(cluster: Cluster, namespace: str, job: str) -> list[dict[str, Any]]:
+    """The Ray pods of one job (its grpo.dev/job label)."""
+    pods = cluster.get("pods", namespace=namespace)["items"]
+    return [p for p in pods if p["metadata"].get("labels", {}).get("grpo.dev/job") == job]
+
+
 def phase_is(*phases: str):
     return lambda obj: (obj.get("status") or {}).get("phase") in phases
 

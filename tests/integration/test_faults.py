@@ -15,18 +15,12 @@ import pytest
 from cluster.backend import Cluster
 
 from .admission import refusing
-from .jobs import condition, create_source_claims, example, owned_children, phase_is
+from .jobs import apply_job, condition, example, owned_children, phase_is
 from .operator_process import OperatorProcess
 
 pytestmark = pytest.mark.cluster
 
 OTHER_CHILDREN = ("configmaps", "serviceaccounts", "roles", "rolebindings", "networkpolicies")
-
-
-def _apply(cluster: Cluster, namespace: str, body: dict) -> str:
-    create_source_claims(cluster, namespace, body)
-    cluster.apply(body, namespace=namespace)
-    return body["metadata"]["name"]
 
 
 def _created(obj: dict) -> bool:
@@ -37,7 +31,7 @@ def _created(obj: dict) -> bool:
 def test_children_lost_while_the_operator_was_down_come_back(
     cluster: Cluster, namespace: str, operator: OperatorProcess
 ) -> None:
-    job = _apply(cluster, namespace, example("lora-single-gpu"))
+    job = apply_job(cluster, namespace, example("lora-single-gpu"))
     cluster.wait_for("grpojob", job, namespace, _created, timeout=120, what="Created")
     # As if the operator had crashed right after applying the RayJob: nothing else exists.
     operator.kill()
@@ -63,7 +57,7 @@ def test_children_lost_while_the_operator_was_down_come_back(
 def test_a_child_deleted_by_hand_comes_back_within_a_resync(
     cluster: Cluster, namespace: str, operator: OperatorProcess
 ) -> None:
-    job = _apply(cluster, namespace, example("lora-single-gpu"))
+    job = apply_job(cluster, namespace, example("lora-single-gpu"))
     cluster.wait_for("grpojob", job, namespace, phase_is("Running"), timeout=120, what="Running")
     cluster.kubectl("delete", "configmap", f"{job}-spec", "-n", namespace, "--wait=true")
     cluster.kubectl("delete", "rolebinding", f"{job}-trainer", "-n", namespace, "--wait=true")
@@ -84,7 +78,7 @@ def test_an_object_the_operator_did_not_create_is_not_taken_over(
         "data": {"notes": "someone else's"},
     }
     cluster.apply(mine)
-    _apply(cluster, namespace, body)
+    apply_job(cluster, namespace, body)
     failed = cluster.wait_for("grpojob", job, namespace, phase_is("Failed"), timeout=60, what="Failed")
     cond = condition(failed, "Failed")
     assert cond["reason"] == "ChildConflict"
@@ -115,7 +109,7 @@ def test_a_child_the_api_server_refuses_fails_the_job_with_its_message(
         message="spec ConfigMaps are not allowed here",
         probe=["create", "configmap", "probe-spec", "--dry-run=server"],
     ):
-        job = _apply(cluster, namespace, example("lora-single-gpu"))
+        job = apply_job(cluster, namespace, example("lora-single-gpu"))
         failed = cluster.wait_for("grpojob", job, namespace, phase_is("Failed"), timeout=60, what="Failed")
         cond = condition(failed, "Failed")
         assert cond["reason"] == "ChildRejected"
@@ -135,7 +129,7 @@ def test_a_child_the_api_server_refuses_fails_the_job_with_its_message(
 def test_a_delete_refused_after_the_deadline_is_sent_again(
     cluster: Cluster, namespace: str, operator: OperatorProcess
 ) -> None:
-    job = _apply(cluster, namespace, example("lora-single-gpu", **{"runPolicy.activeDeadlineSeconds": 20}))
+    job = apply_job(cluster, namespace, example("lora-single-gpu", **{"runPolicy.activeDeadlineSeconds": 20}))
     cluster.wait_for("grpojob", job, namespace, phase_is("Running"), timeout=60, what="Running")
     with refusing(
         cluster,
@@ -165,7 +159,7 @@ def test_a_job_recreated_under_the_same_name_starts_afresh(
     cluster: Cluster, namespace: str, operator: OperatorProcess
 ) -> None:
     body = example("lora-single-gpu")
-    job = _apply(cluster, namespace, body)
+    job = apply_job(cluster, namespace, body)
     # Running: its RayJob names a Ray cluster, which the new job must not take for its own.
     first = cluster.wait_for("grpojob", job, namespace, phase_is("Running"), timeout=120, what="Running")
     claim_uid = cluster.get("persistentvolumeclaim", f"{job}-checkpoints", namespace)["metadata"]["uid"]
@@ -174,7 +168,7 @@ def test_a_job_recreated_under_the_same_name_starts_afresh(
     hold = '{"metadata":{"finalizers":["grpo.dev/test-hold"]}}'
     cluster.kubectl("patch", "rayjobs.ray.io", f"{job}-1", "-n", namespace, "--type=merge", "-p", hold)
     cluster.kubectl("delete", "grpojob", job, "-n", namespace, "--wait=true")
-    _apply(cluster, namespace, body)
+    apply_job(cluster, namespace, body)
     waiting = cluster.wait_for(
         "grpojob",
         job,
@@ -217,7 +211,7 @@ def test_a_job_recreated_under_the_same_name_starts_afresh(
 def test_a_priority_class_that_does_not_exist_fails_the_job_before_anything_is_made(
     cluster: Cluster, namespace: str, operator: OperatorProcess
 ) -> None:
-    job = _apply(
+    job = apply_job(
         cluster, namespace, example("lora-single-gpu", **{"resources.priorityClassName": "no-such-class"})
     )
     failed = cluster.wait_for("grpojob", job, namespace, phase_is("Failed"), timeout=60, what="Failed")

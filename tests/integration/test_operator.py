@@ -12,7 +12,15 @@ import pytest
 from cluster.backend import Cluster
 from cluster.rayjobapi import RayJobAPI, fails_after, succeeds_after
 
-from .jobs import CHILD_KINDS, condition, create_source_claims, example, owned_children, phase_is
+from .jobs import (
+    CHILD_KINDS,
+    apply_job,
+    condition,
+    example,
+    job_pods,
+    owned_children,
+    phase_is,
+)
 from .operator_process import OperatorProcess
 
 pytestmark = pytest.mark.cluster
@@ -21,17 +29,6 @@ POOLS = {
     "nvidia": ("nvidia.com/gpu", "nvidia.com/gpu.product"),
     "ascend": ("huawei.com/Ascend910", "accelerator"),
 }
-
-
-def _apply(cluster: Cluster, namespace: str, body: dict) -> str:
-    create_source_claims(cluster, namespace, body)
-    cluster.apply(body, namespace=namespace)
-    return body["metadata"]["name"]
-
-
-def _pods(cluster: Cluster, namespace: str, job: str) -> list[dict]:
-    pods = cluster.get("pods", namespace=namespace)["items"]
-    return [p for p in pods if p["metadata"].get("labels", {}).get("grpo.dev/job") == job]
 
 
 @pytest.mark.parametrize(
@@ -46,14 +43,16 @@ def _pods(cluster: Cluster, namespace: str, job: str) -> list[dict]:
 def test_example_runs_on_its_pool(
     cluster: Cluster, namespace: str, operator: OperatorProcess, name: str, accelerator: str, workers: int
 ) -> None:
-    job = _apply(cluster, namespace, example(name))
+    job = apply_job(cluster, namespace, example(name))
     obj = cluster.wait_for("grpojob", job, namespace, phase_is("Running"), timeout=120, what="phase Running")
     assert obj["status"]["attempt"] == 1
     assert obj["status"]["rayJobName"] == f"{job}-1"
     assert condition(obj, "Running")["status"] == "True"
     device, pool_label = POOLS[accelerator]
     workers_seen = [
-        p for p in _pods(cluster, namespace, job) if p["metadata"]["labels"]["grpo.dev/component"] == "worker"
+        p
+        for p in job_pods(cluster, namespace, job)
+        if p["metadata"]["labels"]["grpo.dev/component"] == "worker"
     ]
     assert len(workers_seen) == workers
     for pod in workers_seen:
@@ -68,7 +67,7 @@ def test_example_runs_on_its_pool(
 
 def test_success(cluster: Cluster, namespace: str, operator: OperatorProcess, job_api: RayJobAPI) -> None:
     job_api.configure_namespace(namespace, succeeds_after(3))
-    job = _apply(cluster, namespace, example("geo3k-ascend-910b"))
+    job = apply_job(cluster, namespace, example("geo3k-ascend-910b"))
     obj = cluster.wait_for("grpojob", job, namespace, phase_is("Succeeded"), timeout=120, what="Succeeded")
     assert condition(obj, "Succeeded")["status"] == "True"
     assert obj["status"]["completionTime"]
@@ -89,7 +88,7 @@ def test_retryable_failure_restarts_then_fails_after_backoff_limit(
         namespace,
         [("PENDING", 0), ("RUNNING", 4), ("FAILED", 7, "Job entrypoint command failed with exit code 75.")],
     )
-    job = _apply(cluster, namespace, example("geo3k-ascend-910b", **{"runPolicy.backoffLimit": 1}))
+    job = apply_job(cluster, namespace, example("geo3k-ascend-910b", **{"runPolicy.backoffLimit": 1}))
     restarting = cluster.wait_for(
         "grpojob",
         job,
@@ -110,14 +109,14 @@ def test_configuration_error_is_not_retried(
     cluster: Cluster, namespace: str, operator: OperatorProcess, job_api: RayJobAPI
 ) -> None:
     job_api.configure_namespace(namespace, fails_after(2, "Job entrypoint command failed with exit code 3."))
-    job = _apply(cluster, namespace, example("geo3k-ascend-910b", **{"runPolicy.backoffLimit": 3}))
+    job = apply_job(cluster, namespace, example("geo3k-ascend-910b", **{"runPolicy.backoffLimit": 3}))
     failed = cluster.wait_for("grpojob", job, namespace, phase_is("Failed"), timeout=120, what="Failed")
     assert failed["status"]["attempt"] == 1
     assert "configuration error" in condition(failed, "Failed")["message"]
 
 
 def test_suspend_and_resume(cluster: Cluster, namespace: str, operator: OperatorProcess) -> None:
-    job = _apply(cluster, namespace, example("safegrpo-nvidia"))
+    job = apply_job(cluster, namespace, example("safegrpo-nvidia"))
     cluster.wait_for("grpojob", job, namespace, phase_is("Running"), timeout=120, what="Running")
     cluster.kubectl(
         "patch",
@@ -157,7 +156,7 @@ def test_suspend_and_resume(cluster: Cluster, namespace: str, operator: Operator
 
 
 def test_deadline(cluster: Cluster, namespace: str, operator: OperatorProcess) -> None:
-    job = _apply(cluster, namespace, example("lora-single-gpu", **{"runPolicy.activeDeadlineSeconds": 8}))
+    job = apply_job(cluster, namespace, example("lora-single-gpu", **{"runPolicy.activeDeadlineSeconds": 8}))
     failed = cluster.wait_for("grpojob", job, namespace, phase_is("Failed"), timeout=90, what="Failed")
     assert condition(failed, "Failed")["reason"] == "DeadlineExceeded"
     cluster.wait_gone("rayjobs.ray.io", f"{job}-1", namespace, timeout=60)
@@ -166,7 +165,7 @@ def test_deadline(cluster: Cluster, namespace: str, operator: OperatorProcess) -
 def test_deletion_cascades_and_keeps_checkpoints(
     cluster: Cluster, namespace: str, operator: OperatorProcess
 ) -> None:
-    job = _apply(cluster, namespace, example("lora-single-gpu"))
+    job = apply_job(cluster, namespace, example("lora-single-gpu"))
     cluster.wait_for("grpojob", job, namespace, phase_is("Running"), timeout=120, what="Running")
     assert set(owned_children(cluster, namespace, job)) == set(CHILD_KINDS)
     cluster.kubectl("delete", "grpojob", job, "-n", namespace, "--wait=true", timeout=90)
@@ -210,7 +209,7 @@ def test_semantic_error_fails_with_no_children(
     cluster: Cluster, namespace: str, operator: OperatorProcess
 ) -> None:
     # What only the operator can check (its accelerator profiles): verl on the CPU pool.
-    job = _apply(cluster, namespace, example("geo3k-ascend-910b", **{"resources.accelerator": "cpu"}))
+    job = apply_job(cluster, namespace, example("geo3k-ascend-910b", **{"resources.accelerator": "cpu"}))
     failed = cluster.wait_for("grpojob", job, namespace, phase_is("Failed"), timeout=60, what="Failed")
     cond = condition(failed, "Failed")
     assert cond["reason"] == "InvalidSpec"
@@ -248,7 +247,7 @@ def test_operator_restart_mid_reconcile_creates_no_duplicates(
     for i in range(6):
         body = example("lora-single-gpu")
         body["metadata"]["name"] = f"restart-{i}"
-        names.append(_apply(cluster, namespace, body))
+        names.append(apply_job(cluster, namespace, body))
     time.sleep(0.5)
     operator.kill()
     operator.start()

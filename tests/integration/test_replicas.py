@@ -15,7 +15,7 @@ import pytest
 from cluster.backend import Cluster
 from cluster.rayjobapi import RayJobAPI
 
-from .jobs import create_source_claims, example, owned_children, phase_is
+from .jobs import apply_job, example, owned_children, phase_is
 from .operator_process import OperatorProcess
 
 pytestmark = pytest.mark.cluster
@@ -65,12 +65,6 @@ def wait_holder(cluster: Cluster, namespace: str, identity: str, timeout: float 
         time.sleep(0.2)
 
 
-def _apply(cluster: Cluster, namespace: str, body: dict) -> str:
-    create_source_claims(cluster, namespace, body)
-    cluster.apply(body, namespace=namespace)
-    return body["metadata"]["name"]
-
-
 def test_one_replica_acts_and_a_standby_takes_over_when_it_dies(
     cluster: Cluster, namespace: str, replicas: dict[str, OperatorProcess]
 ) -> None:
@@ -78,7 +72,7 @@ def test_one_replica_acts_and_a_standby_takes_over_when_it_dies(
     a.start()
     wait_holder(cluster, namespace, "replica-a")
     b.start()
-    job = _apply(cluster, namespace, example("lora-single-gpu"))
+    job = apply_job(cluster, namespace, example("lora-single-gpu"))
     cluster.wait_for("grpojob", job, namespace, phase_is("Running"), timeout=120, what="Running")
     assert holder(cluster, namespace) == "replica-a"
     assert "created Ray job" in a.tail(200)
@@ -88,7 +82,7 @@ def test_one_replica_acts_and_a_standby_takes_over_when_it_dies(
     # The new leader serves new jobs.
     second = example("lora-single-gpu")
     second["metadata"]["name"] = "after-failover"
-    _apply(cluster, namespace, second)
+    apply_job(cluster, namespace, second)
     cluster.wait_for("grpojob", "after-failover", namespace, phase_is("Running"), timeout=120, what="Running")
     assert owned_children(cluster, namespace, job)["rayjobs.ray.io"] == [f"{job}-1"]
 
@@ -100,7 +94,7 @@ def test_a_replica_paused_past_its_lease_writes_nothing_when_it_wakes(
     a.start()
     wait_holder(cluster, namespace, "replica-a")
     b.start()
-    job = _apply(cluster, namespace, example("lora-single-gpu", **{"runPolicy.backoffLimit": 2}))
+    job = apply_job(cluster, namespace, example("lora-single-gpu", **{"runPolicy.backoffLimit": 2}))
     running = cluster.wait_for("grpojob", job, namespace, phase_is("Running"), timeout=120, what="Running")
     assert running["status"]["attempt"] == 1
     assert a.proc is not None

@@ -11,21 +11,10 @@ import json
 import pytest
 from cluster.backend import Cluster
 
-from .jobs import create_source_claims, example, phase_is
+from .jobs import apply_job, example, job_pods, phase_is
 from .operator_process import OperatorProcess
 
 pytestmark = pytest.mark.cluster
-
-
-def _apply(cluster: Cluster, namespace: str, body: dict) -> str:
-    create_source_claims(cluster, namespace, body)
-    cluster.apply(body, namespace=namespace)
-    return body["metadata"]["name"]
-
-
-def _pods(cluster: Cluster, namespace: str, job: str) -> list[dict]:
-    pods = cluster.get("pods", namespace=namespace)["items"]
-    return [p for p in pods if p["metadata"].get("labels", {}).get("grpo.dev/job") == job]
 
 
 def test_ray_pods_run_where_the_restricted_level_is_enforced(
@@ -47,9 +36,9 @@ def test_ray_pods_run_where_the_restricted_level_is_enforced(
     }
     refused = cluster.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(root), check=False)
     assert "violates PodSecurity" in refused.stderr
-    job = _apply(cluster, namespace, example("geo3k-two-node-nvidia"))
+    job = apply_job(cluster, namespace, example("geo3k-two-node-nvidia"))
     cluster.wait_for("grpojob", job, namespace, phase_is("Running"), timeout=120, what="Running")
-    pods = _pods(cluster, namespace, job)
+    pods = job_pods(cluster, namespace, job)
     assert sorted(p["metadata"]["labels"]["grpo.dev/component"] for p in pods) == ["head", "worker", "worker"]
     for pod in pods:
         assert pod["status"]["phase"] == "Running"
@@ -64,7 +53,7 @@ def test_ray_pods_run_where_the_restricted_level_is_enforced(
 def test_each_job_has_a_network_policy_the_api_server_accepts(
     cluster: Cluster, namespace: str, operator: OperatorProcess
 ) -> None:
-    job = _apply(cluster, namespace, example("lora-single-gpu"))
+    job = apply_job(cluster, namespace, example("lora-single-gpu"))
     policy = cluster.wait_for(
         "networkpolicy", f"{job}-ray", namespace, lambda _: True, timeout=60, what="existence"
     )
@@ -77,8 +66,8 @@ def test_each_job_has_a_network_policy_the_api_server_accepts(
     selected = cluster.get("pods", namespace=namespace)["items"]
     assert {
         p["metadata"]["name"] for p in selected if p["metadata"]["labels"].get("grpo.dev/job") == job
-    } == {p["metadata"]["name"] for p in _pods(cluster, namespace, job)}
-    assert len(_pods(cluster, namespace, job)) == 2
+    } == {p["metadata"]["name"] for p in job_pods(cluster, namespace, job)}
+    assert len(job_pods(cluster, namespace, job)) == 2
 
 
 def test_env_takes_secret_references_that_stay_out_of_the_spec(
@@ -88,9 +77,9 @@ def test_env_takes_secret_references_that_stay_out_of_the_spec(
         "create", "secret", "generic", "hub", "--from-literal=token=s3cr3t-value", "-n", namespace
     )
     env = [{"name": "HUB_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hub", "key": "token"}}}]
-    job = _apply(cluster, namespace, example("lora-single-gpu", env=env))
+    job = apply_job(cluster, namespace, example("lora-single-gpu", env=env))
     cluster.wait_for("grpojob", job, namespace, phase_is("Running"), timeout=120, what="Running")
-    for pod in _pods(cluster, namespace, job):
+    for pod in job_pods(cluster, namespace, job):
         variables = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
         assert variables["HUB_TOKEN"] == env[0]
     for text in (

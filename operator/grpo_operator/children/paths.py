@@ -13,15 +13,11 @@ def job_paths(job: GRPOJob) -> JobPaths:
     metrics) sits on that one volume, because verl may place them on any node. The folder carries
     the job's uid: a re-created job of the same name never resumes from, or exports, the old one's.
     """
-    root = contract.job_dir(job.name, job.uid)
-    folders = {field: f"{root}/{sub}" for field, sub in contract.JOB_SUBDIRS.items()}
-    if job.spec.export.path:
-        folders["export_dir"] = job.spec.export.path
     custom = job.spec.reward.custom
-    return JobPaths(
-        job_dir=root,
-        **folders,
+    return JobPaths.in_folder(
+        contract.job_dir(job.name, job.uid),
         reward_file=f"{contract.REWARD_MOUNT_DIR}/{custom.key}" if custom else None,
+        export_dir=job.spec.export.path,
     )
 
 

@@ -32,16 +32,7 @@ def example_job(stem: str, root: Path | None = None, **spec_changes: Any) -> Res
     job = resolve_manifest(manifest)
     if root is None:
         return job
-    base = root / job.name
-    paths = JobPaths(
-        job_dir=str(base),
-        checkpoint_dir=str(base / "checkpoints"),
-        metrics_dir=str(base / "metrics"),
-        data_dir=str(base / "data"),
-        cache_dir=str(base / "cache"),
-        export_dir=str(base / "export"),
-        reward_file=job.paths.reward_file,
-    )
+    paths = JobPaths.in_folder(str(root / job.name), reward_file=job.paths.reward_file)
     return job.model_copy(update={"paths": paths})
 
 

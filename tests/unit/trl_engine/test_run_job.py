@@ -61,15 +61,7 @@ def job(tmp_path: Path, model_dir: Path, data: Path) -> ResolvedJob:
             },
         }
     )
-    root = tmp_path / "job"
-    paths = JobPaths(
-        job_dir=str(root),
-        checkpoint_dir=str(root / "checkpoints"),
-        metrics_dir=str(root / "metrics"),
-        data_dir=str(root / "data"),
-        cache_dir=str(root / "cache"),
-        export_dir=str(root / "export"),
-    )
+    paths = JobPaths.in_folder(str(tmp_path / "job"))
     return resolve_job(manifest, Settings()).model_copy(update={"paths": paths})
 
 

@@ -125,16 +125,7 @@ def example_job(stem: str, root: Path, reward_file: str | None = None, **spec: A
     manifest = yaml.safe_load((REPO_ROOT / "examples" / f"{stem}.yaml").read_text())
     manifest["spec"] = _merge(manifest["spec"], spec)
     job = resolve_manifest(manifest)
-    base = root / job.name
-    paths = JobPaths(
-        job_dir=str(base),
-        checkpoint_dir=str(base / "checkpoints"),
-        metrics_dir=str(base / "metrics"),
-        data_dir=str(base / "data"),
-        cache_dir=str(base / "cache"),
-        export_dir=str(base / "export"),
-        reward_file=reward_file or job.paths.reward_file,
-    )
+    paths = JobPaths.in_folder(str(root / job.name), reward_file=reward_file or job.paths.reward_file)
     return job.model_copy(update={"paths": paths})
 
 

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from ..contract import DeviceType, pod_path, under_workdir
+from ..contract import JOB_SUBDIRS, DeviceType, pod_path, under_workdir
 from .base import ApiModel
 from .spec import GRPOJobSpec
 
@@ -33,6 +33,16 @@ class JobPaths(ApiModel):
     """Exported model and adapter."""
     reward_file: str | None = None
     """Mounted user reward function, for reward.custom."""
+
+    @classmethod
+    def in_folder(
+        cls, job_dir: str, *, reward_file: str | None = None, export_dir: str | None = None
+    ) -> JobPaths:
+        """A job's folder and its layout (contract.JOB_SUBDIRS); `export_dir` where the spec moves it."""
+        folders = {field: f"{job_dir}/{sub}" for field, sub in JOB_SUBDIRS.items()}
+        if export_dir:
+            folders["export_dir"] = export_dir
+        return cls(job_dir=job_dir, **folders, reward_file=reward_file)
 
     def under(self, workdir: str | None) -> JobPaths:
         """The same paths as seen from outside the pod, with its /grpo tree under `workdir`."""
