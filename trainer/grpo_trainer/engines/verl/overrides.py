@@ -21,6 +21,8 @@ from .hydra_values import Override
 from .versions import VerlProfile
 
 CALLBACK_CLASS = "grpo_trainer.engines.verl.callback.StatusCheckpointCallback"
+WORKER_SETUP_HOOK = "grpo_trainer.engines.verl.worker_setup.setup"
+"""Ray runs it first in every worker of the job (worker_setup.py: fixes for verl bugs)."""
 GROUPED_REWARD_MODULE = "grpo_trainer.engines.verl.grouped_reward"
 GROUPED_REWARD_MANAGER = "GroupBatchRewardManager"
 GROUPED_AGENT_LOOP_MANAGER = f"{GROUPED_REWARD_MODULE}.GroupedAgentLoopManager"
@@ -109,6 +111,7 @@ def build_overrides(job: ResolvedJob, profile: VerlProfile, inputs: LaunchInputs
         *_reward(job, profile, inputs.reward),
         *_trainer(job, profile, inputs, warnings),
         *_worker_env(inputs.worker_env),
+        _worker_setup(),
         *_user(job),
     ]
     return OverridePlan(overrides, warnings)
@@ -488,6 +491,16 @@ def _worker_env(env: dict[str, str]) -> list[Override]:
         Override(f"ray_kwargs.ray_init.runtime_env.env_vars.{key}", value, add=True)
         for key, value in sorted(env.items())
     ]
+
+
+def _worker_setup() -> Override:
+    return Override(
+        "ray_kwargs.ray_init.runtime_env.worker_process_setup_hook",
+        WORKER_SETUP_HOOK,
+        add=True,
+        why="every Ray worker fixes Qwen3-VL's position ids first: verl crashes in update_actor "
+        "when all sequences of a batch have one length (engines/verl/worker_setup.py)",
+    )
 
 
 def _user(job: ResolvedJob) -> list[Override]:
