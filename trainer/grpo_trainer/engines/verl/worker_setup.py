@@ -47,7 +47,7 @@ def normalize_position_ids(data: Any) -> None:
     every offset step C). Each is recognised from its values' shape and its offsets; the last is
     rebuilt, the second gets its index back, the first is left alone.
     """
-    if "position_ids" not in data.keys():
+    if "position_ids" not in data:  # a TensorDict: its keys
         return
     nested = data["position_ids"]
     if not getattr(nested, "is_nested", False) or nested.dim() != 3:
@@ -113,7 +113,9 @@ from it: verl's workers bind these functions with `from ... import` at their own
 class _PatchOnImport(importlib.abc.MetaPathFinder):
     """Finds nothing itself: wraps the real loader of a patched module to patch it once loaded."""
 
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(
+        self, fullname: str, path: Any, target: Any = None
+    ) -> importlib.machinery.ModuleSpec | None:
         patch = PATCHES.get(fullname)
         if patch is None:
             return None
