@@ -1,25 +1,39 @@
-"""Real verl + vLLM GRPO steps on the lent H200, through `grpo-train run` with a GRPOJob spec.
+"""Real verl + vLLM GRPO steps on the lent H200: our GRPOJob through `grpo-train run`, and verl run directly.
 
-Each part fits one device call (under 9 minutes) and leaves at most 8 files under --out:
+The GPU machine takes commands of at most 10 minutes, stays up only while calls follow each other
+(30 minutes at most), keeps /tmp while it is up, and lets a process started in a session of its
+own outlive the call that started it. So every attempt here is a process of its own: `start`
+launches it detached and returns at once, `wait` follows it from later calls (each one a call of
+its own, as long as the device allows) and writes what it did into --out after every call, and
+an attempt that resumes another is started by a call of its own too.
 
     tiny       the offline tiny Qwen3-VL (head_dim 64: vLLM's attention kernels reject smaller heads) on
-               geo3k-format synthetic data with images, through the geo3k preset and the builtin geo3k
-               reward, vLLM rollouts: attempt 1 trains steps 1-2 and saves a checkpoint; attempt 2, a
-               second process, resumes from it, trains steps 3-4, saves and exports (merged model/).
-    shapes-4b  the same job at Qwen3-VL-4B shapes (random weights): 3 steps, for the step time and its
-               split (generation, log-probs, update: verl's timing_s/*), tokens/s per GPU (verl's
-               perf/throughput) and peak memory (perf/max_memory_*); no checkpoint (it would be ~50 GB).
+               geo3k-format synthetic data with images, the geo3k preset and builtin reward, vLLM
+               rollouts. Attempt 1 trains steps 1-2 and saves; attempt 2 (a new process, started
+               after attempt 1 has ended) resumes from that checkpoint, trains 3-4, saves and exports.
+    shapes-4b  the SafeGRPO example's job at Qwen3-VL-4B shapes (random weights) on one GPU: the
+               step time and its split (verl's timing_s/*), tokens/s per GPU (perf/throughput), peak
+               memory (perf/max_memory_*), the start-up phases. No checkpoint (4B weights and Adam
+               state: ~60 GB, beyond the machine's disk beside the stack). Attempt 2 is a retry of
+               the same job on the same volume: its start-up against attempt 1's is what a retry
+               saves (compile caches and prepared data kept on the job's volume).
+    raw-4b     verl's own main_ppo with the SafeGRPO model card's overrides at the same shapes, on
+               the same model and data, no grpo-train: the floor our layer is measured against.
 
-Commands (docs/benchmarks/verl-gpu.md has the whole sequence and what to carry):
+Commands (docs/benchmarks/verl-gpu.md has the plan, what to carry and what each call costs):
 
-    here:   python3 benchmarks/verl_gpu.py prepare          # the few wheels grpo-train needs beyond the stack
+    here:   python3 benchmarks/verl_gpu.py prepare              # the few wheels grpo-train needs beyond the stack
     there:  eval "$(bash benchmarks/gpu_stack.sh env)"
-            python3 benchmarks/verl_gpu.py tiny --out "$OUT" [--gpus 2]
-            python3 benchmarks/verl_gpu.py shapes-4b --out "$OUT" [--gpus 2] [--steps 3]
+            python3 benchmarks/verl_gpu.py start tiny [--attempt 2] [--gpus 2]
+            python3 benchmarks/verl_gpu.py start shapes-4b [--attempt 2] [--steps 3]
+            python3 benchmarks/verl_gpu.py start raw-4b [--steps 3]
+            python3 benchmarks/verl_gpu.py wait tiny --out "$OUT" [--seconds 540]
+            python3 benchmarks/verl_gpu.py stop tiny                # the running attempt and its Ray
     CPU smoke (everything up to launching verl: model, data, spec, plan, validate, data preparation):
-            python3 benchmarks/verl_gpu.py tiny --out /tmp/smoke --smoke
+            python3 benchmarks/verl_gpu.py start tiny --smoke --out /tmp/smoke
 
-Progress goes to standard output; each `grpo-train run` log is kept (compressed) under --out.
+`wait` returns when the attempt ends or its time is up, printing the attempt's progress lines;
+its summary (`<part>-summary.json`) and the logs (`<part>-logs.tar.gz`) land in --out each time.
 """
 
 from __future__ import annotations
@@ -32,14 +46,14 @@ import io
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tarfile
-import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +62,7 @@ sys.path[:0] = [str(ROOT / "trainer"), str(ROOT / "operator")]
 
 WHEELS = ROOT / ".cache" / "verl-gpu" / "wheels"
 EXTRA_SITE = Path("/tmp/verl-gpu-extra")
+WORK = Path("/tmp/verl-gpu-work")
 # What `grpo-train run` imports beyond the carried GPU stack (benchmarks/gpu_stack_requirements.txt),
 # pure Python or small: fetched here by `prepare`, installed there only if missing.
 EXTRA_WHEELS = (
@@ -85,10 +100,8 @@ NEEDED = (
     "codetiming",
 )
 WORDS = ("<think>", "</think>", "x", "find", "5", "7", "\\boxed{5}", "\\boxed{7}")
-RUN_TIMEOUT_S = 420
-# The tiny part's attempts: on the H200 verl + vLLM take ~3 minutes to start (Ray, the FSDP workers,
-# the vLLM server) before the first step, so each attempt gets most of a call.
-TINY_ATTEMPT_S = int(os.environ.get("VERL_GPU_TINY_ATTEMPT_S", "330"))
+ENGINE_ENV = {"VLLM_USE_FLASHINFER_SAMPLER": "0"}
+"""vLLM's FlashInfer sampler needs JIT toolchains the carried stack leaves out."""
 
 
 def _attention() -> dict[str, Any]:
@@ -245,8 +258,13 @@ def png(rng: random.Random, side: int) -> bytes:
     return out.getvalue()
 
 
-def build_geo3k(folder: Path, train: int, test: int, side: int) -> Path:
-    """geo3k's hub layout (images, problem, answer), read by the trainer's own geo3k preset."""
+def build_geo3k(folder: Path, train: int, test: int, side: int, *, varied: bool = False) -> Path:
+    """geo3k's hub layout (images, problem, answer), read by the trainer's own geo3k preset.
+
+    `varied` gives each problem a different length (up to 64 extra words), so prompts differ in
+    length the way real data's do; otherwise every prompt has one length, which with a random
+    model writing every response to the limit makes every sequence of a batch one length.
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -262,7 +280,8 @@ def build_geo3k(folder: Path, train: int, test: int, side: int) -> Path:
         records = [
             {
                 "images": [{"bytes": png(rng, side), "path": f"{split}_{i}.png"}],
-                "problem": "<image>Find x. Round to the nearest tenth.",
+                "problem": "<image>Find x. Round to the nearest tenth."
+                + (" Look at the figure." * rng.randrange(16) if varied else ""),
                 "answer": rng.choice(["5", "7"]),
             }
             for i in range(rows)
@@ -293,6 +312,7 @@ def spec(name: str, model: Path, data: Path, gpus: int, *, steps: int, **sizes: 
                 "trainBatchSize": sizes["batch"],
                 "miniBatchSize": sizes["mini"],
                 "microBatchSizePerDevice": sizes["micro"],
+                **sizes.get("algorithm", {}),
                 "learningRate": 1.0e-6,
                 "totalSteps": steps,
             },
@@ -300,6 +320,7 @@ def spec(name: str, model: Path, data: Path, gpus: int, *, steps: int, **sizes: 
                 "tensorParallelSize": 1,
                 "gpuMemoryUtilization": sizes["gpu_memory"],
                 "enforceEager": sizes["eager"],
+                **sizes.get("rollout", {}),
             },
             "engine": {
                 "name": "verl",
@@ -307,6 +328,7 @@ def spec(name: str, model: Path, data: Path, gpus: int, *, steps: int, **sizes: 
                 "gradientCheckpointing": True,
                 "overrides": [*sizes.get("overrides", []), *ATTENTION["overrides"]],
                 "useRemovePadding": ATTENTION["remove_padding"],
+                **sizes.get("engine", {}),
             },
             "resources": {"accelerator": "nvidia", "devicesPerNode": gpus, "nodes": 1},
             "checkpoint": {"saveInterval": sizes["save"], "keep": 2},
@@ -357,57 +379,103 @@ def reward_calls(work: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in file.read_text().splitlines()] if file.is_file() else []
 
 
-# --- running grpo-train ---------------------------------------------------------------------------
+# --- detached attempts -----------------------------------------------------------------------------
+#
+# An attempt's folder (WORK/<part>/attempt-<n>/) holds `command.json` (what runs, its environment),
+# `pid`, `output.log` (every line of the attempt, stamped with the seconds since it started) and,
+# once it has ended, `rc`. The supervisor that writes them runs in a session of its own, so it
+# outlives the device call that started it; `wait` in a later call only reads the folder.
 
 
-def grpo_train(args: list[str], log_file: Path, env: dict[str, str] | None = None, timeout: int = 120) -> int:
-    """`grpo-train ARGS` (as the Ray job's entrypoint runs it), output to `log_file`, progress echoed."""
-    # The console script `grpo-train` is grpo_trainer.cli:main (the package is not installed there).
-    entry = "import sys; from grpo_trainer.cli import main; sys.exit(main(sys.argv[1:]))"
-    command = [sys.executable, "-c", entry, *args]
-    full_env = {**os.environ, **(env or {})}
-    full_env["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [str(ROOT / "trainer"), str(ROOT / "operator"), full_env.get("PYTHONPATH")])
-    )
-    log(f"$ grpo-train {' '.join(args)}")
-    started = time.monotonic()
-    with log_file.open("a") as out:
-        # Its own session, so a stop reaches verl and the Ray processes it started.
+@dataclass(frozen=True)
+class Attempt:
+    part: str
+    number: int
+
+    @property
+    def folder(self) -> Path:
+        return WORK / self.part / f"attempt-{self.number}"
+
+    def rc(self) -> int | None:
+        file = self.folder / "rc"
+        return int(file.read_text()) if file.is_file() else None
+
+    def pid(self) -> int | None:
+        file = self.folder / "pid"
+        return int(file.read_text()) if file.is_file() else None
+
+    def running(self) -> bool:
+        pid = self.pid()
+        if pid is None or self.rc() is not None:
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+
+def attempts(part: str) -> list[Attempt]:
+    found = sorted((WORK / part).glob("attempt-*"), key=lambda p: int(p.name.rpartition("-")[2]))
+    return [Attempt(part, int(p.name.rpartition("-")[2])) for p in found]
+
+
+def launch(attempt: Attempt, command: list[str], env: dict[str, str]) -> int:
+    """Start `command` under the supervisor, detached; returns the supervisor's pid."""
+    for other in (a for p in PARTS for a in attempts(p)):
+        if other.running():
+            raise SystemExit(f"{other.part} attempt {other.number} is still running: wait for it or stop it")
+    folder = attempt.folder
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    write_json(folder / "command.json", {"command": command, "env": env, "started": time.time()})
+    supervisor = [sys.executable, str(Path(__file__).resolve()), "_supervise", str(folder)]
+    with open(folder / "supervisor.log", "w") as out:
         process = subprocess.Popen(
-            command,
-            env=full_env,
+            supervisor, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    (folder / "pid").write_text(str(process.pid))
+    log(
+        f"{attempt.part} attempt {attempt.number} started (pid {process.pid}); follow it with `wait {attempt.part}`"
+    )
+    return process.pid
+
+
+def supervise(folder: Path) -> int:
+    """Run the attempt's command to its end: stamped output, its exit code, then Ray stopped."""
+    spec = json.loads((folder / "command.json").read_text())
+    env = {**os.environ, **spec["env"]}
+    started = time.monotonic()
+    with open(folder / "output.log", "w") as out:
+        process = subprocess.Popen(
+            spec["command"],
+            env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
             errors="replace",
             start_new_session=True,
         )
-        watchdog = threading.Timer(timeout, _stop, args=(process, timeout))
-        watchdog.start()
+        (folder / "child-pid").write_text(str(process.pid))
         assert process.stdout is not None
-        try:
-            for line in process.stdout:
-                out.write(line)
-                if _progress(line):
-                    print("    " + line.rstrip()[:240], flush=True)
-            code = process.wait()
-        finally:
-            watchdog.cancel()
-    log(f"exit code {code} after {time.monotonic() - started:.0f} s (log: {log_file.name})")
-    if args[0] == "run":
-        stop_ray()
+        for line in process.stdout:
+            out.write(f"[{time.monotonic() - started:8.1f}s] {line}")
+            out.flush()
+        code = process.wait()
+    (folder / "rc").write_text(str(code))
+    stop_ray()
     return code
 
 
-def _stop(process: subprocess.Popen[str], timeout: int) -> None:
-    log(f"still running after {timeout} s: stopping it")
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
+def stop(part: str) -> int:
+    for attempt in attempts(part):
+        child = attempt.folder / "child-pid"
+        if attempt.running() and child.is_file():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(int(child.read_text()), signal.SIGTERM)
+            log(f"{part} attempt {attempt.number}: stopped")
+    stop_ray()
+    return 0
 
 
 def stop_ray() -> None:
@@ -420,17 +488,63 @@ def stop_ray() -> None:
     )
 
 
-def _progress(line: str) -> bool:
-    markers = (
-        "step:",
-        "GRPO_FAILURE",
-        "Traceback",
-        "Error",
-        "engine command",
-        "exported",
-        "training-complete",
-    )
-    return any(marker in line for marker in markers) and "Warning" not in line
+PROGRESS = re.compile(r"step:\d+ |GRPO_FAILURE|Traceback|Error|engine command|exported|training-complete")
+
+
+def follow(attempt: Attempt, seconds: float) -> int | None:
+    """Print the attempt's progress lines until it ends or `seconds` pass; its exit code, if it ended."""
+    log_file = attempt.folder / "output.log"
+    deadline = time.monotonic() + seconds
+    position = 0
+    while True:
+        if log_file.is_file():
+            with log_file.open(errors="replace") as text:
+                text.seek(position)
+                for line in text:
+                    if PROGRESS.search(line) and "Warning" not in line:
+                        print("    " + line.rstrip()[:240], flush=True)
+                position = text.tell()
+        code = attempt.rc()
+        if code is not None or not attempt.running() or time.monotonic() >= deadline:
+            return code
+        time.sleep(5)
+
+
+# --- start-up phases ---------------------------------------------------------------------------------
+
+PHASES = (
+    # (phase, the first output line that ends it)
+    ("trainer", re.compile(r"engine command:")),
+    ("engine_process", re.compile(r"ray init kwargs")),
+    ("ray", re.compile(r"Started a local Ray instance|Connected to Ray cluster")),
+    (
+        "actor_and_reference",
+        re.compile(r"init_model|Model config after override|Actor use_remove_padding", re.I),
+    ),
+    (
+        "rollout_server",
+        re.compile(r"Application startup complete|vLLM.*(?:server|replica).*(?:ready|started)", re.I),
+    ),
+    ("first_step", re.compile(r"step:1 ")),
+)
+"""Marks in an attempt's output, in the order start-up passes them (a raw main_ppo run has no
+"engine command" line: its first phase is then empty)."""
+STAMP = re.compile(r"^\[\s*([\d.]+)s\] ")
+
+
+def phases(log_file: Path) -> dict[str, float | None]:
+    """Seconds from the attempt's start to the first line of each phase's mark."""
+    found: dict[str, float | None] = {name: None for name, _ in PHASES}
+    if not log_file.is_file():
+        return found
+    for line in log_file.read_text(errors="replace").splitlines():
+        stamp = STAMP.match(line)
+        if not stamp:
+            continue
+        for name, mark in PHASES:
+            if found[name] is None and mark.search(line):
+                found[name] = float(stamp.group(1))
+    return found
 
 
 def metrics(file: Path) -> list[dict[str, Any]]:
@@ -470,62 +584,48 @@ def gpu_facts() -> dict[str, Any]:
     return {"gpus": text.splitlines(), "versions": versions}
 
 
+# --- the parts ---------------------------------------------------------------------------------------
+
+
+def grpo_train_command(args: list[str]) -> tuple[list[str], dict[str, str]]:
+    """`grpo-train ARGS` as the Ray job's entrypoint runs it (the console script is cli:main; the
+    package is not installed on the GPU machine, so it runs from this checkout)."""
+    entry = "import sys; from grpo_trainer.cli import main; sys.exit(main(sys.argv[1:]))"
+    return [sys.executable, "-c", entry, *args], {
+        "PYTHONPATH": _pythonpath(ROOT / "trainer", ROOT / "operator")
+    }
+
+
+def _pythonpath(*first: Path) -> str:
+    rest = [os.environ.get("PYTHONPATH", "")]
+    if EXTRA_SITE.is_dir():
+        rest.append(str(EXTRA_SITE))  # after the stack: its packages win where both have one
+    return os.pathsep.join(filter(None, [*map(str, first), *rest]))
+
+
+def run_now(args: list[str], log_file: Path) -> int:
+    """A short grpo-train command in the foreground (smoke checks, data preparation)."""
+    command, env = grpo_train_command(args)
+    log(f"$ grpo-train {' '.join(args)}")
+    with log_file.open("a") as out:
+        return subprocess.run(
+            command, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT
+        ).returncode
+
+
 def smoke(work: Path, job_spec: Path, out: Path) -> int:
     """Everything up to launching verl: the plan, verl's composition check, the data preparation."""
     logs = out / "smoke.log"
     codes = {
-        "plan": grpo_train(["plan", "--spec", str(job_spec), "--workdir", str(work)], logs),
-        "validate": grpo_train(["validate", "--spec", str(job_spec), "--workdir", str(work)], logs),
-        "prepare-data": grpo_train(["prepare-data", "--spec", str(job_spec), "--workdir", str(work)], logs),
+        name: run_now([name, "--spec", str(job_spec), "--workdir", str(work)], logs)
+        for name in ("plan", "validate", "prepare-data")
     }
     write_json(out / "summary.json", {"ok": not any(codes.values()), "smoke": codes})
     log(f"smoke: {codes}")
     return 0 if not any(codes.values()) else 1
 
 
-def archive_logs(out: Path, work: Path, name: str) -> None:
-    """The run logs, metrics and commands in one file (the device tool returns at most 8)."""
-    with tarfile.open(out / f"{name}-logs.tar.gz", "w:gz") as tar:
-        for path in sorted(work.rglob("*")):
-            if path.is_file() and path.suffix in {".log", ".jsonl", ".txt", ".yaml", ".json"}:
-                tar.add(path, arcname=str(path.relative_to(work)))
-
-
-# --- the parts ------------------------------------------------------------------------------------
-
-
-def tiny_summary(
-    work: Path, args: argparse.Namespace, codes: dict[str, int], started: float
-) -> dict[str, Any]:
-    """What the attempts that ran left on the volume: steps, checkpoints, export, rewards, timings."""
-    attempts = {
-        name: metrics(next(iter(work.rglob(f"{name.replace('_', '-')}.jsonl")), work / "none"))
-        for name in codes
-    }
-    every = [m for steps in attempts.values() for m in steps]
-    record = next(iter(work.rglob("export.json")), None)
-    return {
-        "machine": gpu_facts(),
-        "gpus": args.gpus,
-        "attention": ATTENTION["implementation"],
-        "exit_codes": codes,
-        "steps": {name: [m["step"] for m in steps] for name, steps in attempts.items()},
-        "checkpoints": sorted(p.name for p in work.rglob("global_step_*") if p.is_dir()),
-        "export": json.loads(record.read_text()) if record else None,
-        "rewards": {m["step"]: m["data"].get("critic/score/mean") for m in every},
-        "reward_calls": reward_calls(work),
-        "timing_s": {m["step"]: pick(m["data"], "timing_s/") for m in every},
-        "seconds": round(time.monotonic() - started),
-        "ok": False,  # part_tiny decides once both attempts have run
-    }
-
-
-def part_tiny(args: argparse.Namespace) -> int:
-    out, work = args.out, args.work / "tiny"
-    if not args.keep:
-        shutil.rmtree(work, ignore_errors=True)
-    model = build_model(work / "models" / "qwen3-vl-tiny", "tiny", args.smoke)
-    data = build_geo3k(work / "geo3k-hub", train=64, test=8, side=64)
+def tiny_sizes(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     sizes = {
         "prompt": 256,
         "response": 64,
@@ -540,143 +640,330 @@ def part_tiny(args: argparse.Namespace) -> int:
     }
     if args.reward == "custom-batch":
         sizes["reward"] = custom_batch_reward(work)
-    first = write_spec(
-        work / "job-steps-1-2.yaml", spec("verl-tiny", model, data, args.gpus, steps=2, **sizes)
+    return sizes
+
+
+def start_tiny(args: argparse.Namespace) -> int:
+    work = WORK / "tiny"
+    if args.attempt == 1 and not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    model = build_model(work / "models" / "qwen3-vl-tiny", "tiny", args.smoke)
+    data = build_geo3k(work / "geo3k-hub", train=64, test=8, side=64)
+    steps = 2 * args.attempt  # attempt 1: steps 1-2; attempt 2 resumes at 3 and trains to 4
+    job = write_spec(
+        work / f"job-attempt-{args.attempt}.yaml",
+        spec("verl-tiny", model, data, args.gpus, steps=steps, **tiny_sizes(args, work)),
     )
     if args.smoke:
-        return smoke(work, first, out)
-    env = {"VLLM_USE_FLASHINFER_SAMPLER": "0"}
-    started = time.monotonic()
-    run_log = work / "run.log"
-    code_1 = grpo_train(
-        ["run", "--spec", str(first), "--workdir", str(work), "--no-report"],
-        run_log,
-        {**env, "GRPO_ATTEMPT": "1"},
-        timeout=TINY_ATTEMPT_S,
-    )
-    # Written after each attempt: a call cut short still returns what attempt 1 did.
-    summary = tiny_summary(work, args, {"attempt_1": code_1}, started)
-    write_json(out / "tiny-summary.json", summary)
-    archive_logs(out, work, "tiny")
-    if code_1 != 0:
-        log(f"attempt 1 failed (exit code {code_1}); attempt 2 not started")
-        return 1
-    # A later attempt of a finished job only exports: drop the mark so attempt 2 trains on, as a
-    # retried attempt after a crash between checkpoint and end would.
-    for marker in work.rglob("training-complete.json"):
-        marker.unlink()
-    second = write_spec(
-        work / "job-steps-3-4.yaml", spec("verl-tiny", model, data, args.gpus, steps=4, **sizes)
-    )
-    code_2 = grpo_train(
-        ["run", "--spec", str(second), "--workdir", str(work), "--no-report"],
-        run_log,
-        {**env, "GRPO_ATTEMPT": "2"},
-        timeout=TINY_ATTEMPT_S,
-    )
-    summary = tiny_summary(work, args, {"attempt_1": code_1, "attempt_2": code_2}, started)
-    exported = summary["export"]
-    if args.reward == "custom-batch":  # every call scored one whole group, on whichever reward worker
-        summary["reward_call_sizes"] = sorted({c["size"] for c in summary["reward_calls"]})
-    summary["ok"] = (
-        (args.reward != "custom-batch" or summary["reward_call_sizes"] == [sizes["group"]])
-        and code_1 == 0
-        and code_2 == 0
-        and summary["steps"]["attempt_1"][-1:] == [2]
-        and summary["steps"]["attempt_2"][:1] == [3]
-        and summary["steps"]["attempt_2"][-1:] == [4]
-        and bool(exported)
-        and exported.get("step") == 4
-    )
-    write_json(out / "tiny-summary.json", summary)
-    archive_logs(out, work, "tiny")
-    log(f"tiny: ok={summary['ok']} steps={summary['steps']} export={exported}")
-    return 0 if summary["ok"] else 1
+        return smoke(work, job, args.out)
+    if args.attempt > 1:
+        # A later attempt of a finished job only exports: drop the mark so this one trains on, as
+        # a retried attempt after a crash between a checkpoint and the end would.
+        for marker in work.rglob("training-complete.json"):
+            marker.unlink()
+    command, env = grpo_train_command(["run", "--spec", str(job), "--workdir", str(work), "--no-report"])
+    launch(Attempt("tiny", args.attempt), command, {**env, **ENGINE_ENV, "GRPO_ATTEMPT": str(args.attempt)})
+    return 0
 
 
-def part_4b(args: argparse.Namespace) -> int:
-    out, work = args.out, args.work / "shapes-4b"
-    if not args.keep:
-        shutil.rmtree(work, ignore_errors=True)
-    model = build_model(work / "models" / "qwen3-vl-4b-random", "4b", args.smoke)
-    data = build_geo3k(work / "geo3k-hub", train=16 * 4 * args.gpus, test=8, side=448)
-    sizes = {
-        "prompt": 1024,
+def sizes_4b(args: argparse.Namespace) -> dict[str, Any]:
+    """The SafeGRPO example's per-GPU load as far as one H200 holds it (docs/benchmarks/verl-gpu.md
+    says why each departure)."""
+    return {
+        "prompt": 2048,
         "response": args.response_length,
-        "group": 5,
+        "group": 8,
+        # The example's 256 prompts on 4 GPUs are 64 per GPU; one GPU steps 16 in a call's time.
         "batch": 16 * args.gpus,
-        "mini": 8 * args.gpus,
+        # The example's 4 updates per step (mini-batch 64 of 256).
+        "mini": 4 * args.gpus,
+        # The example's 16 per GPU shares the actor's fp32 state with 3 other GPUs; one GPU holds all
+        # of it (~70 GB) beside vLLM.
         "micro": 4,
-        # One GPU holds the whole actor (fp32 master weights and Adam state, ~60 GB) beside vLLM.
         "gpu_memory": 0.35 if args.gpus == 1 else 0.45,
         "eager": False,
+        "rollout": {"enableChunkedPrefill": True, "freeCacheEngine": True},
+        "engine": {"refParamOffload": True},
+        "algorithm": {"kl": {"coefficient": 0.01, "type": "low_var_kl", "placement": "loss"}},
         "save": 1000000,
         "export": False,
-        # No checkpoint (4B weights and optimiser state: ~50 GB, minutes to write).
+        # No checkpoint (4B weights and optimiser state: ~60 GB, minutes to write).
         "overrides": ["trainer.save_freq=-1"],
     }
-    job = write_spec(work / "job.yaml", spec("verl-4b", model, data, args.gpus, steps=args.steps, **sizes))
-    if args.smoke:
-        return smoke(work, job, out)
-    started = time.monotonic()
-    code = grpo_train(
-        ["run", "--spec", str(job), "--workdir", str(work), "--no-report"],
-        work / "run.log",
-        {"VLLM_USE_FLASHINFER_SAMPLER": "0", "GRPO_ATTEMPT": "1"},
-        timeout=RUN_TIMEOUT_S,
+
+
+def inputs_4b(args: argparse.Namespace) -> tuple[Path, Path, Path]:
+    work = WORK / "shapes-4b"  # raw-4b runs on the same model and data
+    model = build_model(work / "models" / "qwen3-vl-4b-random", "4b", args.smoke)
+    rows = max(64, 16 * args.gpus * (args.steps + 1))
+    data = build_geo3k(
+        work / f"geo3k-hub-{args.prompts}",
+        train=rows,
+        test=8,
+        side=args.image_side,
+        varied=args.prompts == "varied",
     )
-    steps = metrics(next(iter(work.rglob("attempt-1.jsonl")), work / "none"))
-    per_step = [
-        {
-            "step": m["step"],
-            **pick(m["data"], "timing_s/", "perf/", "response_length/mean", "prompt_length/mean"),
-        }
-        for m in steps
+    job = write_spec(
+        work / f"job-{args.prompts}.yaml",
+        spec("verl-4b", model, data, args.gpus, steps=args.steps, **sizes_4b(args)),
+    )
+    return work, model, job
+
+
+def start_4b(args: argparse.Namespace) -> int:
+    work, _, job = inputs_4b(args)
+    if args.smoke:
+        return smoke(work, job, args.out)
+    command, env = grpo_train_command(["run", "--spec", str(job), "--workdir", str(work), "--no-report"])
+    launch(
+        Attempt("shapes-4b", args.attempt), command, {**env, **ENGINE_ENV, "GRPO_ATTEMPT": str(args.attempt)}
+    )
+    return 0
+
+
+def raw_overrides(
+    args: argparse.Namespace, model: Path, train: str, val: str, metrics_dir: Path
+) -> list[str]:
+    """The SafeGRPO model card's main_ppo command at the shapes of sizes_4b, in verl 0.9.1's keys.
+
+    Its keys that verl 0.9.1 no longer reads as written take their working form (docs/verl.md):
+    the removed vLLM flag becomes `mm_processor_cache_gb=0`, the logger is console and file (no
+    W&B here), and the reward is verl's own geo3k scorer for this data (the card's safety file is
+    not published). Attention and padding follow what this machine can run, as ours do.
+    """
+    s = sizes_4b(args)
+    return [
+        "algorithm.adv_estimator=grpo",
+        f"data.train_files={train}",
+        f"data.val_files={val}",
+        f"data.train_batch_size={s['batch']}",
+        f"data.max_prompt_length={s['prompt']}",
+        f"data.max_response_length={s['response']}",
+        "data.filter_overlong_prompts=True",
+        "data.truncation=error",
+        "data.image_key=images",
+        "data.image_patch_size=16",
+        f"actor_rollout_ref.model.path={model}",
+        "actor_rollout_ref.actor.optim.lr=1e-6",
+        f"actor_rollout_ref.model.use_remove_padding={ATTENTION['remove_padding']}",
+        "actor_rollout_ref.actor.strategy=fsdp2",
+        "actor_rollout_ref.ref.strategy=fsdp2",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={s['mini']}",
+        f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={s['micro']}",
+        "actor_rollout_ref.actor.use_kl_loss=True",
+        "actor_rollout_ref.actor.kl_loss_coef=0.01",
+        "actor_rollout_ref.actor.kl_loss_type=low_var_kl",
+        "actor_rollout_ref.actor.entropy_coeff=0",
+        "actor_rollout_ref.model.enable_gradient_checkpointing=True",
+        "actor_rollout_ref.actor.fsdp_config.param_offload=False",
+        "actor_rollout_ref.actor.fsdp_config.optimizer_offload=False",
+        f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={s['micro']}",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+        "actor_rollout_ref.rollout.name=vllm",
+        "+actor_rollout_ref.rollout.engine_kwargs.vllm.mm_processor_cache_gb=0",
+        f"actor_rollout_ref.rollout.gpu_memory_utilization={s['gpu_memory']}",
+        "actor_rollout_ref.rollout.enable_chunked_prefill=True",
+        "actor_rollout_ref.rollout.enforce_eager=False",
+        "actor_rollout_ref.rollout.free_cache_engine=True",
+        f"actor_rollout_ref.rollout.n={s['group']}",
+        f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={s['micro']}",
+        "actor_rollout_ref.ref.fsdp_config.param_offload=True",
+        "algorithm.use_kl_in_reward=False",
+        "trainer.critic_warmup=0",
+        "trainer.logger=[console,file]",
+        "trainer.project_name=verl_grpo",
+        "trainer.experiment_name=raw_4b",
+        f"trainer.n_gpus_per_node={args.gpus}",
+        "trainer.nnodes=1",
+        "trainer.save_freq=-1",
+        "trainer.test_freq=-1",
+        "trainer.val_before_train=False",
+        f"trainer.total_training_steps={args.steps}",
+        f"trainer.default_local_dir={metrics_dir / 'checkpoints'}",
+        *ATTENTION["overrides"],
     ]
-    summary = {
-        "machine": gpu_facts(),
-        "gpus": args.gpus,
-        "attention": ATTENTION["implementation"],
-        "exit_code": code,
-        "sizes": {k: v for k, v in sizes.items() if k != "overrides"},
-        "steps": per_step,
-        "seconds": round(time.monotonic() - started),
-        "ok": code == 0 and len(per_step) == args.steps,
+
+
+def start_raw(args: argparse.Namespace) -> int:
+    work, model, job = inputs_4b(args)
+    if args.smoke:
+        return smoke(work, job, args.out)
+    # The same parquet files our job trains on (prepared by the trainer's geo3k preset, untimed).
+    if run_now(["prepare-data", "--spec", str(job), "--workdir", str(work)], work / "prepare-data.log"):
+        raise SystemExit("prepare-data failed: see prepare-data.log")
+    prepared = max(work.rglob("train.parquet"), key=lambda p: p.stat().st_mtime)
+    attempt = Attempt("raw-4b", args.attempt)
+    overrides = raw_overrides(
+        args, model, str(prepared), str(prepared.with_name("test.parquet")), attempt.folder
+    )
+    command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides]
+    env = {
+        **ENGINE_ENV,
+        "VERL_FILE_LOGGER_PATH": str(attempt.folder / "metrics.jsonl"),
+        "PYTHONPATH": _pythonpath(),
     }
-    write_json(out / f"4b-{args.gpus}gpu-summary.json", summary)
-    archive_logs(out, work, f"4b-{args.gpus}gpu")
-    log(f"4b: ok={summary['ok']}, {len(per_step)} steps")
-    return 0 if summary["ok"] else 1
+    launch(attempt, command, env)
+    return 0
+
+
+START = {"tiny": start_tiny, "shapes-4b": start_4b, "raw-4b": start_raw}
+PARTS = tuple(START)
+
+
+# --- summaries -----------------------------------------------------------------------------------------
+
+
+def metrics_of(attempt: Attempt) -> list[dict[str, Any]]:
+    if attempt.part == "raw-4b":
+        return metrics(attempt.folder / "metrics.jsonl")
+    work = WORK / ("shapes-4b" if attempt.part == "shapes-4b" else "tiny")
+    return metrics(next(iter((work / "grpo").rglob(f"attempt-{attempt.number}.jsonl")), work / "none"))
+
+
+def attempt_summary(attempt: Attempt) -> dict[str, Any]:
+    steps = metrics_of(attempt)
+    command = json.loads((attempt.folder / "command.json").read_text())
+    engine_command = next(iter((WORK / attempt.part).rglob(f"attempt-{attempt.number}.command.txt")), None)
+    return {
+        "attempt": attempt.number,
+        "exit_code": attempt.rc(),
+        "running": attempt.running(),
+        "seconds": round(time.time() - command["started"]),
+        "startup_s": phases(attempt.folder / "output.log"),
+        "steps": [m["step"] for m in steps],
+        "per_step": [
+            {
+                "step": m["step"],
+                **pick(
+                    m["data"],
+                    "timing_s/",
+                    "perf/",
+                    "response_length/mean",
+                    "prompt_length/mean",
+                    "critic/score/mean",
+                ),
+            }
+            for m in steps
+        ],
+        "failure": failure_line(attempt.folder / "output.log"),
+        "engine_overrides": (
+            engine_command.read_text().split("\n")[3:] if engine_command else command["command"][3:]
+        ),
+    }
+
+
+def failure_line(log_file: Path) -> dict[str, Any] | None:
+    from grpo_operator.api.contract import failure_in
+
+    return failure_in(log_file.read_text(errors="replace")) if log_file.is_file() else None
+
+
+def summary(part: str) -> dict[str, Any]:
+    work = WORK / ("shapes-4b" if part != "tiny" else "tiny")
+    found = {f"attempt_{a.number}": attempt_summary(a) for a in attempts(part)}
+    out: dict[str, Any] = {
+        "part": part,
+        "machine": gpu_facts(),
+        "attention": ATTENTION["implementation"],
+        "attempts": found,
+    }
+    if part == "tiny":
+        record = next(iter(work.rglob("export.json")), None)
+        out["checkpoints"] = sorted(p.name for p in work.rglob("global_step_*") if p.is_dir())
+        out["export"] = json.loads(record.read_text()) if record else None
+        out["reward_calls"] = reward_calls(work)
+        first, second = found.get("attempt_1", {}), found.get("attempt_2", {})
+        out["ok"] = (
+            first.get("exit_code") == 0
+            and second.get("exit_code") == 0
+            and first.get("steps", [])[-1:] == [2]
+            and second.get("steps", [])[:1] == [3]
+            and second.get("steps", [])[-1:] == [4]
+            and bool(out["export"])
+            and out["export"].get("step") == 4
+        )
+    else:
+        out["shapes"] = {k: v for k, v in sizes_4b(ARGS).items() if k != "overrides"}
+        out["ok"] = all(a["exit_code"] == 0 and len(a["steps"]) >= 1 for a in found.values()) and bool(found)
+    return out
+
+
+def cmd_wait(args: argparse.Namespace) -> int:
+    found = attempts(args.part)
+    if not found:
+        raise SystemExit(f"no {args.part} attempt has been started")
+    attempt = found[-1]
+    log(f"following {args.part} attempt {attempt.number} for up to {args.seconds:.0f} s")
+    code = follow(attempt, args.seconds)
+    result = summary(args.part)
+    write_json(args.out / f"{args.part}-summary.json", result)
+    archive_logs(args.out, WORK / ("tiny" if args.part == "tiny" else "shapes-4b"), args.part)
+    state = "still running" if code is None and attempt.running() else f"ended, exit code {code}"
+    log(
+        f"{args.part} attempt {attempt.number}: {state}; steps {result['attempts'][f'attempt_{attempt.number}']['steps']}"
+    )
+    return 0 if code in (0, None) else 1
+
+
+def archive_logs(out: Path, work: Path, name: str) -> None:
+    """The run logs, metrics and commands in one file (the device tool returns at most 8)."""
+    with tarfile.open(out / f"{name}-logs.tar.gz", "w:gz") as tar:
+        for path in sorted(work.rglob("*")):
+            if path.is_file() and path.suffix in {".log", ".jsonl", ".txt", ".yaml", ".json"}:
+                tar.add(path, arcname=str(path.relative_to(work)))
+
+
+ARGS = argparse.Namespace()
 
 
 def main(argv: list[str] | None = None) -> int:
+    global ARGS
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("part", choices=["prepare", "tiny", "shapes-4b"])
-    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/verl-gpu-out")))
-    parser.add_argument("--work", type=Path, default=Path("/tmp/verl-gpu-work"))
-    parser.add_argument("--gpus", type=int, default=1)
-    parser.add_argument("--steps", type=int, default=3, help="steps of the 4B run")
+    parser.add_argument("verb", choices=["prepare", "start", "wait", "stop", "_supervise"])
     parser.add_argument(
-        "--response-length", type=int, default=1024, help="4B run (a random model writes to it)"
+        "part", nargs="?", help=f"one of {', '.join(PARTS)} (for _supervise: the attempt's folder)"
     )
-    parser.add_argument("--smoke", action="store_true", help="CPU: stop before launching verl")
-    parser.add_argument("--keep", action="store_true", help="reuse the work folder (model, data)")
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/verl-gpu-out")))
+    parser.add_argument("--attempt", type=int, default=1)
+    parser.add_argument("--gpus", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=3, help="steps of a 4B run")
+    parser.add_argument(
+        "--response-length", type=int, default=1024, help="4B runs (a random model writes to it)"
+    )
+    parser.add_argument("--image-side", type=int, default=896, help="4B runs: pixels per side of each image")
+    parser.add_argument(
+        "--prompts",
+        choices=["equal", "varied"],
+        default="varied",
+        help="4B runs: every prompt one length (with full-length responses, every sequence one length), or varied",
+    )
+    parser.add_argument("--seconds", type=float, default=540, help="wait: how long to follow")
+    parser.add_argument("--smoke", action="store_true", help="start: stop before launching verl (CPU)")
+    parser.add_argument("--keep", action="store_true", help="start tiny: reuse the work folder (model, data)")
     parser.add_argument(
         "--reward",
         choices=["geo3k", "custom-batch"],
         default="geo3k",
-        help="tiny: the builtin geo3k (the seed's), or a user batch reward that logs each call's size",
+        help="tiny: the builtin geo3k, or a user batch reward that logs each call's size",
     )
-    args = parser.parse_args(argv)
-    if args.part == "prepare":
+    args = ARGS = parser.parse_args(argv)
+    if args.verb == "prepare":
         return prepare()
+    if args.verb == "_supervise":
+        return supervise(Path(args.part))
+    if args.part not in PARTS:
+        parser.error(f"name a part: {', '.join(PARTS)}")
+    if args.verb == "stop":
+        return stop(args.part)
     args.out.mkdir(parents=True, exist_ok=True)
-    log(f"{args.part}: {args.gpus} GPU(s), results in {args.out}")
+    if args.verb == "wait":
+        return cmd_wait(args)
+    log(f"start {args.part} attempt {args.attempt}: {args.gpus} GPU(s)")
     if not args.smoke and preflight(args.out):
         return 3
-    return part_tiny(args) if args.part == "tiny" else part_4b(args)
+    return START[args.part](args)
 
 
 if __name__ == "__main__":
