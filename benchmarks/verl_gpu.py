@@ -52,6 +52,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -513,19 +514,14 @@ def follow(attempt: Attempt, seconds: float) -> int | None:
 # --- start-up phases ---------------------------------------------------------------------------------
 
 PHASES = (
-    # (phase, the first output line that ends it)
+    # (phase, the first output line that ends it), in the order start-up passes them
     ("trainer", re.compile(r"engine command:")),
     ("engine_process", re.compile(r"ray init kwargs")),
     ("ray", re.compile(r"Started a local Ray instance|Connected to Ray cluster")),
-    (
-        "actor_and_reference",
-        re.compile(r"init_model|Model config after override|Actor use_remove_padding", re.I),
-    ),
-    (
-        "rollout_server",
-        re.compile(r"Application startup complete|vLLM.*(?:server|replica).*(?:ready|started)", re.I),
-    ),
-    ("first_step", re.compile(r"step:1 ")),
+    ("data", re.compile(r"train and validate dataloader initialized")),
+    ("actor_and_reference", re.compile(r"actor and ref model engine initialized")),
+    ("rollout_server", re.compile(r"checkpoint engine manager initialized")),
+    ("first_step", re.compile(r"step:\d+ - ")),
 )
 """Marks in an attempt's output, in the order start-up passes them (a raw main_ppo run has no
 "engine command" line: its first phase is then empty)."""
@@ -838,6 +834,7 @@ def attempt_summary(attempt: Attempt) -> dict[str, Any]:
                     m["data"],
                     "timing_s/",
                     "perf/",
+                    "actor/perf/",
                     "response_length/mean",
                     "prompt_length/mean",
                     "critic/score/mean",
@@ -913,6 +910,111 @@ def archive_logs(out: Path, work: Path, name: str) -> None:
                 tar.add(path, arcname=str(path.relative_to(work)))
 
 
+STEP_KEYS = (
+    "timing_s/",
+    "perf/throughput",
+    "actor/perf/max_memory",
+    "response_length/mean",
+    "prompt_length/mean",
+)
+
+
+def logged_steps(archive: Path, attempt: str) -> list[dict[str, Any]]:
+    """verl's own per-step metrics for an attempt, from the logs a `wait` call archived."""
+    if not archive.is_file():
+        return []
+    name = f"{attempt.replace('_', '-')}.jsonl"
+    with tarfile.open(archive) as tar:
+        for member in tar.getmembers():
+            if member.name.endswith(("/metrics/" + name, f"{attempt.replace('_', '-')}/metrics.jsonl")):
+                text = tar.extractfile(member).read().decode()  # type: ignore[union-attr]
+                return [
+                    {"step": m["step"], **m["data"]}
+                    for m in map(json.loads, text.splitlines())
+                    if "step" in m
+                ]
+    return []
+
+
+def logged_phases(archive: Path, attempt: str) -> dict[str, float | None]:
+    """The start-up phases of an attempt, re-read from its archived output (the marks may have
+    been refined since the run)."""
+    if not archive.is_file():
+        return {}
+    with tarfile.open(archive) as tar:
+        for member in tar.getmembers():
+            if member.name.endswith(f"{attempt.replace('_', '-')}/output.log"):
+                with tempfile.NamedTemporaryFile("wb", suffix=".log") as copy:
+                    copy.write(tar.extractfile(member).read())  # type: ignore[union-attr]
+                    copy.flush()
+                    return phases(Path(copy.name))
+    return {}
+
+
+def record(source: Path, gpus: int) -> int:
+    """Here: the committed summary of a 4B run (docs/benchmarks/data/verl-4b-<N>gpu.json) from the
+    `wait` summaries a device call brought back (`shapes-4b-summary.json`, `raw-4b-summary.json`)."""
+    ours = json.loads((source / "shapes-4b-summary.json").read_text())
+    raw_file = source / "raw-4b-summary.json"
+    raw = json.loads(raw_file.read_text()) if raw_file.is_file() else None
+
+    def run(found: dict[str, Any], attempt: str = "attempt_1") -> dict[str, Any]:
+        one = found["attempts"][attempt]
+        per_step = logged_steps(source / f"{found['part']}-logs.tar.gz", attempt) or one["per_step"]
+        steps = [
+            {k: v for k, v in step.items() if k == "step" or k.startswith(STEP_KEYS)} for step in per_step
+        ]
+        steady = steps[1:] or steps
+        mean = lambda key: round(sum(s[key] for s in steady) / len(steady), 2)  # noqa: E731
+        return {
+            "exit_code": one["exit_code"],
+            "steps": [s["step"] for s in steps],
+            "timing_s": {
+                s["step"]: {k: round(v, 2) for k, v in s.items() if k.startswith("timing_s/")} for s in steps
+            },
+            "throughput": {s["step"]: round(s["perf/throughput"], 1) for s in steps},
+            "peak_memory_gb": {
+                "allocated": max(s["actor/perf/max_memory_allocated_gb"] for s in steps),
+                "reserved": max(s["actor/perf/max_memory_reserved_gb"] for s in steps),
+            },
+            "steady_state": {
+                "steps": [s["step"] for s in steady],
+                "step_s": mean("timing_s/step"),
+                "gen_s": mean("timing_s/gen"),
+                "old_log_prob_s": mean("timing_s/old_log_prob"),
+                "ref_s": mean("timing_s/ref"),
+                "update_actor_s": mean("timing_s/update_actor"),
+                "tokens_per_s_per_gpu": mean("perf/throughput"),
+            },
+            "startup_s": logged_phases(source / f"{found['part']}-logs.tar.gz", attempt) or one["startup_s"],
+            "tokens_per_sequence": {
+                "prompt_mean": mean("prompt_length/mean"),
+                "response_mean": mean("response_length/mean"),
+            },
+        }
+
+    summary = {
+        "machine": ours["machine"],
+        "gpus": gpus,
+        "attention": ours["attention"],
+        "shapes": ours["shapes"],
+        "ours": run(ours),
+        "raw_verl": run(raw) if raw else None,
+    }
+    if "attempt_2" in ours["attempts"]:
+        summary["ours_retry"] = run(ours, "attempt_2")
+    if raw:
+        ours_s, raw_s = (
+            summary["ours"]["steady_state"]["step_s"],
+            summary["raw_verl"]["steady_state"]["step_s"],
+        )
+        summary["overhead_pct"] = round(100 * (ours_s - raw_s) / raw_s, 2)
+    target = ROOT / "docs" / "benchmarks" / "data" / f"verl-4b-{gpus}gpu.json"
+    write_json(target, summary)
+    log(f"wrote {target.relative_to(ROOT)}")
+    return 0
+
+
 ARGS = argparse.Namespace()
 
 
@@ -921,7 +1023,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("verb", choices=["prepare", "start", "wait", "stop", "_supervise"])
+    parser.add_argument("verb", choices=["prepare", "start", "wait", "stop", "record", "_supervise"])
     parser.add_argument(
         "part", nargs="?", help=f"one of {', '.join(PARTS)} (for _supervise: the attempt's folder)"
     )
@@ -951,6 +1053,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ARGS = parser.parse_args(argv)
     if args.verb == "prepare":
         return prepare()
+    if args.verb == "record":  # here, with the folder a device call's files came back to
+        return record(Path(args.part), args.gpus)
     if args.verb == "_supervise":
         return supervise(Path(args.part))
     if args.part not in PARTS:
