@@ -43,6 +43,9 @@ def cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+_SIGNATURE = re.compile(r"[0-9a-f]{1,64}")
+
+
 def reason(text: str, fallback: str = "Failed") -> str:
     """A condition reason as Kubernetes spells them (CamelCase, no spaces), within the schema's bound.
 
@@ -62,6 +65,8 @@ class Outcome:
     reason: str = ""
     message: str = ""
     retryable: bool = False
+    signature: str = ""
+    """The trainer's signature of a crash (its root exception and place), when it gave one."""
 
 
 @dataclass(frozen=True)
@@ -96,11 +101,13 @@ def observe_rayjob(rayjob: dict[str, Any]) -> Outcome:
         told = contract.failure_in(seen.message)
         if told is not None:
             # The trainer said what went wrong (OutOfMemory, CollectiveTimeout, ConfigError...).
+            signature = told.get("signature")
             return Outcome(
                 "failed",
                 reason(told["reason"], "TrainerFailed"),
                 f"trainer: {told.get('message', '')}".strip(),
                 retryable,
+                signature if isinstance(signature, str) and _SIGNATURE.fullmatch(signature) else "",
             )
         if code is not None:
             why = "TrainerFailed" if not retryable else "TrainerCrashed"
@@ -234,12 +241,22 @@ def _fail_attempt(st: _Status, job: GRPOJob, attempt: int, outcome: Outcome) -> 
                 "reason": reason(outcome.reason, "AttemptFailed"),
                 "message": cut(outcome.message, FAILED_ATTEMPT_MESSAGE_LIMIT),
                 "retryable": outcome.retryable,
+                **({"signature": outcome.signature} if outcome.signature else {}),
                 "logFile": contract.attempt_log_file(job_paths(job).metrics_dir, attempt),
             }
         )
     st.fields["failedAttempts"] = failed[-FAILED_ATTEMPTS_LIMIT:]
     limit = job.spec.run_policy.backoff_limit
     retries_used = sum(1 for f in failed if f["attempt"] != attempt)
+    repeated = _repeats_previous(failed, attempt, outcome)
+    if repeated is not None:
+        st.finish(
+            "Failed",
+            "RepeatedFailure",
+            f"attempt {attempt} failed as attempt {repeated} did, so another attempt would too "
+            f"(not retried): {cut(outcome.message, 600)}",
+        )
+        return st.plan()
     if outcome.retryable and retries_used < limit:
         # A failed attempt's cluster outlives it when KubeRay's TTL is set; the next attempt needs
         # its devices now (the failure is in failedAttempts, its log on the volume).
@@ -263,6 +280,17 @@ def _fail_attempt(st: _Status, job: GRPOJob, attempt: int, outcome: Outcome) -> 
             f"attempt {attempt} failed and will not be retried: {cut(outcome.message, 600)}",
         )
     return st.plan()
+
+
+def _repeats_previous(failed: list[dict[str, Any]], attempt: int, outcome: Outcome) -> int | None:
+    """The attempt before this one, when it failed with this crash's signature (a deterministic
+    crash: the same exception at the same place, whatever the sizes in its message)."""
+    if not outcome.retryable or not outcome.signature:
+        return None
+    before = [f for f in failed if f["attempt"] < attempt]
+    if before and before[-1]["attempt"] == attempt - 1 and before[-1].get("signature") == outcome.signature:
+        return attempt - 1
+    return None
 
 
 def _health(st: _Status, job: GRPOJob, now: datetime) -> None:

@@ -15,6 +15,8 @@ import re
 
 from grpo_operator.api.contract import CONFIG_ERROR, DATA_ERROR, OK, RETRYABLE, UNKNOWN, Failure
 
+from .crash_report import root_cause
+
 __all__ = [
     "ConfigError",
     "DataError",
@@ -103,7 +105,9 @@ def classify_engine_exit(returncode: int, log_tail: str) -> Failure:
     Environmental faults in the log come first (device OOM, collective timeouts, lost nodes). A
     negative return code is Python's way of saying the child died of a signal (the kernel's OOM
     killer, a preempted node's SIGTERM): retryable. Then verl's own configuration errors, which no
-    retry fixes. What nothing recognises is UNKNOWN, which the operator retries within backoffLimit.
+    retry fixes. What nothing recognises is UNKNOWN, which the operator retries within backoffLimit,
+    said in the words of the engine's root exception and with its signature (crash_report.py), so
+    a crash that repeats in the next attempt is not retried again.
     """
     if returncode == OK:
         raise ValueError("classify_engine_exit is for failures; the engine exited 0")
@@ -120,7 +124,15 @@ def classify_engine_exit(returncode: int, log_tail: str) -> Failure:
         match = pattern.search(log_tail)
         if match:
             return Failure(code, reason, _line_around(log_tail, match.start()))
-    return Failure(UNKNOWN, "EngineCrashed", f"the engine exited with code {returncode}")
+    cause = root_cause(log_tail)
+    if cause is None:
+        return Failure(UNKNOWN, "EngineCrashed", f"the engine exited with code {returncode}")
+    return Failure(
+        UNKNOWN,
+        "EngineCrashed",
+        f"{cause.describe()}; the engine exited with code {returncode}",
+        signature=cause.signature(),
+    )
 
 
 def _line_around(text: str, index: int) -> str:

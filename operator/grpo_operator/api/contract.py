@@ -63,7 +63,8 @@ def describe_exit(code: int) -> str:
 # --- the failure line ------------------------------------------------------------------------
 
 FAILURE_MARKER = "GRPO_FAILURE"
-"""Prefix of the trainer's last line on a failure: `GRPO_FAILURE {"reason", "retryable", "exitCode", "message"}`."""
+"""Prefix of the trainer's last line on a failure: `GRPO_FAILURE {"reason", "retryable", "exitCode",
+"message"[, "signature"]}`."""
 FAILURE_MESSAGE_LIMIT = 512
 """Characters of the message the line carries: Ray keeps only the tail of the log in the RayJob."""
 _FAILURE_LINE = re.compile(FAILURE_MARKER + r" (\{.*\})")
@@ -78,6 +79,9 @@ class Failure:
     code: int
     reason: str
     message: str
+    signature: str = ""
+    """A short hash of the root exception and where it was raised, for a crash the trainer read
+    from the engine's log: two consecutive attempts with the same one are not retried again."""
 
     @property
     def retryable(self) -> bool:
@@ -90,6 +94,7 @@ class Failure:
             "retryable": self.retryable,
             "exitCode": self.code,
             "message": self.message[:FAILURE_MESSAGE_LIMIT],
+            **({"signature": self.signature} if self.signature else {}),
         }
         return f"{FAILURE_MARKER} {json.dumps(payload, ensure_ascii=False)}"
 

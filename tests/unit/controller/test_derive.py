@@ -301,6 +301,61 @@ def test_the_trainers_failure_line_names_the_reason() -> None:
     assert "CUDA out of memory on rank 3" in result.status["failedAttempts"][0]["message"]
 
 
+def _crash(signature: str, size: int) -> str:
+    return (
+        "Job entrypoint command failed with exit code 1, last available logs (truncated to 20,000 chars):\n"
+        'GRPO_FAILURE {"reason": "EngineCrashed", "retryable": true, "exitCode": 1, "message": '
+        f'"RuntimeError: split_with_sizes expects split_sizes to sum exactly to {size} in update_actor", '
+        f'"signature": "{signature}"}}\n'
+    )
+
+
+def test_a_crash_that_repeats_in_the_next_attempt_is_not_retried_again() -> None:
+    first = plan(
+        _job(_running_status(), backoffLimit=3),
+        _rayjob("Failed", "FAILED", _crash("a1b2c3d4e5f6", 1278)),
+        [],
+        NOW,
+    )
+    assert first.create_attempt == 2
+    assert first.status["failedAttempts"][0]["signature"] == "a1b2c3d4e5f6"
+    running = {**first.status, "phase": "Running"}
+    second = plan(
+        _job(running, backoffLimit=3), _rayjob("Failed", "FAILED", _crash("a1b2c3d4e5f6", 1301)), [], NOW
+    )
+    assert second.create_attempt is None
+    assert second.status["phase"] == "Failed"
+    failed = next(c for c in second.status["conditions"] if c["type"] == "Failed")
+    assert failed["reason"] == "RepeatedFailure"
+    assert "attempt 2 failed as attempt 1 did" in failed["message"]
+    assert "split_with_sizes expects split_sizes to sum exactly to 1301 in update_actor" in failed["message"]
+    assert [f["attempt"] for f in second.status["failedAttempts"]] == [1, 2]
+
+
+def test_a_different_crash_in_the_next_attempt_is_retried() -> None:
+    first = plan(
+        _job(_running_status(), backoffLimit=3),
+        _rayjob("Failed", "FAILED", _crash("a1b2c3d4e5f6", 1)),
+        [],
+        NOW,
+    )
+    second = plan(
+        _job({**first.status, "phase": "Running"}, backoffLimit=3),
+        _rayjob("Failed", "FAILED", _crash("0123456789ab", 1)),
+        [],
+        NOW,
+    )
+    assert second.create_attempt == 3
+    assert second.status["phase"] == "Restarting"
+
+
+def test_a_signature_that_is_not_one_is_ignored() -> None:
+    result = plan(
+        _job(_running_status(), backoffLimit=3), _rayjob("Failed", "FAILED", _crash("not hex!", 1)), [], NOW
+    )
+    assert "signature" not in result.status["failedAttempts"][0]
+
+
 def test_suspend_and_resume_cycles_do_not_use_the_retry_budget() -> None:
     # Attempts 1-4 each ended in a suspension; attempt 5 is the first to fail.
     result = plan(

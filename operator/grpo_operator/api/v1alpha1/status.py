@@ -77,6 +77,9 @@ class FailedAttempt(ApiModel):
     """The failure's own words (the trainer's failure line, or Ray's message)."""
     retryable: bool
     """Whether another attempt could fix it (a configuration or data error cannot)."""
+    signature: Annotated[str, Field(max_length=64, pattern=r"^[0-9a-f]*$")] | None = None
+    """For a crash the trainer read from the engine's log: a short hash of the root exception and
+    where it was raised. The same signature in two consecutive attempts ends the retries."""
     log_file: Annotated[str, Field(max_length=512)] | None = None
     """That attempt's log on the checkpoint volume (`kubectl grpo logs <job> --attempt N` reads it)."""
 

@@ -32,7 +32,9 @@ from .trl_shadow import shadowed_pythonpath, trl_needs_shadow
 from .versions import VerlProfile
 
 ENGINE_MODULE = "verl.trainer.main_ppo"
-LOG_TAIL_LINES = 400
+LOG_TAIL_LINES = 1000
+"""Lines of the engine's output kept for classifying a crash: a Ray worker's traceback with
+main_ppo's around it fits."""
 
 
 @dataclass(frozen=True)
