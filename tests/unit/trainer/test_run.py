@@ -10,6 +10,7 @@ import pytest
 from grpo_operator.api.contract import COMPLETE_FILE, CONFIG_ERROR, OK, RETRYABLE
 from grpo_trainer.attempt import Options, run
 from grpo_trainer.engines.base import EngineOptions
+from grpo_trainer.engines.verl.compile_cache import CACHE_VARIABLES, compile_cache_env
 from grpo_trainer.engines.verl.launch import engine_env
 from grpo_trainer.engines.verl.overrides import _worker_env
 from grpo_trainer.engines.verl.trl_shadow import SHADOWS, trl_needs_shadow
@@ -141,7 +142,12 @@ def test_nvidia_environment_has_no_ascend_settings(tmp_path):
     profile = set(job.accelerator.env)
     assert profile == {"NCCL_DEBUG", "NCCL_TIMEOUT", "TORCH_NCCL_ASYNC_ERROR_HANDLING"}
     shadow = {"PYTHONPATH"} if trl_needs_shadow() else set()  # CI has the TRL engine's trl
-    assert set(env) == {"VERL_FILE_LOGGER_PATH", "GRPO_METRICS_FILE", "GRPO_ATTEMPT"} | profile | shadow
+    caches = set(compile_cache_env(job.paths.cache_dir, {}))  # test_compile_cache.py: what they are
+    assert caches >= {"VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"}
+    assert all(env[name].startswith(f"{job.paths.cache_dir}/compile/") for name in CACHE_VARIABLES)
+    assert (
+        set(env) == {"VERL_FILE_LOGGER_PATH", "GRPO_METRICS_FILE", "GRPO_ATTEMPT"} | profile | shadow | caches
+    )
 
 
 def test_a_trl_that_breaks_verl_is_shadowed_for_main_ppo_and_every_ray_worker(tmp_path, monkeypatch):

@@ -14,7 +14,7 @@ from ...failures import ConfigError, DataError
 from ...rewards.custom import check_defines
 from ...spec import Attempt
 from ..base import Checkpoint, EngineOptions, ExportResult, Findings, RunPlan, Session, Setting
-from . import checkpoints
+from . import checkpoints, compile_cache
 from .compose import check, compose, effective_reward
 from .configs import config_dir, installed_config_dir
 from .export import export
@@ -104,6 +104,9 @@ class VerlEngine:
         pruned = checkpoints.prune(ckpt_dir, job.spec.checkpoint.keep)
         if pruned:
             log.info("deleted checkpoints beyond keep=%s: steps %s", job.spec.checkpoint.keep, pruned)
+        stale = compile_cache.prune_stale(job.paths.cache_dir)
+        if stale:
+            log.info("deleted compile caches of other versions: %s", ", ".join(stale))
         custom = job.spec.reward.custom
         if custom is not None and job.paths.reward_file:
             # Before anything heavy: verl would find a missing function minutes later, in a worker.

@@ -27,6 +27,7 @@ from grpo_operator.api.v1alpha1 import ResolvedJob
 from ...failures import ConfigError, Failure, classify_engine_exit
 from ...rewards import get_reward
 from ...spec import Attempt
+from .compile_cache import compile_cache_env
 from .overrides import LaunchInputs, OverridePlan, Resume, RewardFunction, build_overrides
 from .trl_shadow import shadowed_pythonpath, trl_needs_shadow
 from .versions import VerlProfile
@@ -99,7 +100,8 @@ def engine_env(
     device detection overwrites trainer.device=npu) come from the job's resolved accelerator,
     unless the pod already has a value (the operator's profile, which cluster admins tune, wins);
     the profile's preload libraries go in front of LD_PRELOAD when the image has them for this CPU;
-    a stand-in trl goes first on PYTHONPATH when the installed one would break verl (trl_shadow.py).
+    a stand-in trl goes first on PYTHONPATH when the installed one would break verl (trl_shadow.py);
+    the compile caches go on the job's volume, so a retried attempt reuses them (compile_cache.py).
     """
     environ = os.environ if environ is None else environ
     env = {
@@ -109,6 +111,7 @@ def engine_env(
     }
     if trl_needs_shadow():
         env["PYTHONPATH"] = shadowed_pythonpath(environ)
+    env.update(compile_cache_env(job.paths.cache_dir, environ))
     if job.spec.logging.tensorboard:
         env["TENSORBOARD_DIR"] = f"{job.paths.job_dir}/tensorboard"
     accelerator = job.accelerator
