@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from .api import quantity
 from .api.contract import DeviceType
 
 
@@ -49,8 +50,9 @@ class AcceleratorProfile(_Model):
     when it runs outside a pod)."""
     image: str
     """Default trainer image."""
-    memory_per_device: str = "96Gi"
-    """Memory request per device for a worker pod when the job does not say."""
+    memory_per_device: Annotated[str, Field(pattern=quantity.PATTERN)] = "96Gi"
+    """Memory request per device for a worker pod when the job does not say: a Kubernetes quantity
+    (96Gi, 512M, 1.5Ti), multiplied exactly by the devices per node."""
     run_as_user: int = Field(default=1000, ge=1)
     """The trainer's user id in every Ray pod: never root (the trainer images' user is 1000)."""
     run_as_group: int = Field(default=1000, ge=0)

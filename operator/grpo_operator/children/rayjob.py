@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..api import contract
+from ..api import contract, quantity
 from ..api.contract import CHECKPOINT_MOUNT, REWARD_MOUNT_DIR, SPEC_FILE, SPEC_KEY, SPEC_MOUNT_DIR, Env
 from ..api.sources import parse_source
 from ..api.v1alpha1 import GRPOJob
@@ -34,8 +34,7 @@ def _memory_per_node(job: GRPOJob, profile: AcceleratorProfile) -> str:
     res = job.spec.resources
     if res.memory_per_node:
         return res.memory_per_node
-    amount, unit = profile.memory_per_device[:-2], profile.memory_per_device[-2:]
-    return f"{int(amount) * res.devices_per_node}{unit}"
+    return quantity.multiply(profile.memory_per_device, res.devices_per_node)
 
 
 def _source_claims(job: GRPOJob) -> list[str]:

@@ -1,0 +1,53 @@
+"""Kubernetes resource quantities: parsed, multiplied and written back exactly.
+
+A worker pod asks for the profile's memory per device times the devices on the node. Slicing the
+string ("512M" -> "51" and "2M") gave 2042M for 512M × 4 and crashed on "1.5Ti"; the API server's
+own grammar has decimal (k, M, G, T, P, E) and binary (Ki … Ei) suffixes, decimal exponents
+(1e3) and fractions. This module reads that grammar into an exact number of bytes (a Fraction,
+never a float) and writes a product in the largest suffix of the operand's family that keeps it a
+whole number, so 1.5Ti × 4 reads 6Ti and 512M × 4 reads 2048M. Standard library only.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+DECIMAL = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+_QUANTITY = re.compile(
+    r"^(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[kMGTPE]|m)|[eE](?P<exponent>[+-]?\d+))?$"
+)
+PATTERN = r"^([+]?(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[kMGTPE]|[eE][+-]?\d+)?)$"
+"""The same grammar for a JSON schema (no milli-units, no sign: a memory size)."""
+
+
+class QuantityError(ValueError):
+    """Not a Kubernetes quantity."""
+
+
+def parse(text: str) -> tuple[Fraction, str]:
+    """The quantity's exact value and its suffix ("" for none or an exponent)."""
+    match = _QUANTITY.match(text.strip())
+    if not match:
+        raise QuantityError(f"{text!r} is not a Kubernetes quantity (e.g. 96Gi, 512M, 1.5Ti)")
+    number = Fraction(match.group("number"))
+    suffix = match.group("suffix") or ""
+    if match.group("exponent"):
+        return number * Fraction(10) ** int(match.group("exponent")), ""
+    if suffix == "m":
+        return number / 1000, ""
+    return number * (BINARY.get(suffix) or DECIMAL.get(suffix) or 1), suffix
+
+
+def multiply(text: str, factor: int) -> str:
+    """`text` × `factor`, in the operand's suffix family (binary stays binary)."""
+    value, suffix = parse(text)
+    total = value * factor
+    if total.denominator != 1:
+        raise QuantityError(f"{text} × {factor} is not a whole number of bytes")
+    family = BINARY if suffix in BINARY else DECIMAL if suffix in DECIMAL else {}
+    for unit, size in sorted(family.items(), key=lambda item: -item[1]):
+        if total % size == 0 and total >= size:
+            return f"{total // size}{unit}"
+    return str(total.numerator)
