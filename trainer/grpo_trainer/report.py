@@ -1,8 +1,9 @@
-"""Training progress -> the job's status: verl's per-step metrics and checkpoint events in, a patch out.
+"""Training progress -> the job's status: per-step metrics and checkpoint events in, a patch out.
 
 The trainer is the one writer of `status.progress`, `status.metrics`, `status.history` and
-`status.checkpoint`. The pure part here turns verl's file-logger lines (`{"step": N, "data": {...}}`)
-into those fields; `Reporter` (below) tails the files and sends the patch at most every few
+`status.checkpoint`. The pure part here turns the metrics lines (verl's file-logger format,
+`{"step": N, "data": {...}}`, which the TRL engine writes too) into those fields; `Reporter`
+(reporter.py) tails the files and sends the patch at most every few
 seconds, keeping the newest values across API errors so nothing is lost, only coalesced.
 
 Metric names (verl): `critic/score/mean` (reward), `val-core/<data_source>/acc/mean@N` (validation),

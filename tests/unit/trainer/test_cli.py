@@ -83,7 +83,7 @@ def test_plan_prints_the_trl_plan_with_reasons(capsys):
     settings = {line.split()[0]: line for line in lines[1:]}
     assert settings["learning_rate"].endswith("# spec.algorithm.learningRate")
     assert '"dr_grpo"' in settings["loss_type"]
-    assert "the single-GPU seed's recipe" in settings["adam_beta2"]
+    assert "the single-GPU LoRA recipe" in settings["adam_beta2"]
     assert settings["lora.r"].split()[1] == "16"
     assert "forward passes per optimiser update" in settings["gradient_accumulation_steps"]
 

@@ -1,4 +1,4 @@
-"""The same contract tests against verl 0.7.1, the Ascend seed's release, where its code differs.
+"""The same contract tests against verl 0.7.1, the geo3k Ascend recipe's release, where its code differs.
 
 verl 0.7.1 builds prompts in its agent loop with the processor (no continuous-token builder), its
 reward managers and workers assert one trajectory per call, its merger keeps the tied lm_head and

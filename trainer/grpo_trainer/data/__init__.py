@@ -1,4 +1,7 @@
-"""Training data for verl: a preset converted once per content, or the user's parquet as it is.
+"""Training data for every engine: a preset converted once per content, or the user's parquet as it is.
+
+The files are in verl's parquet layout (prompt, images, reward model ground truth), which the TRL
+engine reads too (engines/trl/data.py).
 
 `prepare` is what `grpo-train prepare-data` and `grpo-train run` call; `planned` says where the
 files will be without touching them, for `grpo-train plan`.

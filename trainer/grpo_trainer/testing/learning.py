@@ -4,7 +4,7 @@ Both runs start from the same blind tiny model (see `tiny_vlm.blind_projector`) 
 thing: the full run has LoRA on the vision encoder and projector, the control has the vision
 layers frozen and their output detached. The full run must climb from chance to near the maximum
 reward; the control can learn to name *a* colour but, seeing nothing, stays near 1/4. Passing needs
-gradients to reach the vision tower, which is the seed's "visual feature detachment" failure.
+gradients to reach the vision tower, which is the single-GPU LoRA recipe's "visual feature detachment" failure.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class LearningPlan:
 
 # CI on two CPU cores: reaches ~0.9 around step 100 of 150 (see docs/benchmarks/trl-engine.md).
 CI_PLAN = LearningPlan()
-# The GPU run: longer, in bf16 as the seed trains.
+# The GPU run: longer, in bf16 as the single-GPU LoRA recipe trains.
 GPU_PLAN = LearningPlan(steps=200, bf16=True)
 
 
@@ -49,7 +49,7 @@ def build_model_dir(workdir: str | os.PathLike[str], plan: LearningPlan) -> Path
 
 
 def learning_settings(plan: LearningPlan, output_dir: str | os.PathLike[str], *, vision: bool) -> TrlSettings:
-    """The seed's settings, changed only where the tiny task needs it.
+    """The single-GPU LoRA recipe's settings, changed only where the tiny task needs it.
 
     One answer token (so a completion is one word), a larger group and batch (16 prompts x 8:
     every step sees every colour, so blind guesses cancel out and what the image says adds up),

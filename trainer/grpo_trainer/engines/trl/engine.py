@@ -25,7 +25,7 @@ from .export import ExportPlan, GgufChoice
 from .generation import resolve as resolve_generation
 from .generation import vllm_installed
 from .gguf_tools import LLAMA_CPP_PYTHON, find_tools
-from .job import SEED, reasons, reward_funcs_for, settings_from_job
+from .job import RECIPE, reasons, reward_funcs_for, settings_from_job
 from .settings import TrlSettings, build_trl_config, split_overrides
 
 log = logging.getLogger(__name__)
@@ -41,9 +41,10 @@ class TrlEngine:
         """Every GRPOConfig and LoraConfig value this job gets, with where it comes from."""
         grpo, lora = build_trl_config(settings_from_job(job))
         why = reasons(job)
-        settings = [Setting(key, value, why.get(key, SEED)) for key, value in sorted(grpo.items())]
+        settings = [Setting(key, value, why.get(key, RECIPE)) for key, value in sorted(grpo.items())]
         settings += [
-            Setting(f"lora.{key}", value, why.get(f"lora.{key}", SEED)) for key, value in sorted(lora.items())
+            Setting(f"lora.{key}", value, why.get(f"lora.{key}", RECIPE))
+            for key, value in sorted(lora.items())
         ]
         generation, generation_why = resolve_generation(job.spec.rollout.generation, job.accelerator.device)
         settings.append(Setting("generation", generation, generation_why))

@@ -1,6 +1,6 @@
 """The post-training check: one generation on a held-out image and prompt, scored and recorded.
 
-The seed ends by generating on a test image with the trained model (temperature 0.7, min_p 0.1)
+The single-GPU LoRA recipe ends by generating on a test image with the trained model (temperature 0.7, min_p 0.1)
 and reading the answer by eye. Here the exported (merged) model does the same on one row of the
 validation set, or of the training set when the job has none; the job's reward functions score
 the response against the row's answer, and the whole record goes to `sample.json` beside the
@@ -25,7 +25,7 @@ SAMPLE_FILE = "sample.json"
 
 @dataclass(frozen=True)
 class SampleRequest:
-    """Which row, and how to decode (the seed's check: 512 new tokens, temperature 0.7, min_p 0.1)."""
+    """Which row, and how to decode (the single-GPU LoRA recipe's check: 512 new tokens, temperature 0.7, min_p 0.1)."""
 
     row: dict[str, Any]
     source: str
