@@ -48,6 +48,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 from cluster.backend import read_env_file  # noqa: E402
 from cluster.resources import GRPOJobResource, RayJobResource  # noqa: E402, F401  (registers the kinds)
+from grpo_operator.api.problem import Problem  # noqa: E402
 from grpo_operator.api.v1alpha1 import GRPOJob  # noqa: E402
 from grpo_operator.children.configmap import build_spec_configmap  # noqa: E402
 from grpo_operator.children.networkpolicy import build_network_policy  # noqa: E402
@@ -55,7 +56,6 @@ from grpo_operator.children.pvc import build_checkpoint_pvc  # noqa: E402
 from grpo_operator.children.rayjob import build_rayjob  # noqa: E402
 from grpo_operator.children.rbac import build_trainer_rbac  # noqa: E402
 from grpo_operator.config import load_settings  # noqa: E402
-from grpo_operator.validation import Problem  # noqa: E402
 from grpo_operator.verdict import job_problems  # noqa: E402
 from grpo_trainer.spec import grpojob_document  # noqa: E402
 

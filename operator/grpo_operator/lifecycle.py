@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
 from .api import contract
+from .api.problem import Problem
+from .api.timestamps import parse_rfc3339, rfc3339
 from .api.v1alpha1 import GRPOJob
 from .api.v1alpha1.status import (
     CONDITION_MESSAGE_LIMIT,
@@ -29,7 +31,7 @@ from .children.paths import job_paths
 from .children.rayjob import cluster_ttl
 from .health import judge
 from .rayjob_status import DEPLOYMENT_FAILED, FINISHED_JOB, RayJobStatus
-from .validation import Problem, describe
+from .validation import describe
 
 TERMINAL: frozenset[str] = frozenset({"Succeeded", "Failed"})
 CONDITION_TYPES = ("Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed", "Healthy")
@@ -73,16 +75,6 @@ class Plan:
     delete_rayjob: str | None = None
     events: list[tuple[str, str, str]] = field(default_factory=list)
     """(type, reason, message) — one per phase change."""
-
-
-def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
 
 
 def observe_rayjob(rayjob: dict[str, Any]) -> Outcome:
@@ -268,7 +260,7 @@ def _fail_attempt(st: _Status, job: GRPOJob, attempt: int, outcome: Outcome) -> 
 def _health(st: _Status, job: GRPOJob, now: datetime) -> None:
     """The Healthy condition from health.judge, and an Event whenever it flips."""
     running = next((c for c in st.fields["conditions"] if c["type"] == "Running"), None)
-    since = parse_time(running["lastTransitionTime"]) if running else None
+    since = parse_rfc3339(running["lastTransitionTime"]) if running else None
     verdict = judge(job, since, now)
     if verdict is None:
         return
@@ -336,7 +328,7 @@ def plan(
 
     run_policy = job.spec.run_policy
 
-    started = parse_time(st.fields.get("startTime"))
+    started = parse_rfc3339(st.fields.get("startTime"))
     if started and run_policy.active_deadline_seconds:
         elapsed = (now - started).total_seconds()
         if elapsed > run_policy.active_deadline_seconds:

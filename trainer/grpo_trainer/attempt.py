@@ -16,10 +16,10 @@ import logging
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
-from grpo_operator.api.contract import COMPLETE_FILE, MOUNT_ROOT, OK, UNKNOWN, Failure, attempt_log_file
+from grpo_operator.api.contract import COMPLETE_FILE, OK, UNKNOWN, Failure, attempt_log_file, metrics_file
+from grpo_operator.api.timestamps import rfc3339
 from grpo_operator.api.v1alpha1 import ResolvedJob
 from grpo_operator.api.v1alpha1.status import GgufOutputs, LogStatus, Outputs, SampleOutput
 
@@ -67,7 +67,7 @@ def _run(
         if writer is None and options.report:
             writer = status_writer(attempt, options.kubeconfig)
         if writer is not None:
-            _report_log(writer, attempt, _pod_path(path, job.workdir))
+            _report_log(writer, attempt, job.pod_path(str(path)))
         if training_complete(job):
             log.info("training finished in an earlier attempt; exporting only")
             return _export(engine, job, writer)
@@ -142,14 +142,6 @@ def _excerpt(text: str, limit: int) -> str:
 # --- status reports --------------------------------------------------------------------------
 
 
-def _pod_path(path: Path, workdir: str | None) -> str:
-    """The path as the job's pods mount it (what status shows), for a run under --workdir too."""
-    text, root = str(path), (workdir or "").rstrip("/")
-    if root and text.startswith(root + MOUNT_ROOT + "/"):
-        return text[len(root) :]
-    return text
-
-
 def _report_log(writer: StatusWriter, attempt: Attempt, path: str) -> None:
     """status.log names this attempt's log file, before anything else can fail."""
     try:
@@ -185,8 +177,8 @@ def start_reporter(
         entropy_floor=health.entropy_floor,
         entropy_collapse_steps=health.entropy_collapse_steps,
     )
-    metrics_dir = attempt.metrics_file.parent
-    previous = [metrics_dir / f"attempt-{n}.jsonl" for n in range(1, attempt.number)]
+    metrics_dir = str(attempt.metrics_file.parent)
+    previous = [Path(metrics_file(metrics_dir, n)) for n in range(1, attempt.number)]
     reporter = Reporter(
         writer,
         state,
@@ -234,7 +226,7 @@ def mark_complete(job: ResolvedJob, attempt: int, engine: Engine) -> None:
     record = {
         "attempt": attempt,
         "step": latest.step if latest else None,
-        "finishedAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "finishedAt": rfc3339(),
     }
     path = Path(job.paths.job_dir) / COMPLETE_FILE
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..api.problem import Problem
+from ..api.timestamps import parse_rfc3339, rfc3339
 from ..api.v1alpha1 import GRPOJob
 from ..api.v1alpha1.status import CONDITION_MESSAGE_LIMIT, OPERATOR_STATUS_FIELDS
 from ..children.configmap import build_spec_configmap
@@ -40,12 +42,10 @@ from ..lifecycle import (
     diff,
     fail,
     holds_cluster,
-    parse_time,
     plan,
-    rfc3339,
 )
 from ..metrics import Metrics
-from ..validation import Problem, validate
+from ..validation import validate
 from .urgency import Urgency
 
 log = logging.getLogger(__name__)
@@ -301,7 +301,7 @@ class Reconciler:
         try:
             # Ahead of queued requests too: the status writes of newer jobs wait behind it.
             await self._put(job, build_rayjob(job, self.settings, attempt), create=True, first=True)
-            created = parse_time(job.metadata.get("creationTimestamp"))
+            created = parse_rfc3339(job.metadata.get("creationTimestamp"))
             if attempt == 1 and created:
                 self.metrics.create_to_rayjob_seconds.observe((self.clock() - created).total_seconds())
         finally:

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from grpo_operator.api.problem import Problem
 from grpo_operator.api.v1alpha1 import GRPOJob
 from grpo_operator.api.v1alpha1.status import GRPOJobStatus
 from grpo_operator.children.rayjob import build_rayjob
@@ -20,7 +21,6 @@ from grpo_operator.lifecycle import (
     plan,
     reason,
 )
-from grpo_operator.validation import Problem
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from grpo_trainer import metric_keys as keys
 from grpo_trainer.engines.trl.metrics import read_records
 from grpo_trainer.engines.trl.runner import RunRequest, RunResult, train
 from grpo_trainer.engines.trl.settings import TrlSettings
@@ -123,7 +124,7 @@ def run_colour_grpo(
 
 
 def reward_curve(metrics_path: str | os.PathLike[str]) -> list[float]:
-    return [r["data"]["critic/score/mean"] for r in read_records(metrics_path) if "data" in r]
+    return [r["data"][keys.REWARD] for r in read_records(metrics_path) if "data" in r]
 
 
 def window_mean(values: list[float], size: int) -> float:

@@ -13,9 +13,10 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from grpo_operator.api.timestamps import rfc3339
 
 from ..base import SampleSummary
 from .rewards import RewardFunc
@@ -163,7 +164,7 @@ def run_sample(
             "min_p": request.min_p,
             "seed": request.seed,
         },
-        "generatedAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "generatedAt": rfc3339(),
     }
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

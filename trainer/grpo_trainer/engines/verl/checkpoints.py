@@ -16,9 +16,9 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from datetime import UTC, datetime
 from pathlib import Path
 
+from grpo_operator.api.timestamps import folder_stamp
 from grpo_operator.api.v1alpha1 import ResolvedJob
 
 from ...failures import ConfigError
@@ -150,7 +150,7 @@ def archive_previous_run(checkpoint_dir: Path) -> Path | None:
     tracker = checkpoint_dir / TRACKER
     if not old and not tracker.exists():
         return None
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    stamp = folder_stamp()
     archive = checkpoint_dir.parent / f"{checkpoint_dir.name}-archived-{stamp}"
     archive.mkdir(parents=True, exist_ok=True)
     for item in [*old, tracker]:

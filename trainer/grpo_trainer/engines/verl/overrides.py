@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grpo_operator.api.batch import DEFAULT_MICRO_BATCH
 from grpo_operator.api.v1alpha1 import ResolvedJob
 
 from ...failures import ConfigError
@@ -31,7 +32,8 @@ _VERL_REWARD_WORKERS = 8
 _QWEN3_VL_NAME = re.compile(r"qwen3[-_.]?vl|qwen3\.5", re.IGNORECASE)
 _QWEN3_VL_TYPES = frozenset({"qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"})
 _KWARG = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_DEFAULT_MICRO_BATCH = 2
+_DEFAULT_MICRO_BATCH = DEFAULT_MICRO_BATCH["verl"]
+"""verl's micro-batch when the spec gives none (api/batch.py, which the checks read too)."""
 _VLLM_DEFAULT_BATCHED_TOKENS = 8192
 
 
