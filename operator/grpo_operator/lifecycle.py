@@ -8,7 +8,6 @@ carry the plan out, so every transition — retries, suspend, deadlines — is u
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -23,8 +22,9 @@ from .api.v1alpha1.status import (
     FAILED_ATTEMPTS_LIMIT,
     NAME_LIMIT,
     OPERATOR_STATUS_FIELDS,
-    REASON_LIMIT,
     Phase,
+    cut,
+    reason,
 )
 from .children.meta import rayjob_name
 from .children.paths import job_paths
@@ -35,25 +35,6 @@ from .validation import describe
 
 TERMINAL: frozenset[str] = frozenset({"Succeeded", "Failed"})
 CONDITION_TYPES = ("Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed", "Healthy")
-_NOT_REASON = re.compile(r"[^A-Za-z0-9_]+")
-
-
-def cut(text: str, limit: int) -> str:
-    """`text` within `limit` characters, marked when something was cut (the schema's bounds: a
-    status patch over them is refused, and a refused patch is retried on every reconcile)."""
-    text = str(text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def reason(text: str, fallback: str = "Failed") -> str:
-    """A condition reason as Kubernetes spells them (CamelCase, no spaces), within the schema's bound.
-
-    Reasons come from outside too (the trainer's failure line, KubeRay): what does not fit the
-    pattern is squeezed into it rather than sent to be refused.
-    """
-    words = [w for w in _NOT_REASON.split(str(text)) if w]
-    squeezed = "".join(w[:1].upper() + w[1:] for w in words).lstrip("0123456789_")
-    return (squeezed[:1].upper() + squeezed[1:REASON_LIMIT]) or fallback
 
 
 @dataclass(frozen=True)
@@ -438,14 +419,3 @@ def fail(
     st.finish("Failed", why, message)
     st.condition("Created", False, why, message)
     return _end(st, job, rayjob_name(job.name, attempt) if attempt else None, rayjob)
-
-
-def diff(current: dict[str, Any], wanted: dict[str, Any]) -> dict[str, Any]:
-    """The merge patch that turns the operator's fields of `current` into `wanted` (None deletes)."""
-    patch: dict[str, Any] = {}
-    for key in set(current) | set(wanted):
-        if key not in wanted:
-            patch[key] = None
-        elif current.get(key) != wanted[key]:
-            patch[key] = wanted[key]
-    return patch

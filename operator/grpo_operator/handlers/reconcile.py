@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from ..api.problem import Problem
 from ..api.timestamps import parse_rfc3339, rfc3339
 from ..api.v1alpha1 import GRPOJob
-from ..api.v1alpha1.status import CONDITION_MESSAGE_LIMIT, OPERATOR_STATUS_FIELDS
+from ..api.v1alpha1.status import CONDITION_MESSAGE_LIMIT, OPERATOR_STATUS_FIELDS, cut, diff
 from ..children.configmap import build_spec_configmap
 from ..children.meta import ownership, rayjob_name
 from ..children.networkpolicy import build_network_policy
@@ -38,8 +38,6 @@ from ..lifecycle import (
     Plan,
     children_created,
     children_waiting,
-    cut,
-    diff,
     fail,
     holds_cluster,
     plan,

@@ -8,18 +8,16 @@ from typing import Any
 import pytest
 from grpo_operator.api.problem import Problem
 from grpo_operator.api.v1alpha1 import GRPOJob
-from grpo_operator.api.v1alpha1.status import GRPOJobStatus
+from grpo_operator.api.v1alpha1.status import GRPOJobStatus, diff, reason
 from grpo_operator.children.rayjob import build_rayjob
 from grpo_operator.config import Settings
 from grpo_operator.lifecycle import (
     children_created,
     children_waiting,
-    diff,
     fail,
     holds_cluster,
     observe_rayjob,
     plan,
-    reason,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
