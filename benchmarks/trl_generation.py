@@ -279,7 +279,6 @@ def part_engine(
                 rows=rows,
                 reward_funcs=[random_reward],
                 metrics_path=str(out / "metrics.jsonl"),
-                resume="never",
                 policy=(model, processor),
             )
         )

@@ -146,7 +146,6 @@ def run_once(
         rows=filler_rows(processor, args.steps, args.prompt_tokens, args.image_side),
         reward_funcs=[random_reward],
         metrics_path=str(run_dir / "metrics.jsonl"),
-        resume="never",
         policy=(model, processor),
         callbacks=[MemoryProbe()],
     )

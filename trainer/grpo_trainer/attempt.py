@@ -23,8 +23,9 @@ from grpo_operator.api.timestamps import rfc3339
 from grpo_operator.api.v1alpha1 import ResolvedJob
 from grpo_operator.api.v1alpha1.status import GgufOutputs, LogStatus, Outputs, SampleOutput
 
-from .engines.base import Engine, EngineOptions, ExportResult, engine_for
+from .engines.base import Engine, EngineOptions, ExportResult, RunInputs, engine_for
 from .failures import TrainerError
+from .inputs import decide_resume, prepare_inputs
 from .kube import KubeStatusWriter, StatusWriter
 from .logfile import AttemptLog
 from .report import TrainingState, total_steps
@@ -71,13 +72,18 @@ def _run(
         if training_complete(job):
             log.info("training finished in an earlier attempt; exporting only")
             return _export(engine, job, writer)
-        session = _Session(job, attempt, writer, engine)
+        resume = decide_resume(job, attempt.number, engine)
+        engine.preflight(job, resume)
+        prune(engine, job)
+        inputs = prepare_inputs(job, resume, progress=options.engine.progress)
+        session = _Session(job, attempt, writer, engine, inputs)
         try:
-            failure = engine.run(job, attempt, session)
+            failure = engine.run(job, attempt, inputs, session)
         finally:
             session.stop()
         if failure is not None:
             return fail(failure)
+        prune(engine, job)
         mark_complete(job, attempt.number, engine)
         return _export(engine, job, writer)
     except TrainerError as exc:
@@ -85,6 +91,15 @@ def _run(
     except Exception as exc:  # a bug or an unforeseen fault: still one line the operator can read
         log.exception("the attempt failed")
         return fail(Failure(UNKNOWN, "TrainerCrashed", f"{type(exc).__name__}: {exc}"))
+
+
+def prune(engine: Engine, job: ResolvedJob) -> list[int]:
+    """Delete the checkpoints beyond `checkpoint.keep`, every attempt's counted (never one being saved)."""
+    keep = job.spec.checkpoint.keep
+    deleted = engine.prune(job, keep)
+    if deleted:
+        log.info("deleted checkpoints beyond keep=%s: steps %s", keep, deleted)
+    return deleted
 
 
 def fail(failure: Failure) -> int:
@@ -194,22 +209,31 @@ def start_reporter(
 
 
 class _Session:
-    """What the engine gets from the driver: a reporter it starts once it knows its data."""
+    """What the engine gets from the driver: a reporter it starts when it is about to train, which
+    prunes beyond `checkpoint.keep` as checkpoints are reported."""
 
-    def __init__(self, job: ResolvedJob, attempt: Attempt, writer: StatusWriter | None, engine: Engine):
-        self.job, self.attempt, self.writer, self.engine = job, attempt, writer, engine
+    def __init__(
+        self,
+        job: ResolvedJob,
+        attempt: Attempt,
+        writer: StatusWriter | None,
+        engine: Engine,
+        inputs: RunInputs,
+    ):
+        self.job, self.attempt, self.writer, self.engine, self.inputs = job, attempt, writer, engine, inputs
         self.reporter: Reporter | None = None
 
-    def start_reporting(
-        self,
-        train_rows: int | None,
-        resumed_from_step: int | None,
-        on_checkpoint: Callable[[int], None] | None = None,
-    ) -> None:
+    def start_reporting(self, train_rows: int | None = None) -> None:
         if self.writer is None or self.reporter is not None:
             return
         self.reporter = start_reporter(
-            self.job, self.attempt, self.writer, self.engine, train_rows, resumed_from_step, on_checkpoint
+            self.job,
+            self.attempt,
+            self.writer,
+            self.engine,
+            train_rows if train_rows is not None else self.inputs.train_rows,
+            self.inputs.resume.from_step,
+            on_checkpoint=lambda _step: self.engine.prune(self.job, self.job.spec.checkpoint.keep),
         )
 
     def stop(self) -> None:

@@ -124,7 +124,6 @@ def _run(tmp_path: Path, model_dir: Path, generation: str) -> list[dict[str, Any
             rows=make_rows(plan.rows),
             reward_funcs=[colour_reward],
             metrics_path=str(tmp_path / generation / "metrics.jsonl"),
-            resume="none",
         )
     )
     assert getattr(result.trainer, "generation_fallback", None) is None

@@ -116,7 +116,6 @@ def run_colour_grpo(
         rows=make_rows(plan.rows, seed=plan.seed + 1),
         reward_funcs=[colour_reward],
         metrics_path=str(out / "metrics.jsonl"),
-        resume="never",
         prepare_model=None if vision else detach_vision,
     )
     result = train(request)

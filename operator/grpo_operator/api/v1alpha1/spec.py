@@ -485,7 +485,7 @@ class CheckpointSpec(ApiModel):
                 ),
                 cel(
                     "self.resume in ['latest', 'none'] || self.resume.startsWith('/')",
-                    "checkpoint.resume must be 'latest', 'none' or an absolute path to a global_step_N folder",
+                    "checkpoint.resume must be 'latest', 'none' or an absolute path to a checkpoint folder",
                 ),
             ]
         }
@@ -507,7 +507,9 @@ class CheckpointSpec(ApiModel):
     retention: Literal["Retain", "Delete"] = "Retain"
     """Keep the volume when the job is deleted (Retain) or delete it with the job."""
     resume: Annotated[str, Field(max_length=512)] = "latest"
-    """latest, none, or an absolute path to a global_step_N folder."""
+    """How the first attempt starts: latest (from the newest complete checkpoint, when there is one),
+    none (from scratch; an earlier run's checkpoints are not continued), or an absolute path to a
+    checkpoint folder written by the job's engine. A retried attempt always continues from the latest."""
 
 
 class EvaluationSpec(ApiModel):
