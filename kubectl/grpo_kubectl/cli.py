@@ -33,12 +33,12 @@ from grpo_operator.api.v1alpha1 import GRPOJob, JobPaths
 from grpo_operator.config import Settings
 from grpo_operator.validation import validate
 from grpo_operator.verdict import manifest_problems, parse
-from grpo_trainer import curves as drawing
 from grpo_trainer.spec import grpojob_document
 from lightkube import ApiError
 
+from . import drawing
 from .cluster import Cluster, NoVerdictError, PluginError, one_line
-from .curves import history_from_metrics
+from .history import history_from_metrics
 from .reader import DEFAULT_IMAGE
 from .show import describe
 from .volume import LocalVolume, PodVolume, Volume

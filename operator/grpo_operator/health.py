@@ -3,7 +3,7 @@
 Who judges what (docs/architecture.md, "Training health"):
 
 - The trainer sees every step's raw metrics first, including the NaN and infinite values the
-  status cannot hold, so it judges them (`grpo_trainer/report.py`, thresholds from spec.health)
+  status cannot hold, so it judges them (`grpo_trainer/progress.py`, thresholds from spec.health)
   and writes its verdict into `status.health`, a field only it writes.
 - A stall is the one sickness the trainer cannot report: a hung process reports nothing. The
   operator judges it from what the trainer last wrote — when it read its newest step

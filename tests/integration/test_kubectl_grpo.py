@@ -52,7 +52,7 @@ def kubectl_grpo(
     env = {
         **cluster.env,
         "PATH": plugin_path,
-        "PYTHONPATH": os.pathsep.join([str(REPO / "operator"), str(REPO / "trainer")]),
+        "PYTHONPATH": os.pathsep.join([str(REPO / "operator"), str(REPO / "trainer"), str(REPO / "kubectl")]),
     }
     return subprocess.run(
         [cluster.kubectl_path, "grpo", *args],

@@ -22,7 +22,7 @@ from grpo_operator.children.rbac import build_trainer_rbac
 from grpo_trainer.cli import main as grpo_train
 from grpo_trainer.engines.verl import checkpoints as verl_checkpoints
 from grpo_trainer.kube import GRPOJobResource, KubeStatusWriter
-from grpo_trainer.report import TrainingState
+from grpo_trainer.progress import TrainingState
 from grpo_trainer.reporter import Reporter
 from grpo_trainer.spec import resolve_manifest
 from lightkube import ApiError, Client, KubeConfig

@@ -28,7 +28,7 @@ from .failures import TrainerError
 from .inputs import decide_resume, prepare_inputs
 from .kube import KubeStatusWriter, StatusWriter
 from .logfile import AttemptLog
-from .report import TrainingState, total_steps
+from .progress import TrainingState, total_steps
 from .reporter import Reporter
 from .spec import Attempt
 

@@ -1,7 +1,7 @@
 """The metric names of the per-step metrics file: what the engines write and the reporter reads.
 
 verl's own names (its file logger writes `{"step": N, "data": {name: value}}` per step); the TRL
-engine writes the same names (engines/trl/metrics.py), so the status reporter (report.py), the
+engine writes the same names (engines/trl/metrics.py), so the status reporter (progress.py), the
 dashboards and the benchmarks read one vocabulary whatever the engine.
 """
 

@@ -21,7 +21,7 @@ from grpo_operator.api.timestamps import rfc3339
 
 from .engines.base import Checkpoint
 from .kube import StatusWriter
-from .report import TrainingState, parse_line, status_patch
+from .progress import TrainingState, parse_line, status_patch
 
 log = logging.getLogger(__name__)
 _READ_LIMIT = 4 << 20
