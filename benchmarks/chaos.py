@@ -55,10 +55,10 @@ from lightkube.resources.core_v1 import Namespace, Node
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
-from cluster.backend import read_env_file  # noqa: E402
-from cluster.rayjobapi import RUNNING_FOREVER, RayJobAPI  # noqa: E402
-from cluster.resources import GRPOJobResource, RayJobResource  # noqa: E402
-from integration.operator_process import OperatorProcess  # noqa: E402
+from support.cluster import read_env_file  # noqa: E402
+from support.operator_process import OperatorProcess  # noqa: E402
+from support.rayjobapi import RUNNING_FOREVER, RayJobAPI  # noqa: E402
+from support.resources import GRPOJobResource, RayJobResource  # noqa: E402
 
 RayClusterResource = create_namespaced_resource("ray.io", "v1", "RayCluster", "rayclusters")
 SUCCESS = (("RUNNING", 0), ("SUCCEEDED", 25, "Job finished successfully."))

@@ -17,7 +17,7 @@ RAY_FIXED_PORTS=("$RAY_GCS_PORT" "$RAY_DASHBOARD_PORT" "$RAY_NODE_MANAGER_PORT" 
   "$RAY_CLIENT_SERVER_PORT" "$RAY_DASHBOARD_AGENT_PORT" "$RAY_DASHBOARD_AGENT_GRPC_PORT"
   "$RAY_RUNTIME_ENV_AGENT_PORT" "$RAY_METRICS_EXPORT_PORT" "$RAY_AUTOSCALER_METRICS_PORT"
   "$RAY_DASHBOARD_METRICS_PORT")
-# What the suite reads to find this cluster (tests/cluster/backend.py).
+# What the suite reads to find this cluster (tests/support/cluster.py).
 ENV_FILE="$CLUSTER_DIR/cluster.env"
 
 # Several shells and pytest sessions share one cluster folder: cluster-up, cluster-down and

@@ -17,7 +17,7 @@ Ray job API (what KubeRay v1.5.0's dashboard client calls, plus what ``ray job``
     DELETE /api/jobs/<id>             {"deleted": true}; 400 while the job is not terminal
     GET    /api/version               what ``ray job submit`` checks first
 
-Control API, for tests (see tests/cluster/rayjobapi.py for the client)::
+Control API, for tests (see tests/support/rayjobapi.py for the client)::
 
     GET    /_control/healthz
     PUT    /_control/jobs/<id>          {"timeline": [...], "logs": "...", "auto_submit": bool, "backend": ...}

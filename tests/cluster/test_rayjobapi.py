@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from .rayjobapi import RayJobAPI, RayJobAPIError, succeeds_after
+from support.rayjobapi import RayJobAPI, RayJobAPIError, succeeds_after
 
 HACK = Path(__file__).resolve().parents[2] / "hack"  # where `python -m rayjobapi` starts
 HEAD = "rc-head-svc.team-a.svc.cluster.local:8265"  # a head service in namespace team-a

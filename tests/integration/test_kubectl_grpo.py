@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cluster.backend import Cluster
 from grpo_operator.config import Settings
 from grpo_operator.validation import validate
 from grpo_operator.verdict import parse
 from grpo_trainer.spec import grpojob_document
-from verdicts.cases import CASES, Case
+from support.cluster import Cluster
+from support.verdict_cases import CASES, Case
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))

@@ -21,8 +21,7 @@ from grpo_operator.lifecycle import (
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from .helpers import minimal_body
+from support.operator_inputs import minimal_body
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 

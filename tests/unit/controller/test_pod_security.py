@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 from grpo_operator.children.rayjob import build_rayjob
 from grpo_operator.config import Settings, load_settings
-
-from .helpers import EXAMPLES, example_body, job_from
+from support.operator_inputs import EXAMPLES, example_body, job_from
 
 SETTINGS = load_settings(environ={})
 RESTRICTED_VOLUMES = {

@@ -9,8 +9,7 @@ import yaml
 from grpo_trainer.cli import main
 from grpo_trainer.engines.verl.configs import CACHE_ENV
 from grpo_trainer.failures import CONFIG_ERROR
-
-from .helpers import EXAMPLES, VERL_CONFIG_CACHE, example_job
+from support.trainer_inputs import EXAMPLES, VERL_CONFIG_CACHE, example_job
 
 
 @pytest.fixture(autouse=True)

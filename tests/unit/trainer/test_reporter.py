@@ -15,8 +15,7 @@ from grpo_trainer.engines.verl.callback import StatusCheckpointCallback
 from grpo_trainer.engines.verl.checkpoints import TRACKER
 from grpo_trainer.progress import TrainingState
 from grpo_trainer.reporter import Reporter, Tail
-
-from .helpers import FakeAPI
+from support.trainer_inputs import FakeAPI
 
 
 def write(path: Path, text: str) -> None:

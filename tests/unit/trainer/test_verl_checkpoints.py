@@ -26,8 +26,7 @@ from grpo_trainer.engines.verl.engine import VerlEngine
 from grpo_trainer.engines.verl.overrides import Resume
 from grpo_trainer.failures import ConfigError
 from grpo_trainer.inputs import decide_resume as driver_decision
-
-from .helpers import example_job
+from support.trainer_inputs import example_job
 
 ENGINE = VerlEngine(EngineOptions())
 

@@ -25,8 +25,7 @@ from grpo_trainer.engines.verl.overrides import (
 from grpo_trainer.engines.verl.versions import PROFILES, SUPPORTED, profile_for
 from grpo_trainer.failures import ConfigError
 from grpo_trainer.rewards import get_reward
-
-from .helpers import example_job, example_manifests
+from support.trainer_inputs import example_job, example_manifests
 
 VERL_EXAMPLES = sorted(
     stem

@@ -19,7 +19,7 @@ from grpo_trainer.engines.trl.checkpoints import (
 from grpo_trainer.engines.trl.engine import TrlEngine
 from grpo_trainer.failures import ConfigError
 from grpo_trainer.inputs import decide_resume
-from trainer.helpers import example_job
+from support.trainer_inputs import example_job
 
 
 def folders(root: Path) -> list[str]:

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from .runtime import (
+from support.verl_runtime import (
     FakeLLM,
     LocalRewardWorker,
     agent_loop_worker,

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .runtime import REPO_ROOT, VERSION_ENV, verl_package
+from support.verl_runtime import REPO_ROOT, VERSION_ENV, verl_package
 
 RELEASE = "0.7.1"
 FILES = ("test_dataset.py", "test_rewards.py", "test_checkpoints.py")

@@ -17,8 +17,7 @@ import torch
 from grpo_trainer.engines.base import EngineOptions
 from grpo_trainer.engines.verl.engine import VerlEngine
 from grpo_trainer.inputs import decide_resume
-
-from .runtime import example_job
+from support.verl_runtime import example_job
 
 STEPS = (1, 2, 3)
 
