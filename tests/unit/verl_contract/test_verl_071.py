@@ -18,7 +18,7 @@ from pathlib import Path
 from support.verl_runtime import REPO_ROOT, VERSION_ENV, verl_package
 
 RELEASE = "0.7.1"
-FILES = ("test_dataset.py", "test_rewards.py", "test_checkpoints.py")
+FILES = ("test_dataset.py", "test_rewards.py", "test_verl_checkpoint_code.py")
 
 
 def test_the_contract_tests_pass_against_verl_0_7_1(verl_release: str) -> None:
