@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 KUBECTL = $(shell . hack/lib.sh && echo "$$BIN_DIR/kubectl")
 KUBECONFIG_LOCAL = $(shell . hack/lib.sh && echo "$$CLUSTER_DIR/kubeconfig")
 PYTEST_ARGS ?=
-LINT_PATHS := operator trainer tests hack charts benchmarks
+LINT_PATHS := operator trainer kubectl tests hack charts benchmarks
 
 .PHONY: help install demo demo-down cluster-up cluster-down test e2e-kind lint images
 
@@ -85,7 +85,7 @@ e2e-kind: install
 lint: install
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
-	PYTHONPATH=operator:trainer $(VENV)/bin/lint-imports --no-cache
+	PYTHONPATH=operator:trainer:kubectl $(VENV)/bin/lint-imports --no-cache
 
 # Needs Docker with BuildKit. IMAGES=cuda builds one; REGISTRY, TAG, PLATFORM, PUSH=1 pass through.
 images:

@@ -55,10 +55,10 @@ from lightkube.resources.core_v1 import Namespace, Node
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
-from cluster.backend import read_env_file  # noqa: E402
-from cluster.rayjobapi import RUNNING_FOREVER, RayJobAPI  # noqa: E402
-from cluster.resources import GRPOJobResource, RayJobResource  # noqa: E402
-from integration.operator_process import OperatorProcess  # noqa: E402
+from support.cluster import read_env_file  # noqa: E402
+from support.operator_process import OperatorProcess  # noqa: E402
+from support.rayjobapi import RUNNING_FOREVER, RayJobAPI  # noqa: E402
+from support.resources import GRPOJobResource, RayJobResource  # noqa: E402
 
 RayClusterResource = create_namespaced_resource("ray.io", "v1", "RayCluster", "rayclusters")
 SUCCESS = (("RUNNING", 0), ("SUCCEEDED", 25, "Job finished successfully."))
@@ -331,6 +331,54 @@ def leaks_and_duplicates(cluster: Cluster, jobs: list[Job]) -> tuple[list[str], 
     return leaked, duplicated
 
 
+def schedule(jobs: list[Job], rng: random.Random, chaos_seconds: float) -> list[tuple[float, str, Job]]:
+    """(seconds from the start, action, job), in time order: jobs arrive over the first half of the
+    chaos; suspends, resumes and re-creations follow them."""
+    arrivals = sorted((rng.uniform(0, chaos_seconds / 2), job) for job in jobs)
+    actions: list[tuple[float, str, Job]] = []
+    for at, job in arrivals:
+        if job.kind == "suspend":
+            pause = at + rng.uniform(8, 25)
+            actions += [(pause, "suspend", job), (pause + rng.uniform(8, 25), "resume", job)]
+        elif job.kind == "recreate":
+            actions.append((at + rng.uniform(5, 20), "recreate", job))
+    return sorted([(at, "create", job) for at, job in arrivals] + actions, key=lambda a: a[0])
+
+
+def act(cluster: Cluster, action: str, job: Job) -> None:
+    if action == "create":
+        job.uid = cluster.create(manifest(job))["metadata"]["uid"]
+    elif action == "suspend":
+        cluster.patch_spec(job.namespace, job.name, {"runPolicy": {"suspend": True}})
+    elif action == "resume":
+        cluster.patch_spec(job.namespace, job.name, {"runPolicy": {"suspend": False}})
+    elif action == "recreate":
+        cluster.delete(job.namespace, job.name)
+        job.uid = cluster.create(manifest(job))["metadata"]["uid"]
+
+
+def settle(
+    cluster: Cluster, jobs: list[Job], namespaces: list[str], args: argparse.Namespace
+) -> tuple[dict[str, str], list[str], list[str], float | None]:
+    """Wait for every job to reach what it should: (stuck jobs, leaked, duplicated, seconds taken)."""
+    calm = time.monotonic()
+    wrong: dict[str, str] = {}
+    leaked: list[str] = []
+    duplicated: list[str] = []
+    while time.monotonic() - calm < args.settle_seconds:
+        wrong = {}
+        children = {ns: cluster.children(ns) for ns in namespaces}
+        for job in jobs:
+            problem = expected(job, cluster.job(job.namespace, job.name), children[job.namespace])
+            if problem:
+                wrong[f"{job.namespace}/{job.name}"] = problem
+        leaked, duplicated = leaks_and_duplicates(cluster, jobs)
+        if not wrong and not leaked and not duplicated:
+            return wrong, leaked, duplicated, round(time.monotonic() - calm, 1)
+        time.sleep(2)
+    return wrong, leaked, duplicated, None
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     env = read_env_file(Path(os.environ.get("GRPO_CLUSTER_DIR", REPO / ".cache" / "cluster")) / "cluster.env")
     kubeconfig = Path(env["KUBECONFIG"])
@@ -374,27 +422,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     killer = Killer(operator, rng, (args.kill_min, args.kill_max))
     killer.start()
     started = time.monotonic()
-    # Jobs arrive over the first half of the chaos; suspends, resumes and re-creations follow them.
-    arrivals = sorted((rng.uniform(0, args.chaos_seconds / 2), job) for job in jobs)
-    actions: list[tuple[float, str, Job]] = []
-    for at, job in arrivals:
-        if job.kind == "suspend":
-            pause = at + rng.uniform(8, 25)
-            actions += [(pause, "suspend", job), (pause + rng.uniform(8, 25), "resume", job)]
-        elif job.kind == "recreate":
-            actions.append((at + rng.uniform(5, 20), "recreate", job))
-    timeline = sorted([(at, "create", job) for at, job in arrivals] + actions, key=lambda a: a[0])
-    for at, action, job in timeline:
+    for at, action, job in schedule(jobs, rng, args.chaos_seconds):
         time.sleep(max(0.0, started + at - time.monotonic()))
-        if action == "create":
-            job.uid = cluster.create(manifest(job))["metadata"]["uid"]
-        elif action == "suspend":
-            cluster.patch_spec(job.namespace, job.name, {"runPolicy": {"suspend": True}})
-        elif action == "resume":
-            cluster.patch_spec(job.namespace, job.name, {"runPolicy": {"suspend": False}})
-        elif action == "recreate":
-            cluster.delete(job.namespace, job.name)
-            job.uid = cluster.create(manifest(job))["metadata"]["uid"]
+        act(cluster, action, job)
         job.events.append(f"{time.monotonic() - started:.1f}s {action}")
     time.sleep(max(0.0, started + args.chaos_seconds - time.monotonic()))
     killer.stop_flag.set()
@@ -405,22 +435,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     calm = time.monotonic()
     print(f"chaos: faults off after {calm - started:.0f} s; {killer.kills} kills; settling", flush=True)
 
-    wrong: dict[str, str] = {}
-    leaked: list[str] = []
-    duplicated: list[str] = []
-    converged_after = None
-    while time.monotonic() - calm < args.settle_seconds:
-        wrong = {}
-        children = {ns: cluster.children(ns) for ns in namespaces.values()}
-        for job in jobs:
-            problem = expected(job, cluster.job(job.namespace, job.name), children[job.namespace])
-            if problem:
-                wrong[f"{job.namespace}/{job.name}"] = problem
-        leaked, duplicated = leaks_and_duplicates(cluster, jobs)
-        if not wrong and not leaked and not duplicated:
-            converged_after = round(time.monotonic() - calm, 1)
-            break
-        time.sleep(2)
+    wrong, leaked, duplicated, converged_after = settle(cluster, jobs, list(namespaces.values()), args)
     operator.stop()
     proxy.stop()
     if not args.keep:

@@ -17,7 +17,7 @@ or removed, or a changed metadata.name. For each:
 
 Counted: specs, accepted, refused at admission, refused by the operator only; and the targets,
 all 0: tracebacks, refusals that name no field, disagreements, children or pods refused after
-admission. Needs a running local cluster (make cluster-up). tests/integration/test_fuzz.py runs a
+admission. Needs a running local cluster (make cluster-up). tests/integration/test_chaos.py runs a
 short one with --check (exit 1 unless every target is 0). The recorded run:
 
     .venv/bin/python benchmarks/fuzz.py --examples 600 --out /tmp/fuzz.json
@@ -46,8 +46,7 @@ from pydantic import ValidationError
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
-from cluster.backend import read_env_file  # noqa: E402
-from cluster.resources import GRPOJobResource, RayJobResource  # noqa: E402, F401  (registers the kinds)
+from grpo_operator.api.problem import Problem  # noqa: E402
 from grpo_operator.api.v1alpha1 import GRPOJob  # noqa: E402
 from grpo_operator.children.configmap import build_spec_configmap  # noqa: E402
 from grpo_operator.children.networkpolicy import build_network_policy  # noqa: E402
@@ -55,9 +54,10 @@ from grpo_operator.children.pvc import build_checkpoint_pvc  # noqa: E402
 from grpo_operator.children.rayjob import build_rayjob  # noqa: E402
 from grpo_operator.children.rbac import build_trainer_rbac  # noqa: E402
 from grpo_operator.config import load_settings  # noqa: E402
-from grpo_operator.validation import Problem  # noqa: E402
 from grpo_operator.verdict import job_problems  # noqa: E402
 from grpo_trainer.spec import grpojob_document  # noqa: E402
+from support.cluster import read_env_file  # noqa: E402
+from support.resources import GRPOJobResource, RayJobResource  # noqa: E402, F401  (registers the kinds)
 
 SETTINGS = load_settings(environ={})
 CRD = yaml.safe_load((REPO / "crds" / "grpo.dev_grpojobs.yaml").read_text())

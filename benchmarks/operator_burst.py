@@ -34,11 +34,11 @@ from lightkube.resources.core_v1 import Namespace, Node
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
-from cluster.resources import GRPOJobResource, RayJobResource  # noqa: E402
 from grpo_operator.api.v1alpha1 import GRPOJob  # noqa: E402
 from grpo_operator.children.rayjob import build_rayjob  # noqa: E402
 from grpo_operator.config import load_settings  # noqa: E402
-from integration.operator_process import OperatorProcess  # noqa: E402
+from support.operator_process import OperatorProcess  # noqa: E402
+from support.resources import GRPOJobResource, RayJobResource  # noqa: E402
 
 BENCH_LABEL = "grpo.dev/bench"
 

@@ -14,9 +14,9 @@ is reported apart):
 - per-sample, sequential: `compute_score` once per response (what verl's naive manager calls);
 - per-sample, threaded: the same from a thread pool, as verl's `run_in_executor(None, ...)` does;
 - batch: one `compute_score_batch` call over all responses.
-Targets (issue 4): under 10 s for the 2,560 and no single answer over `--timeout-s`.
+Targets: under 10 s for the 2,560 and no single answer over `--timeout-s`.
 
-Time bound (`--time-bound`, issue 14): `--threads` threads (verl's executor) call each reward at
+Time bound (`--time-bound`): `--threads` threads (verl's executor) call each reward at
 once, a quarter of the calls with an answer that cannot be graded in time (or, for the custom
 reward, a function that never returns) and the rest ordinary, so the calls at the bound compete
 with busy threads for the two cores and the interpreter lock. Every call's wall time is measured

@@ -1,7 +1,7 @@
-"""Rollout speed of the TRL engine's generation paths, side by side, at the third seed's shapes.
+"""Rollout speed of the TRL engine's generation paths, side by side, at the single-GPU LoRA recipe's shapes.
 
 One process, one model: Qwen3-VL-4B's shapes with random bf16 weights (speed and memory do not
-depend on the values), LoRA r=16 on the vision and language layers as the seed, 2 sequences of a
+depend on the values), LoRA r=16 on the vision and language layers as the single-GPU LoRA recipe, 2 sequences of a
 `--prompt-tokens` prompt (a 448x448 image and text) and `--new-tokens` new tokens. A random model
 never emits its end token, so every completion runs to the full length.
 
@@ -11,7 +11,7 @@ processor that synchronises the device, so prefill is left out):
   - `merged`: the same after peft's `merge_adapter` (timed too), then `unmerge_adapter`; with what
     merging costs in bf16: the share of a LoRA update that survives being added to the weights, the
     logits' distance from the policy's, and the rounding residue one merge/unmerge leaves behind.
-Part 2, whole GRPO steps through the engine (`runner.train`, the seed's settings at these lengths)
+Part 2, whole GRPO steps through the engine (`runner.train`, the single-GPU LoRA recipe's settings at these lengths)
 for each path of `spec.rollout.generation`: `eager`, `compiled` (static cache + CUDA graphs) and,
 where vLLM imports, `vllm` (TRL's colocated vLLM). Per path: seconds per step, generation seconds
 and ms per generated token per step, peak memory allocated by PyTorch and peak device memory in
@@ -279,7 +279,6 @@ def part_engine(
                 rows=rows,
                 reward_funcs=[random_reward],
                 metrics_path=str(out / "metrics.jsonl"),
-                resume="never",
                 policy=(model, processor),
             )
         )

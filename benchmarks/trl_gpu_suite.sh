@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every GPU check of the TRL engine, for one device call each (<= 9 minutes): `generation` (the
-# rollout paths side by side at the seed's shapes), `memory` (Qwen3-VL-4B shapes, seed recipe,
+# rollout paths side by side at the single-GPU LoRA recipe's shapes), `memory` (Qwen3-VL-4B shapes, recipe settings,
 # adamw_torch vs adamw_8bit), `learning` (colour task, vision LoRA vs the frozen-vision control) and
 # `resume` (crash + resume in a second process). Results go to the folder named first.
 #   eval "$(bash benchmarks/gpu_stack.sh env)"      # the carried stack: vLLM, TRL, bitsandbytes, ...

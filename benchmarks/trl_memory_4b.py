@@ -1,12 +1,12 @@
-"""Peak GPU memory and seconds per step of the seed's TRL recipe on a Qwen3-VL-4B-shaped model.
+"""Peak GPU memory and seconds per step of the single-GPU LoRA recipe's TRL recipe on a Qwen3-VL-4B-shaped model.
 
 The model has Qwen3-VL-4B-Instruct's shapes with random weights (memory and speed do not depend on
 the values), LoRA r=16 on the vision encoder, projector and language layers, G=2, prompts of
 `--prompt-tokens` (image placeholders included) and `--completion-tokens` new tokens, gradient
-checkpointing, bf16: the third seed's configuration through the engine's own code path. A random
+checkpointing, bf16: the single-GPU LoRA recipe's configuration through the engine's own code path. A random
 model never emits its end token, so every completion runs to the full length, the worst case.
 
-One run per optimiser in `--optims` (default: `adamw_torch` then `adamw_8bit`, the seed's, which
+One run per optimiser in `--optims` (default: `adamw_torch` then `adamw_8bit`, the single-GPU LoRA recipe's, which
 needs bitsandbytes), on the same model, so the optimiser's memory effect is read off one process:
 peak allocated per run and the optimiser state's size. `--generation` picks the engine's rollout
 path (`compiled` shortens the run; the memory peak is in the loss and backward either way).
@@ -146,7 +146,6 @@ def run_once(
         rows=filler_rows(processor, args.steps, args.prompt_tokens, args.image_side),
         reward_funcs=[random_reward],
         metrics_path=str(run_dir / "metrics.jsonl"),
-        resume="never",
         policy=(model, processor),
         callbacks=[MemoryProbe()],
     )

@@ -17,7 +17,7 @@ RAY_FIXED_PORTS=("$RAY_GCS_PORT" "$RAY_DASHBOARD_PORT" "$RAY_NODE_MANAGER_PORT" 
   "$RAY_CLIENT_SERVER_PORT" "$RAY_DASHBOARD_AGENT_PORT" "$RAY_DASHBOARD_AGENT_GRPC_PORT"
   "$RAY_RUNTIME_ENV_AGENT_PORT" "$RAY_METRICS_EXPORT_PORT" "$RAY_AUTOSCALER_METRICS_PORT"
   "$RAY_DASHBOARD_METRICS_PORT")
-# What the suite reads to find this cluster (tests/cluster/backend.py).
+# What the suite reads to find this cluster (tests/support/cluster.py).
 ENV_FILE="$CLUSTER_DIR/cluster.env"
 
 # Several shells and pytest sessions share one cluster folder: cluster-up, cluster-down and
@@ -292,8 +292,9 @@ start_rayjobapi() {
   # lightkube. Jobs stay scripted unless a test or a namespace label routes them to the real head.
   local python="$REPO_ROOT/.venv/bin/python"
   [[ -x "$python" ]] || die_with_log rayjobapi "$python is missing: run \`make install\` first"
+  # A package started with `python -m` from hack/ (PYTHONPATH); the venv's python marks the process.
   start_process rayjobapi env NO_PROXY=127.0.0.1,localhost,::1 no_proxy=127.0.0.1,localhost,::1 \
-    "$python" "$HACK_DIR/rayjobapi/server.py" \
+    PYTHONPATH="$HACK_DIR" "$python" -m rayjobapi \
     --listen "127.0.0.1:$RAYJOBAPI_PORT" \
     --ray-dashboard "$RAY_DASHBOARD_URL" \
     --kubeconfig "$KUBECONFIG_PATH" \

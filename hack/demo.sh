@@ -116,7 +116,7 @@ claim_dir="$(kubectl get pv "$(kubectl -n "$DEMO_NS" get pvc "$JOB-checkpoints" 
 echo "  on claim $JOB-checkpoints (here: $claim_dir):"
 (cd "$claim_dir" && find . -path '*/export/*' -maxdepth 4 -type f | sort | sed 's/^/    /' | head -n 20)
 echo
-kubectl -n "$DEMO_NS" get grpojob "$JOB" -o json | "$PY" -m grpo_trainer.curves --png "$DEMO_DIR/$JOB-curves.png"
+kubectl -n "$DEMO_NS" get grpojob "$JOB" -o json | "$PY" -m grpo_kubectl.drawing --png "$DEMO_DIR/$JOB-curves.png"
 
 cat <<EOF
 

@@ -1,10 +1,10 @@
 """Fixtures shared by the whole suite: the Kubernetes cluster and a namespace per test.
 
-- ``cluster`` (session): a ``cluster.backend.Cluster`` for the backend ``GRPO_TEST_CLUSTER`` names
-  (local | kind | existing; see tests/cluster/backend.py). Started once, never skipped: when it
+- ``cluster`` (session): a ``support.cluster.Cluster`` for the backend ``GRPO_TEST_CLUSTER`` names
+  (local | kind | existing; see tests/support/cluster.py). Started once, never skipped: when it
   cannot start, every test that needs it errors.
 - ``namespace``: a fresh namespace for one test, labelled ``grpo.dev/test=true``, deleted after it.
-- ``job_api``: the fake Ray job API client (``cluster.rayjobapi.RayJobAPI``).
+- ``job_api``: the fake Ray job API client (``support.rayjobapi.RayJobAPI``).
 
 Tests that need the cluster carry ``@pytest.mark.cluster`` (the marker alone brings the cluster up)
 or use one of these fixtures (which adds the marker), so ``pytest -m "not cluster"`` runs only what
@@ -19,8 +19,8 @@ import secrets
 from collections.abc import Generator, Iterator
 
 import pytest
-from cluster.backend import Cluster, ClusterUnavailableError, connect
-from cluster.rayjobapi import RayJobAPI
+from support.cluster import Cluster, ClusterUnavailableError, connect
+from support.rayjobapi import RayJobAPI
 
 CLUSTER_FIXTURES = {"cluster", "namespace", "job_api"}
 # Where the session's cluster is kept for the failure report, once a test has started it.

@@ -36,12 +36,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from credentials import ApiEndpoint, TokenError, request_token, write_kubeconfig, write_service_account_files
 from lightkube import Client
 from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.models.core_v1 import Container, EnvVar, KeyToPath, PodTemplateSpec, Volume
 from lightkube.resources.core_v1 import ConfigMap, PersistentVolume, PersistentVolumeClaim, Pod, Secret
+
+from .credentials import ApiEndpoint, TokenError, request_token, write_kubeconfig, write_service_account_files
 
 RayJob = create_namespaced_resource("ray.io", "v1", "RayJob", "rayjobs")
 RayCluster = create_namespaced_resource("ray.io", "v1", "RayCluster", "rayclusters")

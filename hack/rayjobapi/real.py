@@ -38,11 +38,12 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
-from credentials import ApiEndpoint
 from lightkube import Client
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.core_v1 import Namespace
-from podview import PodView, PodViewError, RayCluster, RayJob, materialise
+
+from .credentials import ApiEndpoint
+from .podview import PodView, PodViewError, RayCluster, RayJob, materialise
 
 log = logging.getLogger("rayjobapi.real")
 

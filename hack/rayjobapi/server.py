@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """A stand-in for the Ray dashboard's job API, for a test cluster whose pods run nothing.
 
 The KubeRay operator asks the dashboard on each RayCluster's head service
@@ -18,7 +17,7 @@ Ray job API (what KubeRay v1.5.0's dashboard client calls, plus what ``ray job``
     DELETE /api/jobs/<id>             {"deleted": true}; 400 while the job is not terminal
     GET    /api/version               what ``ray job submit`` checks first
 
-Control API, for tests (see tests/cluster/rayjobapi.py for the client)::
+Control API, for tests (see tests/support/rayjobapi.py for the client)::
 
     GET    /_control/healthz
     PUT    /_control/jobs/<id>          {"timeline": [...], "logs": "...", "auto_submit": bool, "backend": ...}
@@ -48,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import secrets
 import signal
@@ -55,7 +55,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 if TYPE_CHECKING:  # real.py needs lightkube; a scripted-only server runs on any Python 3.11
-    from real import RealBackend
+    from .real import RealBackend
 
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
 STATUSES = frozenset({"PENDING", "RUNNING"}) | TERMINAL
@@ -352,6 +352,210 @@ class JobStore:
             return HTTPStatus.OK
 
 
+@dataclass(frozen=True)
+class Request:
+    """One request as the routes see it."""
+
+    server: Server
+    host: str  # the head service's host:port for a proxied request, "" for a direct one
+    body: Any
+    query: dict[str, list[str]]
+    submission_id: str | None = None  # the job a Ray API request is about (a new one's, for a submit)
+
+    @property
+    def store(self) -> JobStore:
+        return self.server.store
+
+    @property
+    def real(self) -> RealBackend:
+        assert self.server.real is not None
+        return self.server.real
+
+    def real_list(self) -> list[dict[str, Any]]:
+        return self.server.real.list(self.host) if self.server.real is not None else []
+
+
+Action = Callable[..., tuple[int, Any]]
+Route = tuple[str, str, Action]
+"""(method, path pattern, action): ``{name}`` segments of the pattern are passed to the action."""
+
+
+def route(routes: Sequence[Route], method: str, segments: list[str]) -> tuple[Action, list[str]] | None:
+    """The action for a request and the path segments its pattern captures; None when none matches."""
+    for verb, pattern, action in routes:
+        parts = pattern.split("/")
+        if verb != method or len(parts) != len(segments):
+            continue
+        if all(p == s or p.startswith("{") for p, s in zip(parts, segments, strict=True)):
+            return action, [s for p, s in zip(parts, segments, strict=True) if p.startswith("{")]
+    return None
+
+
+# --- the Ray job API, scripted ---------------------------------------------------------------
+
+
+def _version(request: Request) -> tuple[int, Any]:
+    return HTTPStatus.OK, {"version": "4", "ray_version": RAY_VERSION, "ray_commit": "fake"}
+
+
+def _submit(request: Request) -> tuple[int, Any]:
+    assert request.submission_id is not None
+    return request.store.submit(request.host, request.submission_id, request.body)
+
+
+def _list(request: Request) -> tuple[int, Any]:
+    """Every job of this head service, of both backends."""
+    scripted = [job.ray_details(time.time()) for job in request.store.list(request.host)]
+    return HTTPStatus.OK, scripted + request.real_list()
+
+
+def _details(request: Request, submission_id: str) -> tuple[int, Any]:
+    job = request.store.get(request.host, submission_id)
+    if job is None:
+        return HTTPStatus.NOT_FOUND, f"Job {submission_id} does not exist"
+    # The clock is read after the lookup, which may just have created the job.
+    return HTTPStatus.OK, job.ray_details(time.time())
+
+
+def _logs(request: Request, submission_id: str) -> tuple[int, Any]:
+    job = request.store.get(request.host, submission_id)
+    if job is None:
+        return HTTPStatus.NOT_FOUND, f"Job {submission_id} does not exist"
+    return HTTPStatus.OK, {"logs": job.logs}
+
+
+def _stop(request: Request, submission_id: str) -> tuple[int, Any]:
+    stopped = request.store.stop(submission_id)
+    if stopped is None:
+        return HTTPStatus.NOT_FOUND, f"Job {submission_id} does not exist"
+    return HTTPStatus.OK, {"stopped": stopped}
+
+
+def _delete(request: Request, submission_id: str) -> tuple[int, Any]:
+    status = request.store.delete(submission_id)
+    if status is HTTPStatus.OK:
+        return status, {"deleted": True}
+    return status, f"Job {submission_id} cannot be deleted: {status.phrase}"
+
+
+SCRIPTED_ROUTES: tuple[Route, ...] = (
+    ("GET", "api/version", _version),
+    ("POST", "api/jobs", _submit),
+    ("GET", "api/jobs", _list),
+    ("GET", "api/jobs/{id}", _details),
+    ("GET", "api/jobs/{id}/logs", _logs),
+    ("POST", "api/jobs/{id}/stop", _stop),
+    ("DELETE", "api/jobs/{id}", _delete),
+)
+
+
+# --- the same calls, answered by the real Ray head (real.py); its HTTP errors pass through ----
+
+
+def _real_submit(request: Request) -> tuple[int, Any]:
+    namespace = namespace_of(request.host)
+    if namespace is None or request.submission_id is None:
+        return HTTPStatus.BAD_REQUEST, (
+            "the real Ray backend takes jobs sent to a head service "
+            "(<cluster>-head-svc.<namespace>.svc.cluster.local)"
+        )
+    return request.real.submit(namespace, request.host, request.submission_id, request.body)
+
+
+REAL_ROUTES: tuple[Route, ...] = (
+    ("GET", "api/version", lambda request: request.real.version()),
+    ("POST", "api/jobs", _real_submit),
+    ("GET", "api/jobs", _list),
+    ("GET", "api/jobs/{id}", lambda request, job_id: request.real.get(job_id)),
+    ("GET", "api/jobs/{id}/logs", lambda request, job_id: request.real.logs(job_id)),
+    ("POST", "api/jobs/{id}/stop", lambda request, job_id: request.real.stop(job_id)),
+    ("DELETE", "api/jobs/{id}", lambda request, job_id: request.real.delete(job_id)),
+)
+
+
+# --- the control API, for tests --------------------------------------------------------------
+
+
+def _namespace_query(request: Request) -> str | None:
+    return request.query.get("namespace", [None])[0]
+
+
+def _checked(request: Request) -> Settings:
+    settings = Settings.parse(request.body)
+    if settings.backend == "real" and request.server.real is None:
+        raise InvalidRequestError("this server has no real Ray head: start it with --ray-dashboard")
+    return settings
+
+
+def _healthz(request: Request) -> tuple[int, Any]:
+    return HTTPStatus.OK, {"ok": True}
+
+
+def _configure_job(request: Request, submission_id: str) -> tuple[int, Any]:
+    settings = _checked(request)
+    real = request.server.real
+    if real is not None and real.knows(submission_id):
+        return HTTPStatus.OK, real.control_view(submission_id)
+    return HTTPStatus.OK, request.store.configure_job(submission_id, settings)
+
+
+def _control_jobs(request: Request) -> tuple[int, Any]:
+    store, real, namespace = request.store, request.server.real, _namespace_query(request)
+    now = time.time()
+    with store.lock:
+        jobs = [j.control_view(now) for j in store.jobs.values()]
+    jobs = [j for j in jobs if namespace is None or j["namespace"] == namespace]
+    return HTTPStatus.OK, jobs + (real.control_views(namespace) if real is not None else [])
+
+
+def _control_job(request: Request, submission_id: str) -> tuple[int, Any]:
+    store, real = request.store, request.server.real
+    with store.lock:
+        job = store.jobs.get(submission_id)
+        view = job.control_view(time.time()) if job else None
+    if view is None and real is not None:
+        view = real.control_view(submission_id)
+    return (HTTPStatus.OK, view) if view else (HTTPStatus.NOT_FOUND, {"error": "not submitted"})
+
+
+def _configure_namespace(request: Request, namespace: str) -> tuple[int, Any]:
+    request.store.configure_namespace(namespace, _checked(request))
+    return HTTPStatus.OK, {"namespace": namespace}
+
+
+def _forget_namespace(request: Request, namespace: str) -> tuple[int, Any]:
+    request.store.forget_namespace(namespace)
+    if request.server.real is not None:
+        request.server.real.forget_namespace(namespace)
+    return HTTPStatus.OK, {"namespace": namespace}
+
+
+def _requests(request: Request) -> tuple[int, Any]:
+    namespace = _namespace_query(request)
+    with request.store.lock:
+        recorded = list(request.store.requests)
+    return HTTPStatus.OK, [r for r in recorded if namespace is None or r["namespace"] == namespace]
+
+
+def _reset(request: Request) -> tuple[int, Any]:
+    request.store.reset()
+    if request.server.real is not None:
+        request.server.real.reset()
+    return HTTPStatus.OK, {"reset": True}
+
+
+CONTROL_ROUTES: tuple[Route, ...] = (
+    ("GET", "healthz", _healthz),
+    ("PUT", "jobs/{id}", _configure_job),
+    ("GET", "jobs", _control_jobs),
+    ("GET", "jobs/{id}", _control_job),
+    ("PUT", "namespaces/{ns}", _configure_namespace),
+    ("DELETE", "namespaces/{ns}", _forget_namespace),
+    ("GET", "requests", _requests),
+    ("POST", "reset", _reset),
+)
+
+
 class Handler(BaseHTTPRequestHandler):
     # HTTP/1.1 keeps connections alive, as Go's client expects of a proxy.
     protocol_version = "HTTP/1.1"
@@ -379,11 +583,12 @@ class Handler(BaseHTTPRequestHandler):
         except json.JSONDecodeError:
             body = raw.decode(errors="replace")
         segments = [s for s in url.path.split("/") if s]
+        request = Request(self.server, host, body, parse_qs(url.query))
         try:
             if segments[:1] == ["_control"]:
-                status, payload = self._control(method, segments[1:], parse_qs(url.query), body)
+                status, payload = self._control(method, segments[1:], request)
             else:
-                status, payload = self._ray(method, host, segments, body)
+                status, payload = self._ray(method, segments, request)
         except InvalidRequestError as e:
             status, payload = HTTPStatus.BAD_REQUEST, {"error": str(e)}
         except Exception as e:  # answer, as the dashboard would, rather than drop KubeRay's connection
@@ -419,8 +624,8 @@ class Handler(BaseHTTPRequestHandler):
         configured = store.settings_for(submission_id or "", namespace).backend
         return configured or real.namespace_backend(namespace) or "scripted"
 
-    def _ray(self, method: str, host: str, segments: list[str], body: Any) -> tuple[int, Any]:
-        store, real = self.server.store, self.server.real
+    def _ray(self, method: str, segments: list[str], request: Request) -> tuple[int, Any]:
+        body = request.body
         submission_id = segments[2] if len(segments) >= 3 and segments[:2] == ["api", "jobs"] else None
         if method == "POST" and segments == ["api", "jobs"]:
             if not isinstance(body, dict):
@@ -428,124 +633,25 @@ class Handler(BaseHTTPRequestHandler):
             if not isinstance(body.get("entrypoint"), str):
                 return HTTPStatus.BAD_REQUEST, {"error": "entrypoint is required"}
             submission_id = body.get("submission_id") or f"raysubmit_{secrets.token_hex(8)}"
-        if real is not None and self._backend(host, submission_id) == "real":
-            return self._real(real, method, host, segments, submission_id, body)
-        match method, segments:
-            case "GET", ["api", "version"]:
-                return HTTPStatus.OK, {"version": "4", "ray_version": RAY_VERSION, "ray_commit": "fake"}
-            case "POST", ["api", "jobs"]:
-                assert submission_id is not None
-                return store.submit(host, submission_id, body)
-            case "GET", ["api", "jobs"]:
-                jobs = [job.ray_details(time.time()) for job in store.list(host)]
-                return HTTPStatus.OK, jobs + (real.list(host) if real is not None else [])
-            case "GET", ["api", "jobs", submission_id]:
-                job = store.get(host, submission_id)
-                if job is None:
-                    return HTTPStatus.NOT_FOUND, f"Job {submission_id} does not exist"
-                # The clock is read after the lookup, which may just have created the job.
-                return HTTPStatus.OK, job.ray_details(time.time())
-            case "GET", ["api", "jobs", submission_id, "logs"]:
-                job = store.get(host, submission_id)
-                if job is None:
-                    return HTTPStatus.NOT_FOUND, f"Job {submission_id} does not exist"
-                return HTTPStatus.OK, {"logs": job.logs}
-            case "POST", ["api", "jobs", submission_id, "stop"]:
-                stopped = store.stop(submission_id)
-                if stopped is None:
-                    return HTTPStatus.NOT_FOUND, f"Job {submission_id} does not exist"
-                return HTTPStatus.OK, {"stopped": stopped}
-            case "DELETE", ["api", "jobs", submission_id]:
-                status = store.delete(submission_id)
-                if status is HTTPStatus.OK:
-                    return status, {"deleted": True}
-                return status, f"Job {submission_id} cannot be deleted: {status.phrase}"
-        return HTTPStatus.NOT_FOUND, f"{method} {'/'.join(segments)} is not served by the fake Ray job API"
+        request = dataclasses.replace(request, submission_id=submission_id)
+        routes = REAL_ROUTES if self._backend(request.host, submission_id) == "real" else SCRIPTED_ROUTES
+        found = route(routes, method, segments)
+        if found is None:
+            return (
+                HTTPStatus.NOT_FOUND,
+                f"{method} {'/'.join(segments)} is not served by the fake Ray job API",
+            )
+        action, captured = found
+        return action(request, *captured)
 
-    def _real(
-        self,
-        real: RealBackend,
-        method: str,
-        host: str,
-        segments: list[str],
-        submission_id: str | None,
-        body: Any,
-    ) -> tuple[int, Any]:
-        """The same calls, answered by the real Ray head (real.py); its HTTP errors pass through."""
-        namespace = namespace_of(host)
-        match method, segments:
-            case "GET", ["api", "version"]:
-                return real.version()
-            case "POST", ["api", "jobs"]:
-                if namespace is None or submission_id is None:
-                    return HTTPStatus.BAD_REQUEST, (
-                        "the real Ray backend takes jobs sent to a head service "
-                        "(<cluster>-head-svc.<namespace>.svc.cluster.local)"
-                    )
-                return real.submit(namespace, host, submission_id, body)
-            case "GET", ["api", "jobs"]:
-                scripted = [job.ray_details(time.time()) for job in self.server.store.list(host)]
-                return HTTPStatus.OK, scripted + real.list(host)
-            case "GET", ["api", "jobs", job_id]:
-                return real.get(job_id)
-            case "GET", ["api", "jobs", job_id, "logs"]:
-                return real.logs(job_id)
-            case "POST", ["api", "jobs", job_id, "stop"]:
-                return real.stop(job_id)
-            case "DELETE", ["api", "jobs", job_id]:
-                return real.delete(job_id)
-        return HTTPStatus.NOT_FOUND, f"{method} {'/'.join(segments)} is not served by the fake Ray job API"
-
-    def _control(
-        self, method: str, segments: list[str], query: dict[str, list[str]], body: Any
-    ) -> tuple[HTTPStatus, Any]:
-        store, real, now = self.server.store, self.server.real, time.time()
-        namespace = query.get("namespace", [None])[0]
-        match method, segments:
-            case "GET", ["healthz"]:
-                return HTTPStatus.OK, {"ok": True}
-            case "PUT", ["jobs", submission_id]:
-                settings = self._checked(Settings.parse(body))
-                if real is not None and real.knows(submission_id):
-                    return HTTPStatus.OK, real.control_view(submission_id)
-                return HTTPStatus.OK, store.configure_job(submission_id, settings)
-            case "GET", ["jobs"]:
-                with store.lock:
-                    jobs = [j.control_view(now) for j in store.jobs.values()]
-                jobs = [j for j in jobs if namespace is None or j["namespace"] == namespace]
-                return HTTPStatus.OK, jobs + (real.control_views(namespace) if real is not None else [])
-            case "GET", ["jobs", submission_id]:
-                with store.lock:
-                    job = store.jobs.get(submission_id)
-                    view = job.control_view(now) if job else None
-                if view is None and real is not None:
-                    view = real.control_view(submission_id)
-                return (HTTPStatus.OK, view) if view else (HTTPStatus.NOT_FOUND, {"error": "not submitted"})
-            case "PUT", ["namespaces", ns]:
-                store.configure_namespace(ns, self._checked(Settings.parse(body)))
-                return HTTPStatus.OK, {"namespace": ns}
-            case "DELETE", ["namespaces", ns]:
-                store.forget_namespace(ns)
-                if real is not None:
-                    real.forget_namespace(ns)
-                return HTTPStatus.OK, {"namespace": ns}
-            case "GET", ["requests"]:
-                with store.lock:
-                    recorded = list(store.requests)
-                return HTTPStatus.OK, [
-                    r for r in recorded if namespace is None or r["namespace"] == namespace
-                ]
-            case "POST", ["reset"]:
-                store.reset()
-                if real is not None:
-                    real.reset()
-                return HTTPStatus.OK, {"reset": True}
-        return HTTPStatus.NOT_FOUND, {"error": f"no control endpoint {method} /_control/{'/'.join(segments)}"}
-
-    def _checked(self, settings: Settings) -> Settings:
-        if settings.backend == "real" and self.server.real is None:
-            raise InvalidRequestError("this server has no real Ray head: start it with --ray-dashboard")
-        return settings
+    def _control(self, method: str, segments: list[str], request: Request) -> tuple[int, Any]:
+        found = route(CONTROL_ROUTES, method, segments)
+        if found is None:
+            return HTTPStatus.NOT_FOUND, {
+                "error": f"no control endpoint {method} /_control/{'/'.join(segments)}"
+            }
+        action, captured = found
+        return action(request, *captured)
 
     def _reply(self, status: int, payload: Any) -> None:
         if isinstance(payload, str):
@@ -575,10 +681,11 @@ def real_backend(args: argparse.Namespace) -> RealBackend:
     """The real backend, imported only when asked for: it needs lightkube (the virtualenv)."""
     import logging
 
-    from credentials import ApiEndpoint
     from lightkube import Client
     from lightkube.config.kubeconfig import KubeConfig
-    from real import Dashboard, RealBackend
+
+    from .credentials import ApiEndpoint
+    from .real import Dashboard, RealBackend
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     for chatty in ("httpx", "httpx2", "httpcore"):  # one line per API call otherwise
@@ -629,7 +736,3 @@ def main(argv: Sequence[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
-
-
-if __name__ == "__main__":
-    main()

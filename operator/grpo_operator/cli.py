@@ -54,6 +54,7 @@ def _credentials() -> Any:
 def _run(args: argparse.Namespace) -> int:
     import kopf
 
+    from .handlers.queue import JobQueue
     from .handlers.reconcile import Reconciler
     from .handlers.wiring import LOST_LEADERSHIP_EXIT, register
     from .k8s import Api, Leader, LeaseTerms
@@ -95,10 +96,11 @@ def _run(args: argparse.Namespace) -> int:
             # No write leaves this replica unless it holds the Lease right now.
             api.guard = lambda: leader.leading
         stop = asyncio.Event()
-        reconciler = Reconciler(
-            api, settings, metrics, leading=(lambda: leader.leading) if leader else (lambda: True)
+        queue = JobQueue(
+            Reconciler(api, settings, metrics),
+            leading=(lambda: leader.leading) if leader else (lambda: True),
         )
-        register(registry, settings, reconciler, leader, stop)
+        register(registry, settings, queue, leader, stop)
         # kopf's own peering is not leader election (it pauses on seeing a peer, with no fencing):
         # standalone, and the Lease decides who acts.
         await kopf.operator(

@@ -83,7 +83,7 @@ def _default_profiles() -> dict[str, AcceleratorProfile]:
             device_type="npu",
             # The NPU backend lacks torch.compile; verl's Ascend recipes run eager.
             torch_compile=False,
-            # The Ascend seed preloads jemalloc against host-memory fragmentation.
+            # The geo3k Ascend recipe preloads jemalloc against host-memory fragmentation.
             preload_libraries=["/usr/lib/{arch}-linux-gnu/libjemalloc.so.2"],
             env={
                 "VERL_PLATFORM": "huawei",

@@ -3,7 +3,7 @@
 Who judges what (docs/architecture.md, "Training health"):
 
 - The trainer sees every step's raw metrics first, including the NaN and infinite values the
-  status cannot hold, so it judges them (`grpo_trainer/report.py`, thresholds from spec.health)
+  status cannot hold, so it judges them (`grpo_trainer/progress.py`, thresholds from spec.health)
   and writes its verdict into `status.health`, a field only it writes.
 - A stall is the one sickness the trainer cannot report: a hung process reports nothing. The
   operator judges it from what the trainer last wrote — when it read its newest step
@@ -15,8 +15,9 @@ Who judges what (docs/architecture.md, "Training health"):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
+from .api.timestamps import parse_rfc3339
 from .api.v1alpha1 import GRPOJob
 
 HEALTHY = "TrainingHealthy"
@@ -30,12 +31,6 @@ class Verdict:
     message: str
 
 
-def _time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-
-
 def judge(job: GRPOJob, running_since: datetime | None, now: datetime) -> Verdict | None:
     """The verdict on the current attempt, or None before it has reported a step.
 
@@ -47,7 +42,7 @@ def judge(job: GRPOJob, running_since: datetime | None, now: datetime) -> Verdic
     if trainer is not None and trainer.attempt == status.attempt and not trainer.healthy:
         return Verdict(False, trainer.reason, trainer.message)
     progress = status.progress
-    last_step = _time(progress.last_step_at) if progress else None
+    last_step = parse_rfc3339(progress.last_step_at) if progress else None
     if last_step is None or (running_since is not None and last_step < running_since):
         return None
     step_seconds = status.metrics.step_seconds if status.metrics else None

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
 from .api import contract
+from .api.problem import Problem
+from .api.timestamps import parse_rfc3339, rfc3339
 from .api.v1alpha1 import GRPOJob
 from .api.v1alpha1.status import (
     CONDITION_MESSAGE_LIMIT,
@@ -21,40 +23,20 @@ from .api.v1alpha1.status import (
     FAILED_ATTEMPTS_LIMIT,
     NAME_LIMIT,
     OPERATOR_STATUS_FIELDS,
-    REASON_LIMIT,
     Phase,
+    cut,
+    reason,
 )
 from .children.meta import rayjob_name
 from .children.paths import job_paths
 from .children.rayjob import cluster_ttl
 from .health import judge
 from .rayjob_status import DEPLOYMENT_FAILED, FINISHED_JOB, RayJobStatus
-from .validation import Problem, describe
+from .validation import describe
 
 TERMINAL: frozenset[str] = frozenset({"Succeeded", "Failed"})
 CONDITION_TYPES = ("Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed", "Healthy")
-_NOT_REASON = re.compile(r"[^A-Za-z0-9_]+")
-
-
-def cut(text: str, limit: int) -> str:
-    """`text` within `limit` characters, marked when something was cut (the schema's bounds: a
-    status patch over them is refused, and a refused patch is retried on every reconcile)."""
-    text = str(text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 _SIGNATURE = re.compile(r"[0-9a-f]{1,64}")
-
-
-def reason(text: str, fallback: str = "Failed") -> str:
-    """A condition reason as Kubernetes spells them (CamelCase, no spaces), within the schema's bound.
-
-    Reasons come from outside too (the trainer's failure line, KubeRay): what does not fit the
-    pattern is squeezed into it rather than sent to be refused.
-    """
-    words = [w for w in _NOT_REASON.split(str(text)) if w]
-    squeezed = "".join(w[:1].upper() + w[1:] for w in words).lstrip("0123456789_")
-    return (squeezed[:1].upper() + squeezed[1:REASON_LIMIT]) or fallback
 
 
 @dataclass(frozen=True)
@@ -78,16 +60,6 @@ class Plan:
     delete_rayjob: str | None = None
     events: list[tuple[str, str, str]] = field(default_factory=list)
     """(type, reason, message) — one per phase change."""
-
-
-def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
 
 
 def observe_rayjob(rayjob: dict[str, Any]) -> Outcome:
@@ -296,7 +268,7 @@ def _repeats_previous(failed: list[dict[str, Any]], attempt: int, outcome: Outco
 def _health(st: _Status, job: GRPOJob, now: datetime) -> None:
     """The Healthy condition from health.judge, and an Event whenever it flips."""
     running = next((c for c in st.fields["conditions"] if c["type"] == "Running"), None)
-    since = parse_time(running["lastTransitionTime"]) if running else None
+    since = parse_rfc3339(running["lastTransitionTime"]) if running else None
     verdict = judge(job, since, now)
     if verdict is None:
         return
@@ -364,7 +336,7 @@ def plan(
 
     run_policy = job.spec.run_policy
 
-    started = parse_time(st.fields.get("startTime"))
+    started = parse_rfc3339(st.fields.get("startTime"))
     if started and run_policy.active_deadline_seconds:
         elapsed = (now - started).total_seconds()
         if elapsed > run_policy.active_deadline_seconds:
@@ -474,14 +446,3 @@ def fail(
     st.finish("Failed", why, message)
     st.condition("Created", False, why, message)
     return _end(st, job, rayjob_name(job.name, attempt) if attempt else None, rayjob)
-
-
-def diff(current: dict[str, Any], wanted: dict[str, Any]) -> dict[str, Any]:
-    """The merge patch that turns the operator's fields of `current` into `wanted` (None deletes)."""
-    patch: dict[str, Any] = {}
-    for key in set(current) | set(wanted):
-        if key not in wanted:
-            patch[key] = None
-        elif current.get(key) != wanted[key]:
-            patch[key] = wanted[key]
-    return patch

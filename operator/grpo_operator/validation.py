@@ -10,27 +10,18 @@ expected and what was found, because that message is what the user reads in `kub
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from .api.batch import Batch, batch_problems
+from .api.problem import Problem
 from .api.v1alpha1 import GRPOJob
 from .api.v1alpha1.base import JOB_NAME_PATTERN, MAX_JOB_NAME
 from .children.pvc import checkpoint_access_mode
 from .config import Settings
 
 
-@dataclass(frozen=True)
-class Problem:
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.message}"
-
-
 def _batch_problems(job: GRPOJob) -> list[Problem]:
     """verl's own start-up rules (api/batch.py), checked before a cluster is paid for."""
-    return [Problem(p.field, p.message) for p in batch_problems(Batch.from_spec(job.spec))]
+    return batch_problems(Batch.from_spec(job.spec))
 
 
 def _resource_problems(job: GRPOJob, settings: Settings) -> list[Problem]:

@@ -18,10 +18,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from .api.problem import Problem
 from .api.rules import rule_violations
 from .api.v1alpha1 import GRPOJob
 from .config import Settings
-from .validation import Problem, validate
+from .validation import validate
 
 
 def schema_problems(error: ValidationError) -> list[Problem]:
@@ -65,9 +66,7 @@ def job_problems(
     # The batch arithmetic is both CEL and validate(); validate() words it as the server does
     # (with the numbers), so its problem stands for the rule's.
     covered = {p.field for p in checks}
-    rules = [
-        Problem(v.field, v.message) for v in rule_violations(job.spec.to_wire()) if v.field not in covered
-    ]
+    rules = [p for p in rule_violations(job.spec.to_wire()) if p.field not in covered]
     return rules + checks
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from lightkube.models.core_v1 import Container, KeyToPath, VolumeMount
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "hack" / "rayjobapi"))
-import podview  # a script folder, not a package
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "hack"))
+from rayjobapi import podview
 
 
 def test_expand_follows_the_kubelet() -> None:

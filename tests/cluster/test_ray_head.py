@@ -20,8 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from .processes import cmdline, processes_in_session, processes_with_env
+from support.processes import cmdline, processes_in_session, processes_with_env
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RAY_PORT_VARIABLES = (

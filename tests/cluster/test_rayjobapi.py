@@ -16,17 +16,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.rayjobapi import RayJobAPI, RayJobAPIError, succeeds_after
 
-from .rayjobapi import RayJobAPI, RayJobAPIError, succeeds_after
-
-SERVER = Path(__file__).resolve().parents[2] / "hack" / "rayjobapi" / "server.py"
+HACK = Path(__file__).resolve().parents[2] / "hack"  # where `python -m rayjobapi` starts
 HEAD = "rc-head-svc.team-a.svc.cluster.local:8265"  # a head service in namespace team-a
 
 
 @pytest.fixture
 def server_url() -> Iterator[str]:
     process = subprocess.Popen(
-        [sys.executable, str(SERVER), "--listen", "127.0.0.1:0"], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-m", "rayjobapi", "--listen", "127.0.0.1:0"],
+        cwd=HACK,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert process.stdout is not None
     url = process.stdout.readline().strip().removeprefix("listening on ")

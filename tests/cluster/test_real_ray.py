@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from .backend import Cluster
-from .processes import processes_with_env, wait_no_processes_with_env
-from .rayjobapi import RayJobAPI
+from support.cluster import Cluster
+from support.processes import processes_with_env, wait_no_processes_with_env
+from support.rayjobapi import RayJobAPI
 
 pytestmark = pytest.mark.cluster
 

@@ -14,11 +14,10 @@ import re
 from collections.abc import Generator, Iterator
 
 import pytest
-from cluster.backend import Cluster
-from integration.operator_process import OperatorProcess
-
-from .namespaces import create_namespace, delete_namespace
-from .release import Helm, helm_binary
+from support.cluster import Cluster
+from support.namespaces import create_namespace, delete_namespace
+from support.operator_process import OperatorProcess
+from support.release import Helm, helm_binary
 
 
 @pytest.fixture(scope="session")

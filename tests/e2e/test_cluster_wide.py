@@ -12,13 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster.backend import Cluster
-from cluster.rayjobapi import RUNNING_FOREVER, RayJobAPI
-from integration.jobs import EXAMPLES, example, owned_children
-from integration.operator_process import OperatorProcess
-
-from .access import Access, accesses, assert_access, never_granted, service_account_user
-from .life import (
+from support.access import Access, accesses, assert_access, never_granted, service_account_user
+from support.cluster import Cluster
+from support.jobs import EXAMPLES, example, owned_children
+from support.life import (
     CHILD_KINDS,
     apply_example,
     condition_status,
@@ -29,8 +26,9 @@ from .life import (
     wait_condition,
     writers,
 )
-from .namespaces import being_deleted, create_namespace, delete_namespace, foreign_grpojobs
-from .out_of_cluster import (
+from support.namespaces import being_deleted, create_namespace, delete_namespace, foreign_grpojobs
+from support.operator_process import OperatorProcess
+from support.out_of_cluster import (
     apply_cleanup_hook_objects,
     assert_operator_log_clean,
     run_cleanup_hook,
@@ -38,8 +36,9 @@ from .out_of_cluster import (
     stop_operator,
     write_settings,
 )
-from .release import Helm, Release, describe, existing, only
-from .rules import CLEANUP_RULES, OPERATOR_RULES
+from support.rayjobapi import RUNNING_FOREVER, RayJobAPI
+from support.release import Helm, Release, describe, existing, only
+from support.rules import CLEANUP_RULES, OPERATOR_RULES
 
 pytestmark = pytest.mark.cluster
 

@@ -12,21 +12,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster.backend import Cluster
-from cluster.rayjobapi import RUNNING_FOREVER, RayJobAPI
-from integration.jobs import owned_children
-from integration.operator_process import OperatorProcess
-
-from .access import Access, accesses, assert_access, granted, never_granted, service_account_user
-from .life import (
+from support.access import Access, accesses, assert_access, granted, never_granted, service_account_user
+from support.cluster import Cluster
+from support.jobs import owned_children
+from support.life import (
     CHILD_KINDS,
     apply_example,
     ray_job_id,
     wait_condition,
     writers,
 )
-from .namespaces import create_namespace, delete_namespace
-from .out_of_cluster import (
+from support.namespaces import create_namespace, delete_namespace
+from support.operator_process import OperatorProcess
+from support.out_of_cluster import (
     apply_cleanup_hook_objects,
     assert_operator_log_clean,
     operator_log,
@@ -34,8 +32,9 @@ from .out_of_cluster import (
     start_operator,
     stop_operator,
 )
-from .release import Helm, Release, existing
-from .rules import CLEANUP_RULES, OPERATOR_RULES
+from support.rayjobapi import RUNNING_FOREVER, RayJobAPI
+from support.release import Helm, Release, existing
+from support.rules import CLEANUP_RULES, OPERATOR_RULES
 
 pytestmark = pytest.mark.cluster
 

@@ -29,14 +29,13 @@ from typing import Any
 
 import pytest
 import yaml
-from cluster.backend import Cluster
-from cluster.processes import cmdline
 from grpo_operator.api.contract import job_dir
 from grpo_trainer.spec import grpojob_document
 from grpo_trainer.testing.colour_job import DATA_DIR, MODEL_DIR, stage
-from integration.operator_process import OperatorProcess
-
-from .namespaces import create_namespace, delete_namespace
+from support.cluster import Cluster
+from support.namespaces import create_namespace, delete_namespace
+from support.operator_process import OperatorProcess
+from support.processes import cmdline
 
 pytestmark = pytest.mark.cluster
 

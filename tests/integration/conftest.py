@@ -6,9 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster.backend import Cluster
-
-from .operator_process import OperatorProcess
+from support.cluster import Cluster
+from support.operator_process import OperatorProcess
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -14,15 +14,15 @@ import random
 from typing import Any
 
 import pytest
-from cluster.backend import Cluster
 from grpo_operator.api.v1alpha1 import GRPOJob
 from grpo_operator.config import load_settings
 from grpo_operator.verdict import job_problems
 from lightkube import ApiError, Client, codecs
 from lightkube.config.kubeconfig import KubeConfig
 from pydantic import ValidationError
+from support.cluster import Cluster
+from support.jobs import example
 
-from .jobs import example
 from .test_reporter import crds  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("crds")]

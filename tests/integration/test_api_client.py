@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 import yaml
-from cluster.backend import Cluster
 from grpo_operator.api.v1alpha1 import GRPOJob
 from grpo_operator.children.configmap import build_spec_configmap
 from grpo_operator.children.pvc import build_checkpoint_pvc
 from grpo_operator.children.rayjob import build_rayjob
 from grpo_operator.config import load_settings
 from grpo_operator.k8s import Api, ApiError
+from support.cluster import Cluster
+from support.jobs import example
 
-from .jobs import example
 from .test_reporter import crds  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("crds")]

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cluster.backend import Cluster
+from support.cluster import Cluster
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from cluster.backend import Cluster
-from cluster.rayjobapi import RUNNING_FOREVER, RayJobAPI, succeeds_after
+from support.cluster import Cluster
+from support.rayjobapi import RUNNING_FOREVER, RayJobAPI, succeeds_after
 
 pytestmark = pytest.mark.cluster
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from cluster.backend import Cluster
+from support.cluster import Cluster
 
 pytestmark = pytest.mark.cluster
 

@@ -12,11 +12,10 @@ import json
 import time
 
 import pytest
-from cluster.backend import Cluster
-
-from .admission import refusing
-from .jobs import apply_job, condition, example, owned_children, phase_is
-from .operator_process import OperatorProcess
+from support.admission import refusing
+from support.cluster import Cluster
+from support.jobs import apply_job, condition, example, owned_children, phase_is
+from support.operator_process import OperatorProcess
 
 pytestmark = pytest.mark.cluster
 

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cluster.backend import Cluster
 from grpo_operator.config import Settings
 from grpo_operator.validation import validate
 from grpo_operator.verdict import parse
 from grpo_trainer.spec import grpojob_document
-from verdicts.cases import CASES, Case
+from support.cluster import Cluster
+from support.verdict_cases import CASES, Case
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
@@ -52,7 +52,7 @@ def kubectl_grpo(
     env = {
         **cluster.env,
         "PATH": plugin_path,
-        "PYTHONPATH": os.pathsep.join([str(REPO / "operator"), str(REPO / "trainer")]),
+        "PYTHONPATH": os.pathsep.join([str(REPO / "operator"), str(REPO / "trainer"), str(REPO / "kubectl")]),
     }
     return subprocess.run(
         [cluster.kubectl_path, "grpo", *args],

@@ -9,10 +9,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from cluster.backend import Cluster
-from cluster.rayjobapi import RayJobAPI, fails_after, succeeds_after
-
-from .jobs import (
+from support.cluster import Cluster
+from support.jobs import (
     CHILD_KINDS,
     apply_job,
     condition,
@@ -21,7 +19,8 @@ from .jobs import (
     owned_children,
     phase_is,
 )
-from .operator_process import OperatorProcess
+from support.operator_process import OperatorProcess
+from support.rayjobapi import RayJobAPI, fails_after, succeeds_after
 
 pytestmark = pytest.mark.cluster
 

@@ -12,11 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster.backend import Cluster
-from cluster.rayjobapi import RayJobAPI
-
-from .jobs import apply_job, example, owned_children, phase_is
-from .operator_process import OperatorProcess
+from support.cluster import Cluster
+from support.jobs import apply_job, example, owned_children, phase_is
+from support.operator_process import OperatorProcess
+from support.rayjobapi import RayJobAPI
 
 pytestmark = pytest.mark.cluster
 TERMS = {

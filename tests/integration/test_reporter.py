@@ -15,14 +15,13 @@ from typing import Any
 
 import pytest
 import yaml
-from cluster.backend import Cluster
 from grpo_operator.api.v1alpha1 import GRPOJob
 from grpo_operator.children.meta import trainer_account_name
 from grpo_operator.children.rbac import build_trainer_rbac
 from grpo_trainer.cli import main as grpo_train
 from grpo_trainer.engines.verl import checkpoints as verl_checkpoints
 from grpo_trainer.kube import GRPOJobResource, KubeStatusWriter
-from grpo_trainer.report import TrainingState
+from grpo_trainer.progress import TrainingState
 from grpo_trainer.reporter import Reporter
 from grpo_trainer.spec import resolve_manifest
 from lightkube import ApiError, Client, KubeConfig
@@ -30,8 +29,8 @@ from lightkube.models.authentication_v1 import TokenRequestSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ServiceAccount
 from lightkube.types import PatchType
-
-from .jobs import example
+from support.cluster import Cluster
+from support.jobs import example
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.cluster

@@ -9,10 +9,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from cluster.backend import Cluster
-
-from .jobs import apply_job, example, job_pods, phase_is
-from .operator_process import OperatorProcess
+from support.cluster import Cluster
+from support.jobs import apply_job, example, job_pods, phase_is
+from support.operator_process import OperatorProcess
 
 pytestmark = pytest.mark.cluster
 

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster.backend import Cluster
-from e2e.release import CHART, Helm, documents, helm_binary
 from grpo_trainer.kube import GRPOJobResource
 from lightkube import ApiError, Client, KubeConfig
 from lightkube.types import PatchType
+from support.cluster import Cluster
+from support.release import CHART, Helm, documents, helm_binary
 
 from .test_reporter import crds, create_job, trainer_kubeconfig  # noqa: F401  (crds: fixture)
 

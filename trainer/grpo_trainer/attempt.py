@@ -16,18 +16,19 @@ import logging
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
-from grpo_operator.api.contract import COMPLETE_FILE, MOUNT_ROOT, OK, UNKNOWN, Failure, attempt_log_file
+from grpo_operator.api.contract import COMPLETE_FILE, OK, UNKNOWN, Failure, attempt_log_file, metrics_file
+from grpo_operator.api.timestamps import rfc3339
 from grpo_operator.api.v1alpha1 import ResolvedJob
 from grpo_operator.api.v1alpha1.status import GgufOutputs, LogStatus, Outputs, SampleOutput
 
-from .engines.base import Engine, EngineOptions, ExportResult, engine_for
+from .engines.base import Engine, EngineOptions, ExportResult, RunInputs, engine_for
 from .failures import TrainerError
+from .inputs import decide_resume, prepare_inputs
 from .kube import KubeStatusWriter, StatusWriter
 from .logfile import AttemptLog
-from .report import TrainingState, total_steps
+from .progress import TrainingState, total_steps
 from .reporter import Reporter
 from .spec import Attempt
 
@@ -67,17 +68,22 @@ def _run(
         if writer is None and options.report:
             writer = status_writer(attempt, options.kubeconfig)
         if writer is not None:
-            _report_log(writer, attempt, _pod_path(path, job.workdir))
+            _report_log(writer, attempt, job.pod_path(str(path)))
         if training_complete(job):
             log.info("training finished in an earlier attempt; exporting only")
             return _export(engine, job, writer)
-        session = _Session(job, attempt, writer, engine)
+        resume = decide_resume(job, attempt.number, engine)
+        engine.preflight(job, resume)
+        prune(engine, job)
+        inputs = prepare_inputs(job, resume, progress=options.engine.progress)
+        session = _Session(job, attempt, writer, engine, inputs)
         try:
-            failure = engine.run(job, attempt, session)
+            failure = engine.run(job, attempt, inputs, session)
         finally:
             session.stop()
         if failure is not None:
             return fail(failure)
+        prune(engine, job)
         mark_complete(job, attempt.number, engine)
         return _export(engine, job, writer)
     except TrainerError as exc:
@@ -85,6 +91,15 @@ def _run(
     except Exception as exc:  # a bug or an unforeseen fault: still one line the operator can read
         log.exception("the attempt failed")
         return fail(Failure(UNKNOWN, "TrainerCrashed", f"{type(exc).__name__}: {exc}"))
+
+
+def prune(engine: Engine, job: ResolvedJob) -> list[int]:
+    """Delete the checkpoints beyond `checkpoint.keep`, every attempt's counted (never one being saved)."""
+    keep = job.spec.checkpoint.keep
+    deleted = engine.prune(job, keep)
+    if deleted:
+        log.info("deleted checkpoints beyond keep=%s: steps %s", keep, deleted)
+    return deleted
 
 
 def fail(failure: Failure) -> int:
@@ -142,14 +157,6 @@ def _excerpt(text: str, limit: int) -> str:
 # --- status reports --------------------------------------------------------------------------
 
 
-def _pod_path(path: Path, workdir: str | None) -> str:
-    """The path as the job's pods mount it (what status shows), for a run under --workdir too."""
-    text, root = str(path), (workdir or "").rstrip("/")
-    if root and text.startswith(root + MOUNT_ROOT + "/"):
-        return text[len(root) :]
-    return text
-
-
 def _report_log(writer: StatusWriter, attempt: Attempt, path: str) -> None:
     """status.log names this attempt's log file, before anything else can fail."""
     try:
@@ -185,8 +192,8 @@ def start_reporter(
         entropy_floor=health.entropy_floor,
         entropy_collapse_steps=health.entropy_collapse_steps,
     )
-    metrics_dir = attempt.metrics_file.parent
-    previous = [metrics_dir / f"attempt-{n}.jsonl" for n in range(1, attempt.number)]
+    metrics_dir = str(attempt.metrics_file.parent)
+    previous = [Path(metrics_file(metrics_dir, n)) for n in range(1, attempt.number)]
     reporter = Reporter(
         writer,
         state,
@@ -202,22 +209,31 @@ def start_reporter(
 
 
 class _Session:
-    """What the engine gets from the driver: a reporter it starts once it knows its data."""
+    """What the engine gets from the driver: a reporter it starts when it is about to train, which
+    prunes beyond `checkpoint.keep` as checkpoints are reported."""
 
-    def __init__(self, job: ResolvedJob, attempt: Attempt, writer: StatusWriter | None, engine: Engine):
-        self.job, self.attempt, self.writer, self.engine = job, attempt, writer, engine
+    def __init__(
+        self,
+        job: ResolvedJob,
+        attempt: Attempt,
+        writer: StatusWriter | None,
+        engine: Engine,
+        inputs: RunInputs,
+    ):
+        self.job, self.attempt, self.writer, self.engine, self.inputs = job, attempt, writer, engine, inputs
         self.reporter: Reporter | None = None
 
-    def start_reporting(
-        self,
-        train_rows: int | None,
-        resumed_from_step: int | None,
-        on_checkpoint: Callable[[int], None] | None = None,
-    ) -> None:
+    def start_reporting(self, train_rows: int | None = None) -> None:
         if self.writer is None or self.reporter is not None:
             return
         self.reporter = start_reporter(
-            self.job, self.attempt, self.writer, self.engine, train_rows, resumed_from_step, on_checkpoint
+            self.job,
+            self.attempt,
+            self.writer,
+            self.engine,
+            train_rows if train_rows is not None else self.inputs.train_rows,
+            self.inputs.resume.from_step,
+            on_checkpoint=lambda _step: self.engine.prune(self.job, self.job.spec.checkpoint.keep),
         )
 
     def stop(self) -> None:
@@ -234,7 +250,7 @@ def mark_complete(job: ResolvedJob, attempt: int, engine: Engine) -> None:
     record = {
         "attempt": attempt,
         "step": latest.step if latest else None,
-        "finishedAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "finishedAt": rfc3339(),
     }
     path = Path(job.paths.job_dir) / COMPLETE_FILE
     path.parent.mkdir(parents=True, exist_ok=True)

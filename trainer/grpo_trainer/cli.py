@@ -36,6 +36,7 @@ from .attempt import Options, start_reporter
 from .attempt import run as run_attempt
 from .engines.base import Engine, EngineOptions, RunPlan, engine_for
 from .failures import ConfigError, TrainerError
+from .inputs import planned_inputs
 from .kube import KubeStatusWriter
 from .spec import Attempt, load_job, localise_environment
 
@@ -139,7 +140,7 @@ def _planned(args: argparse.Namespace) -> tuple[RunPlan, Engine, ResolvedJob]:
         for problem in problems:
             print(f"problem: {problem}", file=stream)
         raise ConfigError(f"{len(problems)} problem(s) in the job: the cluster would refuse it")
-    return engine.plan(job, attempt, dry_run=True), engine, job
+    return engine.plan(job, attempt, planned_inputs(job, attempt.number, engine)), engine, job
 
 
 def spec_problems(job: ResolvedJob) -> list[str]:

@@ -14,11 +14,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from grpo_operator.api.contract import EXPORT_RECORD
+from grpo_operator.api.timestamps import rfc3339
 
 
 def read_record(out_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
@@ -36,7 +36,7 @@ def write_record(out_dir: str | os.PathLike[str], step: int, model: str | None, 
         "step": step,
         "model": model,
         "loraAdapter": adapter,
-        "exportedAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "exportedAt": rfc3339(),
     }
     out = Path(out_dir)
     partial = out / (EXPORT_RECORD + ".partial")

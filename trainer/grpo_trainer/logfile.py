@@ -20,11 +20,11 @@ import logging
 import os
 import sys
 import threading
-from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 
 from grpo_operator.api.contract import LOG_MAX_BYTES, ROTATED_SUFFIX
+from grpo_operator.api.timestamps import rfc3339
 
 log = logging.getLogger(__name__)
 _CHUNK = 1 << 16
@@ -81,7 +81,7 @@ class AttemptLog:
         except OSError as exc:
             log.warning("cannot keep this attempt's log in %s (%s); training without it", self.path, exc)
             return self
-        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = rfc3339()
         self.sink.write(f"=== {stamp} {self.header}\n".encode())
         _flush_python_streams()
         for fd in (1, 2):

@@ -17,17 +17,14 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from grpo_operator.api.timestamps import rfc3339
+
 from .engines.base import Checkpoint
 from .kube import StatusWriter
-from .report import TrainingState, parse_line, status_patch
+from .progress import TrainingState, parse_line, status_patch
 
 log = logging.getLogger(__name__)
 _READ_LIMIT = 4 << 20
-
-
-def utc_iso(timestamp: float | None = None) -> str:
-    moment = datetime.now(UTC) if timestamp is None else datetime.fromtimestamp(timestamp, UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Tail:
@@ -120,7 +117,7 @@ class Reporter:
         for line in self._metrics.lines():
             parsed = parse_line(line)
             if parsed:
-                self.state.add_line(*parsed, live=True, now=utc_iso())
+                self.state.add_line(*parsed, live=True, now=rfc3339())
                 changed = True
         for line in self._events.lines():
             changed |= self._checkpoint_event(line)
@@ -149,7 +146,9 @@ class Reporter:
         if self._latest_seen == seen or latest.saved_at < self.not_before:
             return False
         self._latest_seen = seen
-        return self._new_checkpoint(latest.step, latest.path, utc_iso(latest.saved_at))
+        return self._new_checkpoint(
+            latest.step, latest.path, rfc3339(datetime.fromtimestamp(latest.saved_at, UTC))
+        )
 
     def _new_checkpoint(self, step: int, path: str, saved_at: str) -> bool:
         current = self.state.checkpoint
@@ -168,7 +167,7 @@ class Reporter:
         now = time.monotonic() if now is None else now
         if not self._dirty or now < self._next_send:
             return False
-        body = status_patch(self.state, utc_iso())
+        body = status_patch(self.state, rfc3339())
         try:
             self.writer.patch_status(body)
         except Exception as exc:  # lightkube ApiError, httpx transport errors, anything: keep training

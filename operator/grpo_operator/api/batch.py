@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .problem import Problem
+
 DEFAULT_MICRO_BATCH = {"verl": 2, "trl": None}
 """Responses per forward pass when the spec does not say; None: one device's whole share at once."""
 
@@ -83,17 +85,7 @@ class Batch:
         return self.train_batch_size // self.mini_batch_size
 
 
-@dataclass(frozen=True)
-class BatchProblem:
-    field: str
-    """The spec field to change, as `kubectl explain` spells it."""
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.message}"
-
-
-def batch_problems(batch: Batch) -> list[BatchProblem]:
+def batch_problems(batch: Batch) -> list[Problem]:
     """Every rule the sizes break; empty when the step splits evenly.
 
     These are verl's start-up rules (its `validate_config` and the actor's normalisation), which
@@ -105,12 +97,12 @@ def batch_problems(batch: Batch) -> list[BatchProblem]:
     devices = (
         f"the {world} devices ({batch.devices_per_node} devices per node × {batch.nodes} node(s) = {world})"
     )
-    problems: list[BatchProblem] = []
+    problems: list[Problem] = []
     dynamic = batch.tokens_per_device is not None
     step = batch.train_batch_size * batch.group_size
     if not dynamic and step % world:
         problems.append(
-            BatchProblem(
+            Problem(
                 "spec.algorithm.trainBatchSize",
                 f"trainBatchSize × groupSize = {batch.train_batch_size} × {batch.group_size} = {step} "
                 f"responses per step must be divisible by {devices}; or set algorithm.tokensPerDevice",
@@ -119,7 +111,7 @@ def batch_problems(batch: Batch) -> list[BatchProblem]:
     update = batch.responses_per_update
     if update % world:
         problems.append(
-            BatchProblem(
+            Problem(
                 "spec.algorithm.miniBatchSize",
                 f"miniBatchSize × groupSize = {update} responses per update "
                 f"({batch.mini_batch_size} × {batch.group_size}) must be divisible by {devices}",
@@ -127,7 +119,7 @@ def batch_problems(batch: Batch) -> list[BatchProblem]:
         )
     elif not dynamic and batch.micro_batch_size_per_device and batch.per_device_update % batch.micro_batch:
         problems.append(
-            BatchProblem(
+            Problem(
                 "spec.algorithm.microBatchSizePerDevice",
                 f"each device gets {batch.per_device_update} responses per update (miniBatchSize × "
                 f"groupSize / devices), which must be divisible by microBatchSizePerDevice {batch.micro_batch}",
@@ -135,7 +127,7 @@ def batch_problems(batch: Batch) -> list[BatchProblem]:
         )
     if batch.train_batch_size % batch.mini_batch_size:
         problems.append(
-            BatchProblem(
+            Problem(
                 "spec.algorithm.miniBatchSize",
                 f"trainBatchSize={batch.train_batch_size} must be a multiple of "
                 f"miniBatchSize={batch.mini_batch_size}",
@@ -143,7 +135,7 @@ def batch_problems(batch: Batch) -> list[BatchProblem]:
         )
     if batch.devices_per_node % batch.tensor_parallel_size:
         problems.append(
-            BatchProblem(
+            Problem(
                 "spec.rollout.tensorParallelSize",
                 f"tensorParallelSize={batch.tensor_parallel_size} must divide "
                 f"resources.devicesPerNode={batch.devices_per_node}",
@@ -152,7 +144,7 @@ def batch_problems(batch: Batch) -> list[BatchProblem]:
     tokens = batch.tokens_per_device
     if tokens is not None and batch.longest_sequence and tokens < batch.longest_sequence:
         problems.append(
-            BatchProblem(
+            Problem(
                 "spec.algorithm.tokensPerDevice",
                 f"tokensPerDevice={batch.tokens_per_device} must hold one whole prompt + response "
                 f"({batch.longest_sequence} tokens), dataset.maxPromptLength + maxResponseLength",
@@ -179,7 +171,7 @@ _DEVICES_ARGS = f"{_WORLD}, self.resources.devicesPerNode, self.resources.nodes,
 
 
 def _rule(field: str, rule: str, message: str, args: str) -> dict[str, str]:
-    """One CEL rule on the spec, its message formatted like BatchProblem's, and the field it names.
+    """One CEL rule on the spec, its message formatted like a Problem's, and the field it names.
 
     `message` (the sentence without its numbers) is what a CEL evaluator without Kubernetes'
     format library reports (api/rules.py); the API server says the whole sentence."""

@@ -124,28 +124,53 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
         return node
     node = dict(node)
     if "$ref" in node:
-        target = copy.deepcopy(defs[node.pop("$ref").rsplit("/", 1)[-1]])
-        # The property's own description beats the class docstring.
-        target.update({k: v for k, v in node.items() if k in ("description", "default")})
-        target.setdefault("x-kubernetes-validations", [])
-        target["x-kubernetes-validations"] = target["x-kubernetes-validations"] + node.get(
-            "x-kubernetes-validations", []
-        )
-        if not target["x-kubernetes-validations"]:
-            del target["x-kubernetes-validations"]
-        return _structural(target, defs)
+        return _structural(_resolved_ref(node, defs), defs)
     if "anyOf" in node:
-        branches = [b for b in node.pop("anyOf") if b.get("type") != "null"]
-        if len(branches) != 1:
-            raise ValueError(f"only Optional[X] unions are supported, got {branches}")
-        merged = {**branches[0], **node}
-        merged["nullable"] = True
-        return _structural(merged, defs)
+        return _structural(_optional(node), defs)
+    _key_rules(node)
+    _openapi_bounds(node)
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if not _kept(key, value):
+            continue
+        if key == "properties":
+            value = {name: _structural(prop, defs) for name, prop in value.items()}
+        elif key in ("items", "additionalProperties"):
+            value = _structural(value, defs)
+        out[key] = value
+    if "properties" in out:
+        out.setdefault("type", "object")
+    return out
+
+
+def _resolved_ref(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    """A `$ref` node as the definition it names, with the property's own description and rules."""
+    target: dict[str, Any] = copy.deepcopy(defs[node.pop("$ref").rsplit("/", 1)[-1]])
+    # The property's own description beats the class docstring.
+    target.update({k: v for k, v in node.items() if k in ("description", "default")})
+    target.setdefault("x-kubernetes-validations", [])
+    target["x-kubernetes-validations"] = target["x-kubernetes-validations"] + node.get(
+        "x-kubernetes-validations", []
+    )
+    if not target["x-kubernetes-validations"]:
+        del target["x-kubernetes-validations"]
+    return target
+
+
+def _optional(node: dict[str, Any]) -> dict[str, Any]:
+    """`Optional[X]` (anyOf X, null) as X with `nullable`."""
+    branches = [b for b in node.pop("anyOf") if b.get("type") != "null"]
+    if len(branches) != 1:
+        raise ValueError(f"only Optional[X] unions are supported, got {branches}")
+    return {**branches[0], **node, "nullable": True}
+
+
+def _key_rules(node: dict[str, Any]) -> None:
+    """Map key constraints, which a structural schema cannot state, as CEL rules on the map."""
     if "patternProperties" in node:
-        # A map with patterned keys: a structural schema has no key patterns, so the value schema
-        # becomes additionalProperties and the key pattern a CEL rule on the map (unless one of the
-        # model's own rules checks it already, as base.labels_rule does), so the API server checks
-        # what the models check.
+        # A map with patterned keys: the value schema becomes additionalProperties and the key
+        # pattern a CEL rule on the map (unless one of the model's own rules checks it already, as
+        # base.labels_rule does), so the API server checks what the models check.
         [(pattern, values)] = node.pop("patternProperties").items()
         node["additionalProperties"] = values
         rules = node.setdefault("x-kubernetes-validations", [])
@@ -165,33 +190,29 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
                     "message": f"every key must be at most {names['maxLength']} characters",
                 }
             )
+
+
+def _openapi_bounds(node: dict[str, Any]) -> None:
+    """JSON Schema's `const` and numeric exclusive bounds in OpenAPI v3.0's words."""
     if "const" in node:
         node["enum"] = [node.pop("const")]
-    if "exclusiveMinimum" in node and not isinstance(node["exclusiveMinimum"], bool):
-        node["minimum"] = node.pop("exclusiveMinimum")
-        node["exclusiveMinimum"] = True
-    if "exclusiveMaximum" in node and not isinstance(node["exclusiveMaximum"], bool):
-        node["maximum"] = node.pop("exclusiveMaximum")
-        node["exclusiveMaximum"] = True
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        if key in _DROP:
-            continue
-        # Empty and object defaults are left out here; _object_defaults writes each section's
-        # whole default object, which is what the API server's CEL checks need.
-        if key == "default" and (value is None or value == [] or isinstance(value, dict)):
-            continue
-        if key == "additionalProperties" and value is False:
-            # extra="forbid" in the models; the API server prunes unknown fields instead.
-            continue
-        if key == "properties":
-            value = {name: _structural(prop, defs) for name, prop in value.items()}
-        elif key in ("items", "additionalProperties"):
-            value = _structural(value, defs)
-        out[key] = value
-    if "properties" in out:
-        out.setdefault("type", "object")
-    return out
+    for bound, limit in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+        if bound in node and not isinstance(node[bound], bool):
+            node[limit] = node.pop(bound)
+            node[bound] = True
+
+
+def _kept(key: str, value: Any) -> bool:
+    """Whether a schema keyword goes into the CRD."""
+    if key in _DROP:
+        return False
+    # Empty and object defaults are left out here; _object_defaults writes each section's
+    # whole default object, which is what the API server's CEL checks need.
+    if key == "default" and (value is None or value == [] or isinstance(value, dict)):
+        return False
+    # additionalProperties: false is extra="forbid" in the models; the API server prunes unknown
+    # fields instead.
+    return not (key == "additionalProperties" and value is False)
 
 
 def _object_defaults(schema: dict[str, Any], model: type[Any]) -> None:

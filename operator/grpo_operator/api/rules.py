@@ -15,21 +15,11 @@ already run these rules on every object it sees).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from .crdgen import build_crd
-
-
-@dataclass(frozen=True)
-class RuleViolation:
-    field: str
-    """Where the rule sits, as `kubectl explain` spells it (spec.dataset)."""
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.message}"
+from .problem import Problem
 
 
 def _spec_schema() -> dict[str, Any]:
@@ -69,7 +59,7 @@ def _compiled() -> dict[str, Any]:
     return programs
 
 
-def rule_violations(spec: dict[str, Any]) -> list[RuleViolation]:
+def rule_violations(spec: dict[str, Any]) -> list[Problem]:
     """The CEL rules `spec` (wire form, defaults applied) breaks, outermost first.
 
     Like the API server, a rule runs only where its field is present, and the rules of an object
@@ -78,7 +68,7 @@ def rule_violations(spec: dict[str, Any]) -> list[RuleViolation]:
     import celpy
 
     programs = _compiled()
-    found: list[RuleViolation] = []
+    found: list[Problem] = []
 
     def visit(node: dict[str, Any], value: Any, path: str) -> None:
         if value is None:
@@ -92,10 +82,10 @@ def rule_violations(spec: dict[str, Any]) -> list[RuleViolation]:
             try:
                 verdict = program.evaluate({"self": celpy.json_to_cel(value)})
             except Exception as error:  # an evaluation error is a refusal, as in the API server
-                found.append(RuleViolation(where, f"{entry['message']} ({error})"))
+                found.append(Problem(where, f"{entry['message']} ({error})"))
                 continue
             if verdict is not True and not (isinstance(verdict, celpy.celtypes.BoolType) and bool(verdict)):
-                found.append(RuleViolation(where, entry["message"]))
+                found.append(Problem(where, entry["message"]))
         if isinstance(value, dict):
             for name, child in (node.get("properties") or {}).items():
                 visit(child, value.get(name), f"{path}.{name}")

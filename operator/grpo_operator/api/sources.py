@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlparse
 
+from .contract import SOURCES_ROOT
+
 Scheme = Literal["hf", "modelscope", "pvc", "s3", "local"]
-MOUNT_ROOT = "/grpo"
-SOURCES_ROOT = f"{MOUNT_ROOT}/sources"
 
 
 @dataclass(frozen=True)

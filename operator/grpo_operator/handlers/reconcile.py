@@ -1,29 +1,30 @@
-"""One reconcile of one GRPOJob: read, validate, plan, then act on the plan.
+"""One reconcile pass of one GRPOJob: read, validate, plan, then act on the plan.
 
-Every handler (create, update, resume, timers, RayJob events) ends here, so there is one code
-path to reason about. A per-job lock keeps two triggers for the same job from interleaving;
-deterministic names and server-side apply make a repeat after a crash harmless.
+Every trigger (a job's event, a RayJob's, a retry, the resync) ends in `Reconciler.once`, through
+the queue (handlers/queue.py), which runs one pass per job at a time and tries a failed one again;
+so there is one code path to reason about. Deterministic names and server-side apply make a
+repeat after a crash harmless.
 
-Level-triggered throughout: every reconcile of an unfinished job makes sure each of its children
+Level-triggered throughout: every pass over an unfinished job makes sure each of its children
 exists (from memory when this process has seen them all for the current attempt, by asking the
 API server otherwise, and again on every full resync), and a finished job is looked at until its
-Ray cluster is gone. A reconcile that fails is tried again with backoff instead of waiting for
-the next resync.
+Ray cluster is gone.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections import defaultdict
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
 
+from ..api.problem import Problem
+from ..api.timestamps import parse_rfc3339, rfc3339
 from ..api.v1alpha1 import GRPOJob
-from ..api.v1alpha1.status import CONDITION_MESSAGE_LIMIT, OPERATOR_STATUS_FIELDS
+from ..api.v1alpha1.status import CONDITION_MESSAGE_LIMIT, OPERATOR_STATUS_FIELDS, cut, diff
 from ..children.configmap import build_spec_configmap
 from ..children.meta import ownership, rayjob_name
 from ..children.networkpolicy import build_network_policy
@@ -31,30 +32,24 @@ from ..children.pvc import build_checkpoint_pvc
 from ..children.rayjob import build_rayjob
 from ..children.rbac import build_trainer_rbac
 from ..config import Settings
-from ..k8s import Api, ApiError, NotLeaderError
+from ..k8s import Api, ApiError
 from ..lifecycle import (
     TERMINAL,
     Plan,
     children_created,
     children_waiting,
-    cut,
-    diff,
     fail,
     holds_cluster,
-    parse_time,
     plan,
-    rfc3339,
 )
 from ..metrics import Metrics
-from ..validation import Problem, validate
+from ..validation import validate
 from .urgency import Urgency
 
 log = logging.getLogger(__name__)
 
 REJECTED = frozenset({400, 413, 422})
 """Answers that refuse a child as written: sending it again cannot help."""
-RETRY_BACKOFF_SECONDS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
-"""Waits before a failed reconcile of a job is tried again (the last one repeats)."""
 
 
 class ChildRefusedError(Exception):
@@ -75,15 +70,13 @@ class StaleReadError(Exception):
     the status computed from that read is not written; the reconcile starts over from a fresh one."""
 
 
-STALE_READ_ATTEMPTS = 3
-
-
 def _kind_name(manifest: dict[str, Any]) -> str:
     return f"{manifest['kind']} {manifest['metadata']['name']}"
 
 
 class Reconciler:
-    """Holds what reconciles share: the API, the settings, the metrics and per-job state."""
+    """One pass over one job, and what passes share: the API, the settings, the metrics, the
+    urgency gate and what this process knows of each job."""
 
     def __init__(
         self,
@@ -91,15 +84,11 @@ class Reconciler:
         settings: Settings,
         metrics: Metrics,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-        leading: Callable[[], bool] = lambda: True,
     ) -> None:
         self.api = api
-        self.leading = leading
-        """Whether this replica may act (k8s/leader.py); standby replicas drop every trigger."""
         self.settings = settings
         self.metrics = metrics
         self.clock = clock
-        self._locks: defaultdict[tuple[str, str], asyncio.Lock] = defaultdict(asyncio.Lock)
         self.urgency = Urgency()
         # Unfinished jobs with an activeDeadlineSeconds: the deadline pass visits only these.
         self.with_deadline: set[tuple[str, str]] = set()
@@ -107,9 +96,6 @@ class Reconciler:
         self.draining: set[tuple[str, str]] = set()
         # (uid, attempt) per job whose children this process has seen exist.
         self._ensured: dict[tuple[str, str], tuple[str, int]] = {}
-        self._retries: dict[tuple[str, str], asyncio.TimerHandle] = {}
-        self._failures: dict[tuple[str, str], int] = {}
-        self._tasks: set[asyncio.Future[None]] = set()
 
     @property
     def due_often(self) -> set[tuple[str, str]]:
@@ -120,97 +106,14 @@ class Reconciler:
         """Check every job's children with the API server again (the full resync calls this)."""
         self._ensured.clear()
 
-    async def reconcile(
-        self,
-        namespace: str,
-        name: str,
-        *,
-        trigger: str,
-        owner_uid: str | None = None,
-        body: dict[str, Any] | None = None,
-        rayjob: dict[str, Any] | None = None,
-    ) -> None:
-        """Bring one job forward.
-
-        `owner_uid`, from a child's owner reference, must match the job's: a RayJob left over from
-        an earlier job of the same name must not drive the new one. `body` (a just-created job) and
-        `rayjob` (from a RayJob event) each save a read when they are current; a burst of new jobs
-        is mostly made of such round trips. A reconcile that fails is scheduled again with backoff.
-        """
-        if not self.leading():
-            return  # the leader reconciles; on taking over it visits every job (wiring.take_over)
-        # A job without status is new: its reconcile leads to a RayJob and goes first. Following a
-        # RayJob's status and the resync pass wait their turn; a user's change to a job does not.
-        new_job = body is not None and not body.get("status")
-        if trigger != "job":
-            await self.urgency.wait_turn()
-        started = self.clock()
-        outcome = "error"
-        key = (namespace, name)
-        try:
-            async with self._locks[key]:
-                # Held only inside the lock, so work queued on this lock is never counted urgent.
-                release = self.urgency.hold() if new_job else None
-                try:
-                    for tries in range(1, STALE_READ_ATTEMPTS + 1):
-                        try:
-                            outcome = await self._reconcile(namespace, name, owner_uid, body, rayjob, release)
-                            break
-                        except StaleReadError:
-                            if tries == STALE_READ_ATTEMPTS:
-                                raise
-                            body, rayjob = None, None  # read both afresh
-                finally:
-                    if release is not None:
-                        release()
-        except asyncio.CancelledError:
-            raise
-        except NotLeaderError:
-            outcome = "standby"  # lost the Lease mid-way: the new leader takes the job from here
-        except Exception as error:
-            log.warning(
-                "reconcile of %s/%s failed: %s",
-                namespace,
-                name,
-                error,
-                extra={"job": name, "trigger": trigger},
-            )
-            self._retry_later(namespace, name)
-        else:
-            self._failures.pop(key, None)
-        finally:
-            elapsed = (self.clock() - started).total_seconds()
-            self.metrics.handler_seconds.labels(trigger, outcome).observe(elapsed)
-
-    def _retry_later(self, namespace: str, name: str) -> None:
-        """Reconcile the job again after a backoff that grows with each failure in a row."""
-        key = (namespace, name)
-        if key in self._retries:
-            return
-        failures = self._failures.get(key, 0)
-        self._failures[key] = failures + 1
-        delay = RETRY_BACKOFF_SECONDS[min(failures, len(RETRY_BACKOFF_SECONDS) - 1)]
-
-        def fire() -> None:
-            self._retries.pop(key, None)
-            task = asyncio.ensure_future(self.reconcile(namespace, name, trigger="retry"))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-
-        self._retries[key] = asyncio.get_running_loop().call_later(delay, fire)
-
-    def _forget(self, key: tuple[str, str]) -> None:
+    def forget(self, key: tuple[str, str]) -> None:
+        """The job is gone: drop what this process knew of it."""
         self.metrics.forget(*key)
-        self._locks.pop(key, None)
         self.with_deadline.discard(key)
         self.draining.discard(key)
         self._ensured.pop(key, None)
-        self._failures.pop(key, None)
-        handle = self._retries.pop(key, None)
-        if handle is not None:
-            handle.cancel()
 
-    async def _reconcile(
+    async def once(
         self,
         namespace: str,
         name: str,
@@ -219,6 +122,13 @@ class Reconciler:
         event_rayjob: dict[str, Any] | None,
         release: Callable[[], None] | None,
     ) -> str:
+        """One pass; returns its outcome (a metrics label). StaleReadError: start over from a fresh read.
+
+        `owner_uid`, from a child's owner reference, must match the job's: a RayJob left over from
+        an earlier job of the same name must not drive the new one. `body` (a just-created job) and
+        `event_rayjob` (from a RayJob event) each save a read when they are current. `release`
+        ends this pass's hold on the urgency gate once its RayJob is created.
+        """
         key = (namespace, name)
         if body is None or body.get("status"):
             # Read afresh under the lock: a handler's body may predate our last status write.
@@ -226,8 +136,7 @@ class Reconciler:
         else:
             body = {**body, "metadata": dict(body["metadata"])}  # our writes move its resourceVersion
         if body is None:
-            self._forget(key)
-            return "gone"
+            return "gone"  # the queue calls forget
         if owner_uid is not None and body["metadata"].get("uid") != owner_uid:
             return "stale"
         if body["metadata"].get("deletionTimestamp"):
@@ -390,7 +299,7 @@ class Reconciler:
         try:
             # Ahead of queued requests too: the status writes of newer jobs wait behind it.
             await self._put(job, build_rayjob(job, self.settings, attempt), create=True, first=True)
-            created = parse_time(job.metadata.get("creationTimestamp"))
+            created = parse_rfc3339(job.metadata.get("creationTimestamp"))
             if attempt == 1 and created:
                 self.metrics.create_to_rayjob_seconds.observe((self.clock() - created).total_seconds())
         finally:

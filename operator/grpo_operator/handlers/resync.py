@@ -14,16 +14,14 @@ import time
 
 from ..config import Settings
 from ..lifecycle import TERMINAL
-from .reconcile import Reconciler
+from .queue import JobQueue
 
 log = logging.getLogger(__name__)
 DEADLINE_TICK_SECONDS = 5.0
 PARALLEL_RECONCILES = 16
 
 
-async def resync_once(
-    reconciler: Reconciler, settings: Settings, *, full: bool, everything: bool = False
-) -> int:
+async def resync_once(queue: JobQueue, settings: Settings, *, full: bool, everything: bool = False) -> int:
     """Reconcile unfinished jobs: all of them when `full`, else those with a deadline.
 
     The deadline pass does not list: every job has been reconciled since this replica became the
@@ -31,6 +29,7 @@ async def resync_once(
     and which finished ones still have a Ray cluster. Listing hundreds of jobs every few seconds
     would compete with the jobs being started.
     """
+    reconciler = queue.reconciler
     if full or everything:
         jobs = await reconciler.api.list_jobs(settings.namespaces)
         unfinished = {
@@ -49,7 +48,7 @@ async def resync_once(
         async with gate:
             try:
                 trigger = "takeover" if everything else "resync" if full else "deadline"
-                await reconciler.reconcile(namespace, name, trigger=trigger)
+                await queue.reconcile(namespace, name, trigger=trigger)
             except Exception:  # one bad job must not stop the others' safety net
                 log.exception("resync of %s/%s failed", namespace, name)
 
@@ -57,16 +56,16 @@ async def resync_once(
     return len(due)
 
 
-async def resync_forever(reconciler: Reconciler, settings: Settings) -> None:
+async def resync_forever(queue: JobQueue, settings: Settings) -> None:
     last_full = time.monotonic()
     while True:
         await asyncio.sleep(min(DEADLINE_TICK_SECONDS, settings.resync_seconds))
-        if not reconciler.leading():
+        if not queue.leading():
             continue
         full = time.monotonic() - last_full >= settings.resync_seconds
         if full:
             last_full = time.monotonic()
         try:
-            await resync_once(reconciler, settings, full=full)
+            await resync_once(queue, settings, full=full)
         except Exception:  # the API may be briefly away; try again next tick
             log.exception("resync pass failed")

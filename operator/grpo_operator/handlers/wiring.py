@@ -1,6 +1,7 @@
 """Registers the operator's kopf handlers on a registry, with settings bound in (no globals).
 
-Every handler is an event handler feeding one level-triggered reconcile (handlers/reconcile.py):
+Every handler is an event handler feeding one level-triggered reconcile (handlers/queue.py, then
+handlers/reconcile.py):
 the lifecycle is derived from what exists, not from which kopf callback fired. kopf therefore
 keeps no state of its own on our objects — no progress or diff-base annotations, no finalizer —
 so a job never waits on the operator to be deleted, and the operator needs no write access to
@@ -23,7 +24,7 @@ from ..children.meta import JOB_LABEL
 from ..config import Settings
 from ..k8s import Leader, proxy_for
 from ..rayjob_status import fingerprint
-from .reconcile import Reconciler
+from .queue import JobQueue
 from .resync import resync_forever, resync_once
 
 log = logging.getLogger(__name__)
@@ -73,10 +74,64 @@ def with_proxy(
     return dataclasses.replace(info, proxy_url=proxy_for(info.server, environ))
 
 
+class SeenEvents:
+    """Last seen, per object, of what makes an event worth a reconcile.
+
+    Events that change nothing we read (our own status writes, the trainer's progress reports,
+    KubeRay's heartbeats) are dropped here instead of costing API round trips.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: dict[tuple[str, str], tuple[str, ...]] = {}
+        self._rayjobs: dict[tuple[str, str], tuple[str, ...]] = {}
+
+    def job_changed(self, key: tuple[str, str], body: Mapping[str, Any]) -> bool:
+        """A new uid, a spec change (generation), a deletion starting, or the trainer's health
+        verdict flipping (the Healthy condition follows it)."""
+        meta = body["metadata"]
+        health = (body.get("status") or {}).get("health") or {}
+        wanted = (
+            str(meta.get("uid")),
+            str(meta.get("generation")),
+            str(bool(meta.get("deletionTimestamp"))),
+            f"{health.get('attempt')}:{health.get('healthy')}",
+        )
+        return _changed(self._jobs, key, wanted)
+
+    def rayjob_changed(self, key: tuple[str, str], status: Mapping[str, Any]) -> bool:
+        return _changed(self._rayjobs, key, fingerprint(dict(status)))
+
+    def job_deleted(self, key: tuple[str, str]) -> None:
+        self._jobs.pop(key, None)
+
+    def rayjob_deleted(self, key: tuple[str, str]) -> None:
+        self._rayjobs.pop(key, None)
+
+
+def _changed(
+    seen: dict[tuple[str, str], tuple[str, ...]], key: tuple[str, str], now: tuple[str, ...]
+) -> bool:
+    if seen.get(key) == now:
+        return False
+    seen[key] = now
+    return True
+
+
+def configure(settings: kopf.OperatorSettings) -> None:
+    """kopf's settings for this operator."""
+    settings.posting.level = logging.WARNING
+    # We name our resources explicitly; scanning would need cluster-wide CRD and namespace
+    # reads that least-privilege RBAC does not grant.
+    settings.scanning.disabled = True
+    settings.persistence.diffbase_storage = _NoDiffBase()
+    settings.watching.server_timeout = 300
+    settings.networking.error_backoffs = [1, 2, 5, 10]
+
+
 def register(
     registry: kopf.OperatorRegistry,
     settings: Settings,
-    reconciler: Reconciler,
+    queue: JobQueue,
     leader: Leader | None = None,
     stop: asyncio.Event | None = None,
 ) -> None:
@@ -86,24 +141,25 @@ def register(
     visits every job once (what it missed while waiting), and on losing it sets `stop`, which
     ends the operator (a fresh process starts as a candidate again).
     """
-    # Last seen, per object, of what makes an event worth a reconcile. Events that change nothing
-    # we read (our own status writes, the trainer's progress reports, KubeRay's heartbeats) are
-    # dropped here instead of costing API round trips.
-    seen_jobs: dict[tuple[str, str], tuple[str, ...]] = {}
-    seen_rayjobs: dict[tuple[str, str], tuple[str, ...]] = {}
+    _register_life(registry, settings, queue, leader, stop)
+    _register_events(registry, queue)
+
+
+def _register_life(
+    registry: kopf.OperatorRegistry,
+    settings: Settings,
+    queue: JobQueue,
+    leader: Leader | None,
+    stop: asyncio.Event | None,
+) -> None:
+    """Start-up, login and clean-up: the resync loop and the Lease run for the operator's life."""
     ours = settings  # kopf passes its own `settings` to startup handlers
 
     @kopf.on.startup(registry=registry)
-    async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-        settings.posting.level = logging.WARNING
-        # We name our resources explicitly; scanning would need cluster-wide CRD and namespace
-        # reads that least-privilege RBAC does not grant.
-        settings.scanning.disabled = True
-        settings.persistence.diffbase_storage = _NoDiffBase()
-        settings.watching.server_timeout = 300
-        settings.networking.error_backoffs = [1, 2, 5, 10]
+    async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+        configure(settings)
         # One safety-net loop for the whole operator (a kopf timer per job would need a finalizer).
-        memo["resync"] = asyncio.create_task(resync_forever(reconciler, ours))
+        memo["resync"] = asyncio.create_task(resync_forever(queue, ours))
         if leader is not None:
             memo["leader"] = asyncio.create_task(leader.run(take_over, lose))
 
@@ -111,7 +167,7 @@ def register(
         # Events that came while this replica waited were dropped: visit every job, finished
         # ones too (a finished job may still have a Ray cluster to take down).
         try:
-            await resync_once(reconciler, ours, full=True, everything=True)
+            await resync_once(queue, ours, full=True, everything=True)
         except Exception:  # the resync loop catches up on what this pass could not do
             log.exception("the takeover pass failed")
 
@@ -133,32 +189,27 @@ def register(
                 task.cancel()
         if leader is not None:
             await leader.release()
-        await reconciler.api.close()
+        await queue.reconciler.api.close()
+
+
+def _register_events(registry: kopf.OperatorRegistry, queue: JobQueue) -> None:
+    """The GRPOJob and RayJob events, each worth a reconcile only when something we read changed."""
+    seen = SeenEvents()
+    metrics = queue.reconciler.metrics
 
     @kopf.on.event(GROUP, VERSION, PLURAL, id="grpojob", registry=registry)
     async def on_job(body: kopf.Body, type: str | None, **_: Any) -> None:
-        meta = body.metadata
-        key = (meta["namespace"], meta["name"])
+        key = (body.metadata["namespace"], body.metadata["name"])
         if type == "DELETED":
-            seen_jobs.pop(key, None)
-            reconciler.metrics.forget(*key)
+            seen.job_deleted(key)
+            metrics.forget(*key)
             return
         # Every event, the trainer's progress reports included, refreshes the job's gauges.
-        reconciler.metrics.observe(dict(body))
-        # A new uid, a spec change (generation), a deletion starting, or the trainer's health
-        # verdict flipping (the Healthy condition follows it) is worth a reconcile.
-        health = (body.get("status") or {}).get("health") or {}
-        wanted = (
-            str(meta.get("uid")),
-            str(meta.get("generation")),
-            str(bool(meta.get("deletionTimestamp"))),
-            f"{health.get('attempt')}:{health.get('healthy')}",
-        )
-        if seen_jobs.get(key) == wanted:
+        metrics.observe(dict(body))
+        if not seen.job_changed(key, body):
             return
-        seen_jobs[key] = wanted
         # A job without status is as fresh as a read would be: hand it over, save the round trip.
-        await reconciler.reconcile(*key, trigger="job", body=dict(body))
+        await queue.reconcile(*key, trigger="job", body=dict(body))
 
     @kopf.on.event(
         "ray.io", "v1", "rayjobs", labels={JOB_LABEL: kopf.PRESENT}, id="rayjob", registry=registry
@@ -170,13 +221,11 @@ def register(
         key = (body.metadata["namespace"], body.metadata["name"])
         rayjob: dict[str, Any] | None = None
         if type == "DELETED":
-            seen_rayjobs.pop(key, None)
+            seen.rayjob_deleted(key)
         else:
             status = dict(body.get("status") or {})
-            watched = fingerprint(status)
-            if seen_rayjobs.get(key) == watched:
+            if not seen.rayjob_changed(key, status):
                 return
-            seen_rayjobs[key] = watched
             rayjob = {"metadata": dict(body.metadata), "spec": dict(body.spec), "status": status}
         name, uid = owner
-        await reconciler.reconcile(key[0], name, trigger="rayjob", owner_uid=uid, rayjob=rayjob)
+        await queue.reconcile(key[0], name, trigger="rayjob", owner_uid=uid, rayjob=rayjob)

@@ -14,11 +14,11 @@ import json
 import logging
 import socket
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
 
+from ..api.timestamps import rfc3339
 from ..api.v1alpha1 import GROUP, KIND, PLURAL, VERSION
 from .credentials import Credentials
 from .transport import (
@@ -310,7 +310,7 @@ class Api:
         inside its own handlers: the resync loop changes phases too. A lost Event is logged, never
         fatal to the reconcile that caused it."""
         meta = obj["metadata"]
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = rfc3339()
         event = {
             "apiVersion": "v1",
             "kind": "Event",

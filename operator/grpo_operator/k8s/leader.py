@@ -28,6 +28,7 @@ from typing import Any
 
 import aiohttp
 
+from ..api.timestamps import micro_rfc3339
 from .api import Api, ApiError
 
 log = logging.getLogger(__name__)
@@ -51,10 +52,6 @@ class LeaseTerms:
                 "leader election needs 0 < retry period < renew deadline < lease duration, got "
                 f"{self.retry} / {self.renew_deadline} / {self.duration}"
             )
-
-
-def _micro_time(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class Leader:
@@ -110,7 +107,7 @@ class Leader:
             lease = await self.api.request("GET", self._path, guarded=False)
             if (lease.get("spec") or {}).get("holderIdentity") != self.terms.identity:
                 return
-            now = _micro_time(datetime.now(UTC))
+            now = micro_rfc3339(datetime.now(UTC))
             lease["spec"].update({"holderIdentity": None, "leaseDurationSeconds": 1, "renewTime": now})
             await self.api.request("PUT", self._path, body=lease, guarded=False)
         except (ApiError, aiohttp.ClientError, TimeoutError) as error:
@@ -122,7 +119,7 @@ class Leader:
         terms = self.terms
         try:
             lease = await self.api.request("GET", self._path, guarded=False, missing_ok=True)
-            now = _micro_time(datetime.now(UTC))
+            now = micro_rfc3339(datetime.now(UTC))
             if lease is None:
                 await self.api.request(
                     "POST",

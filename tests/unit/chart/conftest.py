@@ -3,8 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from .helm import notes_chart
+from support.helm import notes_chart
 
 
 @pytest.fixture(scope="session")

@@ -8,8 +8,7 @@ import tomllib
 import pytest
 import yaml
 from grpo_operator.api.crdgen import CRD_FILENAME
-
-from .helm import CHART, NAMESPACED, REPO, helm, kube_version, only, render
+from support.helm import CHART, NAMESPACED, REPO, helm, kube_version, only, render
 
 
 def _lint(values: dict | None) -> None:

@@ -14,8 +14,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-
-from .helm import CHART, NAMESPACED, of_kind, only, render
+from support.helm import CHART, NAMESPACED, of_kind, only, render
 
 SCRIPT = CHART / "files" / "pre_delete.py"
 

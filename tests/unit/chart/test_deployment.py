@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
-
-from .helm import NAMESPACED, only, rejection, render
+from support.helm import NAMESPACED, only, rejection, render
 
 
 def _deployment(values: dict | None = None, *sets: str) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .helm import of_kind, only, render
+from support.helm import of_kind, only, render
 
 
 def test_the_service_selects_the_operator_pod_and_its_metrics_port() -> None:

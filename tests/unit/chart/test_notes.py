@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-
-from .helm import NAMESPACED, REPO, render_notes
+from support.helm import NAMESPACED, REPO, render_notes
 
 EXAMPLE = REPO / "examples" / "lora-single-gpu.yaml"
 

@@ -7,10 +7,9 @@ from typing import Any
 
 import pytest
 import yaml
-from controller.helpers import EXAMPLES, example_body, job_from
 from grpo_operator.children.rbac import build_trainer_rbac
-
-from .helm import NAMESPACE, NAMESPACED, of_kind, only, render, render_text
+from support.helm import NAMESPACE, NAMESPACED, of_kind, only, render, render_text
+from support.operator_inputs import EXAMPLES, example_body, job_from
 
 # (API group, resource) -> verbs: the operator's whole use of the API (operator/grpo_operator/k8s/api.py
 # and kopf). A change here is a change of the operator's privileges and must be deliberate.

@@ -6,8 +6,7 @@ import subprocess
 import sys
 
 import yaml
-
-from .helm import CHART, REPO
+from support.helm import CHART, REPO
 
 sys.path.insert(0, str(REPO / "charts"))
 import readme

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from .helm import rejection, render
+from support.helm import rejection, render
 
 
 @pytest.mark.parametrize(

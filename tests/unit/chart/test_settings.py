@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 import yaml
 from grpo_operator.config import AcceleratorProfile, Settings, load_settings
-
-from .helm import CHART, NAMESPACED, only, render
+from support.helm import CHART, NAMESPACED, only, render
 
 VALUES = yaml.safe_load((CHART / "values.yaml").read_text())
 SCHEMA = json.loads((CHART / "values.schema.json").read_text())

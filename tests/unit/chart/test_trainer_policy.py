@@ -10,8 +10,7 @@ from grpo_operator.api.v1alpha1.status import (
     TRAINER_STATUS_FIELDS,
     GRPOJobStatus,
 )
-
-from .helm import NAMESPACED, of_kind, render
+from support.helm import NAMESPACED, of_kind, render
 
 
 def _policy(values: dict | None = None) -> dict:

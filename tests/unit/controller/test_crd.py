@@ -8,8 +8,7 @@ import pytest
 import yaml
 from grpo_operator.api.crdgen import CRD_FILENAME, build_crd, render
 from grpo_operator.api.v1alpha1 import GRPOJobSpec
-
-from .helpers import REPO
+from support.operator_inputs import REPO
 
 FORBIDDEN = {"$ref", "$defs", "anyOf", "oneOf", "allOf", "title", "const", "propertyNames"}
 

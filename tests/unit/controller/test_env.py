@@ -7,8 +7,7 @@ import json
 from grpo_operator.children.configmap import build_spec_configmap
 from grpo_operator.children.rayjob import build_rayjob
 from grpo_operator.config import load_settings
-
-from .helpers import job_from, minimal_body
+from support.operator_inputs import job_from, minimal_body
 
 SETTINGS = load_settings(environ={})
 ENV = [

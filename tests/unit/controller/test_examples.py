@@ -20,8 +20,7 @@ from grpo_operator.children.rayjob import build_rayjob
 from grpo_operator.children.rbac import build_trainer_rbac
 from grpo_operator.config import load_settings
 from grpo_operator.validation import validate
-
-from .helpers import EXAMPLES, example_body, job_from
+from support.operator_inputs import EXAMPLES, example_body, job_from
 
 GOLDEN = Path(__file__).parent / "golden"
 SETTINGS = load_settings(environ={})

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from grpo_operator.children.networkpolicy import DASHBOARD_PORT, build_network_policy
 from grpo_operator.config import load_settings
-
-from .helpers import job_from, minimal_body
+from support.operator_inputs import job_from, minimal_body
 
 SETTINGS = load_settings(environ={})
 

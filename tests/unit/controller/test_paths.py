@@ -6,8 +6,7 @@ from grpo_operator.api import contract
 from grpo_operator.children.paths import job_paths
 from grpo_operator.children.rayjob import build_rayjob
 from grpo_operator.config import load_settings
-
-from .helpers import job_from, minimal_body
+from support.operator_inputs import job_from, minimal_body
 
 SETTINGS = load_settings(environ={})
 

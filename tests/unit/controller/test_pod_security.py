@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 from grpo_operator.children.rayjob import build_rayjob
 from grpo_operator.config import Settings, load_settings
-
-from .helpers import EXAMPLES, example_body, job_from
+from support.operator_inputs import EXAMPLES, example_body, job_from
 
 SETTINGS = load_settings(environ={})
 RESTRICTED_VOLUMES = {
@@ -42,27 +41,33 @@ def restricted_violations(pod: dict[str, Any]) -> list[str]:
             found.append(f"volume {volume['name']}: {kinds}")
     if pod_security.get("runAsUser") == 0:
         found.append("pod runAsUser 0")
-    pod_seccomp = (pod_security.get("seccompProfile") or {}).get("type")
     for container in [*spec.get("initContainers", []), *spec["containers"]]:
-        sc = container.get("securityContext") or {}
-        name = container["name"]
-        if sc.get("privileged"):
-            found.append(f"{name}: privileged")
-        if sc.get("allowPrivilegeEscalation") is not False:
-            found.append(f"{name}: allowPrivilegeEscalation is not false")
-        caps = sc.get("capabilities") or {}
-        if "ALL" not in caps.get("drop", []):
-            found.append(f"{name}: capabilities not dropped")
-        if set(caps.get("add", [])) - {"NET_BIND_SERVICE"}:
-            found.append(f"{name}: capabilities added")
-        if not (sc.get("runAsNonRoot") or pod_security.get("runAsNonRoot")):
-            found.append(f"{name}: runAsNonRoot unset")
-        if sc.get("runAsUser") == 0:
-            found.append(f"{name}: runAsUser 0")
-        if (sc.get("seccompProfile") or {}).get("type", pod_seccomp) not in ("RuntimeDefault", "Localhost"):
-            found.append(f"{name}: no seccomp profile")
-        if any(port.get("hostPort") for port in container.get("ports", [])):
-            found.append(f"{name}: hostPort")
+        found += _container_violations(container, pod_security)
+    return found
+
+
+def _container_violations(container: dict[str, Any], pod_security: dict[str, Any]) -> list[str]:
+    sc = container.get("securityContext") or {}
+    name = container["name"]
+    pod_seccomp = (pod_security.get("seccompProfile") or {}).get("type")
+    found = []
+    if sc.get("privileged"):
+        found.append(f"{name}: privileged")
+    if sc.get("allowPrivilegeEscalation") is not False:
+        found.append(f"{name}: allowPrivilegeEscalation is not false")
+    caps = sc.get("capabilities") or {}
+    if "ALL" not in caps.get("drop", []):
+        found.append(f"{name}: capabilities not dropped")
+    if set(caps.get("add", [])) - {"NET_BIND_SERVICE"}:
+        found.append(f"{name}: capabilities added")
+    if not (sc.get("runAsNonRoot") or pod_security.get("runAsNonRoot")):
+        found.append(f"{name}: runAsNonRoot unset")
+    if sc.get("runAsUser") == 0:
+        found.append(f"{name}: runAsUser 0")
+    if (sc.get("seccompProfile") or {}).get("type", pod_seccomp) not in ("RuntimeDefault", "Localhost"):
+        found.append(f"{name}: no seccomp profile")
+    if any(port.get("hostPort") for port in container.get("ports", [])):
+        found.append(f"{name}: hostPort")
     return found
 
 

@@ -6,8 +6,7 @@ import pytest
 from grpo_operator.api.v1alpha1 import GRPOJob
 from grpo_operator.config import load_settings
 from grpo_operator.validation import describe, validate
-
-from .helpers import job_from, minimal_body
+from support.operator_inputs import job_from, minimal_body
 
 SETTINGS = load_settings(environ={})
 

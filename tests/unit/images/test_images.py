@@ -20,8 +20,7 @@ from grpo_operator.config import Settings
 from grpo_trainer.engines.verl.versions import PROFILES, SUPPORTED
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-
-from .dockerfile import BUILD, DOCKERFILES, REPO, Dockerfile, build_args, versions
+from support.dockerfile import BUILD, DOCKERFILES, REPO, Dockerfile, build_args, versions
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 CHART_VALUES = yaml.safe_load((REPO / "charts" / "grpo-operator" / "values.yaml").read_text())

@@ -1,6 +1,6 @@
 """One verdict everywhere, offline: every local judge refuses the same specs, naming the same field.
 
-The cluster tier (tests/integration/test_verdicts.py) adds the API server's own answer (a
+The cluster tier (tests/integration/test_kubectl_grpo.py) adds the API server's own answer (a
 server-side dry run) and the operator's reconcile for the same cases.
 """
 
@@ -18,7 +18,7 @@ from grpo_trainer.cli import main as grpo_train
 from grpo_trainer.engines.verl.configs import CACHE_ENV
 from grpo_trainer.failures import CONFIG_ERROR
 from grpo_trainer.spec import grpojob_document
-from verdicts.cases import BASE, CASES, Case
+from support.verdict_cases import BASE, CASES, Case
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))

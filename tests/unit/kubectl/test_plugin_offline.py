@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from grpo_kubectl.cli import main
-from grpo_kubectl.curves import history_from_metrics
+from grpo_kubectl.history import history_from_metrics
 from grpo_kubectl.reader import build_reader_pod, cat_script
 from grpo_kubectl.show import describe
 from grpo_kubectl.volume import LocalVolume

@@ -1,4 +1,4 @@
-"""geo3k, the seed's scorer: verl's own geo3k rule, its answer graded by mathruler, within a time bound.
+"""geo3k, the geo3k Ascend recipe's scorer: verl's own geo3k rule, its answer graded by mathruler, within a time bound.
 
 The oracle below is verl's `verl/utils/reward_score/geo3k.py` rule written out (mathruler's
 grade_answer on its extract_boxed_content, and verl's format regex); tests/unit/verl_contract runs

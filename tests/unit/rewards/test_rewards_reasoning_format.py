@@ -1,4 +1,4 @@
-"""reasoning-format: the seed's two TRL reward functions, reproduced exactly."""
+"""reasoning-format: the single-GPU LoRA recipe's two TRL reward functions, reproduced exactly."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from grpo_trainer.rewards import reasoning_format as rf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-# The seed's functions (003, "Dual-Tier Reward Function Implementation"), kept as the oracle.
+# The single-GPU LoRA recipe's functions ("Dual-Tier Reward Function Implementation"), kept as the oracle.
 SEED_SOLUTION_REGEX = re.compile(r"<SOLUTION>(.*?)</SOLUTION>", re.DOTALL)
 
 

@@ -9,8 +9,7 @@ import yaml
 from grpo_trainer.cli import main
 from grpo_trainer.engines.verl.configs import CACHE_ENV
 from grpo_trainer.failures import CONFIG_ERROR
-
-from .helpers import EXAMPLES, VERL_CONFIG_CACHE, example_job
+from support.trainer_inputs import EXAMPLES, VERL_CONFIG_CACHE, example_job
 
 
 @pytest.fixture(autouse=True)
@@ -83,7 +82,7 @@ def test_plan_prints_the_trl_plan_with_reasons(capsys):
     settings = {line.split()[0]: line for line in lines[1:]}
     assert settings["learning_rate"].endswith("# spec.algorithm.learningRate")
     assert '"dr_grpo"' in settings["loss_type"]
-    assert "the single-GPU seed's recipe" in settings["adam_beta2"]
+    assert "the single-GPU LoRA recipe" in settings["adam_beta2"]
     assert settings["lora.r"].split()[1] == "16"
     assert "forward passes per optimiser update" in settings["gradient_accumulation_steps"]
 

@@ -10,8 +10,7 @@ from grpo_trainer import attempt as attempt_module
 from grpo_trainer.cli import main
 from grpo_trainer.data.user import VERL_COLUMNS
 from grpo_trainer.failures import CONFIG_ERROR, DATA_ERROR
-
-from .helpers import EXAMPLES
+from support.trainer_inputs import EXAMPLES
 
 
 class Writers:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from grpo_trainer.curves import Curve, curves, main, terminal_chart, write_png
+from grpo_kubectl.drawing import Curve, curves, main, terminal_chart, write_png
 
 HISTORY = [
     {"step": 2, "reward": 0.5, "responseLength": 12.0},

@@ -16,8 +16,7 @@ from grpo_trainer.data import known_train_rows, planned, prepare
 from grpo_trainer.data.geo3k import DATA_SOURCE, INSTRUCTION
 from grpo_trainer.failures import CONFIG_ERROR, DATA_ERROR, ConfigError, DataError
 from PIL import Image
-
-from .helpers import example_job, hf_cached_dataset, write_geo3k_dataset
+from support.trainer_inputs import example_job, hf_cached_dataset, write_geo3k_dataset
 
 
 @pytest.fixture

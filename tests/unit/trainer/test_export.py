@@ -9,8 +9,7 @@ import pytest
 from grpo_trainer.engines.verl.checkpoints import TRACKER
 from grpo_trainer.engines.verl.export import ExportError, export, merge_command
 from grpo_trainer.failures import ConfigError
-
-from .helpers import example_job
+from support.trainer_inputs import example_job
 
 
 class FakeMerger:

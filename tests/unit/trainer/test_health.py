@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 
-from grpo_trainer.report import TrainingState, parse_line, status_patch
+from grpo_trainer.progress import TrainingState, parse_line, status_patch
 
 from .test_report import verl_step
 

@@ -7,7 +7,7 @@ import json
 import pytest
 from grpo_operator.api.v1alpha1 import GRPOJobStatus
 from grpo_operator.api.v1alpha1.status import HISTORY_LIMIT, TRAINER_STATUS_FIELDS
-from grpo_trainer.report import (
+from grpo_trainer.progress import (
     TrainingState,
     downsample,
     duration,

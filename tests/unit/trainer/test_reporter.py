@@ -13,10 +13,9 @@ from grpo_operator.api.contract import checkpoint_events_file
 from grpo_trainer.engines.verl import checkpoints
 from grpo_trainer.engines.verl.callback import StatusCheckpointCallback
 from grpo_trainer.engines.verl.checkpoints import TRACKER
-from grpo_trainer.report import TrainingState
+from grpo_trainer.progress import TrainingState
 from grpo_trainer.reporter import Reporter, Tail
-
-from .helpers import FakeAPI
+from support.trainer_inputs import FakeAPI
 
 
 def write(path: Path, text: str) -> None:

@@ -15,8 +15,7 @@ from grpo_trainer.engines.verl.launch import engine_env
 from grpo_trainer.engines.verl.overrides import _worker_env
 from grpo_trainer.engines.verl.trl_shadow import SHADOWS, trl_needs_shadow
 from grpo_trainer.spec import Attempt
-
-from .helpers import FakeAPI, example_job, hf_cached_dataset
+from support.trainer_inputs import FakeAPI, example_job, hf_cached_dataset
 
 SMALL = {"trainBatchSize": 8, "miniBatchSize": 8, "microBatchSizePerDevice": 1}
 VERL_091 = Options(engine=EngineOptions(verl_version="0.9.1", progress=False))

@@ -25,8 +25,7 @@ from grpo_trainer.engines.verl.overrides import (
 from grpo_trainer.engines.verl.versions import PROFILES, SUPPORTED, profile_for
 from grpo_trainer.failures import ConfigError
 from grpo_trainer.rewards import get_reward
-
-from .helpers import example_job, example_manifests
+from support.trainer_inputs import example_job, example_manifests
 
 VERL_EXAMPLES = sorted(
     stem
@@ -86,7 +85,7 @@ def test_example_composes_with_its_intent(verl_configs, version, stem):
     assert select(cfg, "trainer.default_local_dir").startswith("/")
     assert select(cfg, "trainer.resume_mode") == "auto"
     assert select(cfg, "trainer.max_actor_ckpt_to_keep") == job.spec.checkpoint.keep
-    # The seed's hyperparameters.
+    # The reference recipes' hyperparameters.
     algo = job.spec.algorithm
     assert select(cfg, "algorithm.adv_estimator") == "grpo"
     assert select(cfg, "data.train_batch_size") == algo.train_batch_size
@@ -146,8 +145,8 @@ def test_verl_07_reads_the_reward_through_its_legacy_migration(verl_configs):
     assert effective_reward(cfg, profile)["path"] == path
 
 
-# The seed scripts' literal reward and engine keys (SafeGRPO and the Ascend geo3k tutorial).
-SEED_OVERRIDES = [
+# The reference recipes' literal reward and engine keys (SafeGRPO and geo3k on Ascend).
+RECIPE_OVERRIDES = [
     "reward_model.reward_manager=batch",
     "custom_reward_function.path=./reward/safetygrpo_qwen3.py",
     "custom_reward_function.name=compute_score_batch",
@@ -158,7 +157,7 @@ SEED_OVERRIDES = [
 
 
 def test_seed_literal_overrides_drop_the_custom_reward_in_verl_09(verl_configs):
-    cfg = compose(verl_configs["0.9.1"], SEED_OVERRIDES)
+    cfg = compose(verl_configs["0.9.1"], RECIPE_OVERRIDES)
     profile = PROFILES["0.9"]
     # Composition succeeds, silently: the reward goes into a legacy slot 0.9's main_ppo never reads.
     assert select(cfg, "custom_reward_function.path") == "./reward/safetygrpo_qwen3.py"
@@ -180,7 +179,7 @@ def test_seed_literal_overrides_drop_the_custom_reward_in_verl_09(verl_configs):
 @pytest.mark.parametrize(
     ("version", "override"),
     [
-        # 0.7 migrates the seed's key into reward.reward_manager.name at start-up ...
+        # 0.7 migrates the recipe's key into reward.reward_manager.name at start-up ...
         ("0.7.1", "reward_model.reward_manager=batch"),
         # ... and on 0.9 the obvious rewrite names a manager that no longer exists.
         ("0.9.1", "reward.reward_manager.name=batch"),

@@ -1,17 +1,37 @@
-"""checkpoint-N folders shared by every attempt: resume from the newest complete one, prune old."""
+"""checkpoint-N folders shared by every attempt: resume from the newest complete one, prune old.
+
+Which one an attempt starts from is the driver's decision (grpo_trainer/inputs.py), read here
+with the TRL engine's checkpoints.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
+from grpo_trainer.engines.base import EngineOptions
 from grpo_trainer.engines.trl.checkpoints import (
     latest_checkpoint,
-    list_checkpoints,
     prune_checkpoints,
     remove_incomplete,
-    resolve_resume,
 )
+from grpo_trainer.engines.trl.engine import TrlEngine
+from grpo_trainer.failures import ConfigError
+from grpo_trainer.inputs import decide_resume
+from support.trainer_inputs import example_job
+
+
+def folders(root: Path) -> list[str]:
+    return sorted((p.name for p in root.iterdir()), key=lambda name: int(name.rpartition("-")[2]))
+
+
+def trl_job(tmp_path: Path, resume: str = "latest") -> Any:
+    """The single-GPU LoRA example with its checkpoint folder under `tmp_path`."""
+    return example_job("lora-single-gpu", tmp_path, checkpoint={"resume": resume})
+
+
+ENGINE = TrlEngine(EngineOptions())
 
 
 def make(root: Path, step: int, *, complete: bool = True) -> Path:
@@ -35,17 +55,20 @@ def test_latest_is_the_newest_complete_by_step_not_by_name(tmp_path: Path) -> No
 def test_nothing_to_resume_from(tmp_path: Path) -> None:
     assert latest_checkpoint(tmp_path) is None
     assert latest_checkpoint(tmp_path / "missing") is None
-    assert resolve_resume(tmp_path, "latest") is None
+    assert decide_resume(trl_job(tmp_path), 1, ENGINE).checkpoint is None
 
 
 def test_resume_modes(tmp_path: Path) -> None:
-    make(tmp_path, 4)
-    assert resolve_resume(tmp_path, "none") is None
-    chosen = resolve_resume(tmp_path, str(tmp_path / "checkpoint-4"))
+    job = trl_job(tmp_path)
+    root = Path(job.paths.checkpoint_dir)
+    make(root, 4)
+    assert decide_resume(job, 1, ENGINE).checkpoint.step == 4
+    assert decide_resume(trl_job(tmp_path, "none"), 1, ENGINE).checkpoint is None
+    chosen = decide_resume(trl_job(tmp_path, str(root / "checkpoint-4")), 1, ENGINE).checkpoint
     assert chosen is not None
     assert chosen.step == 4
-    with pytest.raises(ValueError, match="not a complete"):
-        resolve_resume(tmp_path, str(tmp_path / "checkpoint-5"))
+    with pytest.raises(ConfigError, match="not a complete"):
+        decide_resume(trl_job(tmp_path, str(root / "checkpoint-5")), 1, ENGINE)
 
 
 def test_prune_keeps_the_newest_across_attempts(tmp_path: Path) -> None:
@@ -54,7 +77,7 @@ def test_prune_keeps_the_newest_across_attempts(tmp_path: Path) -> None:
     in_progress = make(tmp_path, 100, complete=False)
     removed = prune_checkpoints(tmp_path, keep=2)
     assert sorted(p.name for p in removed) == ["checkpoint-20", "checkpoint-40"]
-    assert [c.step for c in list_checkpoints(tmp_path)] == [60, 80, 100]
+    assert folders(tmp_path) == ["checkpoint-60", "checkpoint-80", "checkpoint-100"]
     assert in_progress.is_dir()
 
 
@@ -62,7 +85,7 @@ def test_incomplete_folders_are_removed_before_a_run(tmp_path: Path) -> None:
     make(tmp_path, 2)
     make(tmp_path, 4, complete=False)
     assert [p.name for p in remove_incomplete(tmp_path)] == ["checkpoint-4"]
-    assert [c.step for c in list_checkpoints(tmp_path)] == [2]
+    assert folders(tmp_path) == ["checkpoint-2"]
 
 
 def test_keep_must_be_positive(tmp_path: Path) -> None:

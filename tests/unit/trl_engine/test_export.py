@@ -22,7 +22,6 @@ def test_trains_and_exports_adapter_and_merged_model(tiny_model_dir: Path, tmp_p
             rows=make_rows(plan.rows),
             reward_funcs=[colour_reward],
             metrics_path=str(tmp_path / "metrics.jsonl"),
-            resume="none",
             export_dir=str(tmp_path / "export"),
         )
     )

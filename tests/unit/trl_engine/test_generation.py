@@ -88,7 +88,7 @@ def test_in_bf16_merging_loses_part_of_the_adapter_and_moves_the_frozen_weights(
     than a bf16 weight's last place: added to the weight, much of it rounds away (systematically,
     towards the base model), the merged model's logits are off the policy's by about as much as the
     adapter moves them, and unmerging leaves the frozen weights changed. (B at 1e-4 on this
-    model's 64-wide layers is relatively larger than a seed run's 60 steps at 5e-6 on the 4B.)"""
+    model's 64-wide layers is relatively larger than the single-GPU LoRA recipe's 60 steps at 5e-6 on the 4B.)"""
     model, processor = _adapted(tiny_model_dir, b_std=1e-4, dtype=torch.bfloat16)
     layer = model.base_model.model.model.language_model.layers[0].self_attn.q_proj
     weight = layer.base_layer.weight.detach().clone()
@@ -124,7 +124,6 @@ def _run(tmp_path: Path, model_dir: Path, generation: str) -> list[dict[str, Any
             rows=make_rows(plan.rows),
             reward_funcs=[colour_reward],
             metrics_path=str(tmp_path / generation / "metrics.jsonl"),
-            resume="none",
         )
     )
     assert getattr(result.trainer, "generation_fallback", None) is None

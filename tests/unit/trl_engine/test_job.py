@@ -112,10 +112,12 @@ def test_vllm_generation_is_trls_colocated_vllm_sized_by_the_spec() -> None:
 def test_the_plan_says_how_rollouts_are_generated_and_what_is_exported() -> None:
     from grpo_trainer.engines.base import EngineOptions
     from grpo_trainer.engines.trl.engine import TrlEngine
+    from grpo_trainer.inputs import planned_inputs
     from grpo_trainer.spec import Attempt
 
     job = load_job(EXAMPLE)
-    plan = TrlEngine(EngineOptions()).plan(job, Attempt("t", "default", 1, Path("/tmp/m.jsonl")))
+    engine = TrlEngine(EngineOptions())
+    plan = engine.plan(job, Attempt("t", "default", 1, Path("/tmp/m.jsonl")), planned_inputs(job, 1, engine))
     settings = {s.key: s for s in plan.settings}
     assert settings["generation"].value == "compiled"
     assert "CUDA-graph" in settings["generation"].why

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from grpo_operator.api.contract import checkpoint_events_file
 from grpo_trainer.engines.trl.metrics import MetricsFile, read_records, verl_metrics
-from grpo_trainer.report import parse_line, step_metrics
+from grpo_trainer.progress import parse_line, step_metrics
 
 TRL_LOG = {
     "loss": 0.01,

@@ -1,4 +1,4 @@
-"""The seed's adamw_8bit where bitsandbytes imports (the CUDA image), adamw_torch elsewhere, with the reason."""
+"""The single-GPU LoRA recipe's adamw_8bit where bitsandbytes imports (the CUDA image), adamw_torch elsewhere, with the reason."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def test_without_bitsandbytes_the_portable_optimizer_and_why() -> None:
     job = load_job(EXAMPLE)
     assert optimizer(job)[0] == "adamw_torch"
     assert settings_from_job(job).optim == "adamw_torch"
-    assert "the seed's adamw_8bit needs bitsandbytes" in reasons(job)["optim"]
+    assert "the single-GPU LoRA recipe's adamw_8bit needs bitsandbytes" in reasons(job)["optim"]
 
 
 def test_with_bitsandbytes_the_seeds_adamw_8bit(installed_bitsandbytes: Path) -> None:

@@ -1,4 +1,4 @@
-"""Rewards for TRL: the seed's pair for reasoning-format, adapted per-sample functions otherwise."""
+"""Rewards for TRL: the single-GPU LoRA recipe's pair for reasoning-format, adapted per-sample functions otherwise."""
 
 from __future__ import annotations
 

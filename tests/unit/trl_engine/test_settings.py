@@ -45,7 +45,7 @@ def targets(settings: TrlSettings) -> set[str]:
 
 def test_seed_recipe_reaches_trl_explicitly() -> None:
     grpo, lora = build_trl_config(TrlSettings())
-    # TRL 1.16's own defaults differ on every one of these; the seed's values must be written.
+    # TRL 1.16's own defaults differ on every one of these; the single-GPU LoRA recipe's values must be written.
     assert grpo["loss_type"] == "dr_grpo"
     assert grpo["importance_sampling_level"] == "sequence"
     assert grpo["learning_rate"] == 5e-6

@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from .runtime import WORDS, expected_version, write_geo3k_hub_split, write_user_parquet
+from support.verl_runtime import WORDS, expected_version, write_geo3k_hub_split, write_user_parquet
 
 
 @pytest.fixture(autouse=True)

@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 import torch
-
-from .runtime import example_job, verl_config
+from support.verl_runtime import example_job, verl_config
 
 
 @pytest.fixture(scope="module")

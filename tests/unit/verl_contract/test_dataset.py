@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 from PIL import Image
-
-from .runtime import FakeLLM, agent_loop_worker, example_job, prompt_batch, verl_config
+from support.verl_runtime import FakeLLM, agent_loop_worker, example_job, prompt_batch, verl_config
 
 RESPONSE = "<think> x </think> \\boxed{5}"
 

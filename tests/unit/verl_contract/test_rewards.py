@@ -4,7 +4,7 @@ Each test runs verl's agent loop on our data (the model server is the only stand
 RewardLoopWorkers built from the configuration `grpo-train run` launches: the reward verl loads,
 the manager it picks, and the DataProto it hands the manager are all verl's. The scores that come
 back in `rm_scores` are then checked against the reward itself, and geo3k's against verl's own
-geo3k scorer, the one the geo3k seed used.
+geo3k scorer, the one the geo3k Ascend recipe used.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from .runtime import (
+from support.verl_runtime import (
     FakeLLM,
     LocalRewardWorker,
     agent_loop_worker,

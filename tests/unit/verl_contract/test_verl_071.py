@@ -1,4 +1,4 @@
-"""The same contract tests against verl 0.7.1, the Ascend seed's release, where its code differs.
+"""The same contract tests against verl 0.7.1, the geo3k Ascend recipe's release, where its code differs.
 
 verl 0.7.1 builds prompts in its agent loop with the processor (no continuous-token builder), its
 reward managers and workers assert one trajectory per call, its merger keeps the tied lm_head and
@@ -15,10 +15,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .runtime import REPO_ROOT, VERSION_ENV, verl_package
+from support.verl_runtime import REPO_ROOT, VERSION_ENV, verl_package
 
 RELEASE = "0.7.1"
-FILES = ("test_dataset.py", "test_rewards.py", "test_checkpoints.py")
+FILES = ("test_dataset.py", "test_rewards.py", "test_verl_checkpoint_code.py")
 
 
 def test_the_contract_tests_pass_against_verl_0_7_1(verl_release: str) -> None:

@@ -1,4 +1,7 @@
-"""Training data for verl: a preset converted once per content, or the user's parquet as it is.
+"""Training data for every engine: a preset converted once per content, or the user's parquet as it is.
+
+The files are in verl's parquet layout (prompt, images, reward model ground truth), which the TRL
+engine reads too (engines/trl/data.py).
 
 `prepare` is what `grpo-train prepare-data` and `grpo-train run` call; `planned` says where the
 files will be without touching them, for `grpo-train plan`.
@@ -8,11 +11,11 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from grpo_operator.api.sources import parse_source
+from grpo_operator.api.timestamps import rfc3339
 from grpo_operator.api.v1alpha1 import ResolvedJob
 
 from .. import sources
@@ -110,7 +113,7 @@ def _prepare_geo3k(folder: Path, source: str, data_dir: Path, progress: bool) ->
             "contentKey": key,
             "converter": geo3k.CONVERTER_VERSION,
             "rows": rows,
-            "createdAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "createdAt": rfc3339(),
         }
 
     manifest, built = materialize(final, build)

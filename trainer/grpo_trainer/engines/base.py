@@ -1,14 +1,18 @@
 """The engine seam: what every training engine offers the attempt driver and the CLI, and a registry.
 
 An engine turns a resolved job into a training run. The driver (`grpo_trainer.attempt`) owns
-everything engine-neutral — status reports, the completion marker, the failure line and the
-exit code — and asks the engine, through this protocol, to:
+everything engine-neutral — status reports, the completion marker, the failure line, the exit
+code — and builds each attempt's `RunInputs` once (`grpo_trainer.inputs`: the model's path, the
+prepared data, the resume decision); it also applies `checkpoint.keep`. As a framework hands
+each plugin a ready runtime description, the engine gets those inputs and, through this
+protocol:
 
-- `plan` a run: every setting it will use, each with the reason it has that value (what
-  `grpo-train plan` prints), and `check` that plan (what `grpo-train validate` runs);
-- `run` one attempt to the end of training, resuming from its own latest checkpoint;
-- find its `latest_checkpoint` (for status, resume and the completion record);
-- `export` the final model (idempotent: a finished export of the same step is kept).
+- `plan`s a run: every setting it will use, each with the reason it has that value (what
+  `grpo-train plan` prints), and `check`s that plan (what `grpo-train validate` runs);
+- `run`s one attempt to the end of training from what it is handed;
+- lists its checkpoints in its own layout: the `latest_checkpoint`, the one at a path the spec
+  names (`checkpoint_at`), and deletes those beyond `keep` (`prune`);
+- `export`s the final model (idempotent: a finished export of the same step is kept).
 
 Engines are registered by `spec.engine.name` and imported on first use, so a job's engine is the
 only heavy stack a process loads. An engine never imports the driver or the CLI: what it needs
@@ -18,7 +22,6 @@ from the driver reaches it through `Session`.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -80,6 +83,40 @@ class Checkpoint:
 
 
 @dataclass(frozen=True)
+class Resume:
+    """How an attempt starts: `spec.checkpoint.resume`, decided once by the driver for every engine.
+
+    `latest` (the default) continues from the newest complete checkpoint, when there is one; `none`
+    starts a first attempt from scratch; a path continues from that checkpoint. A retried attempt
+    always continues from the latest, whatever the first one asked.
+    """
+
+    checkpoint: Checkpoint | None = None
+    """What to continue from; None: the first step."""
+    named: bool = False
+    """`checkpoint` is the one the spec names by path (not simply the latest)."""
+    fresh: bool = False
+    """Start over (`none` on a first attempt): an earlier run's checkpoints must not be continued."""
+
+    @property
+    def from_step(self) -> int | None:
+        return self.checkpoint.step if self.checkpoint else None
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """What the driver hands an engine for one attempt (or, for a plan, what it would hand)."""
+
+    model_path: str
+    """The model's local folder (for a plan without downloading: a placeholder naming the source)."""
+    train_files: list[str]
+    val_files: list[str]
+    train_rows: int | None
+    """Prompts in the training files, when known."""
+    resume: Resume = field(default_factory=Resume)
+
+
+@dataclass(frozen=True)
 class GgufFiles:
     """The GGUF export: the language model file and its vision projector (mmproj)."""
 
@@ -124,13 +161,11 @@ class EngineOptions:
 class Session(Protocol):
     """What the attempt driver offers an engine while it runs."""
 
-    def start_reporting(
-        self,
-        train_rows: int | None,
-        resumed_from_step: int | None,
-        on_checkpoint: Callable[[int], None] | None = None,
-    ) -> None:
-        """Start patching the job's status from the attempt's metrics file; once data is known."""
+    def start_reporting(self, train_rows: int | None = None) -> None:
+        """Start patching the job's status from the attempt's metrics file (and pruning beyond
+        `checkpoint.keep` as checkpoints are reported); when the engine is about to train.
+
+        `train_rows`: the engine's own count of training prompts, where it reads them itself."""
 
 
 class Engine(Protocol):
@@ -138,13 +173,29 @@ class Engine(Protocol):
 
     name: str
 
-    def plan(self, job: ResolvedJob, attempt: Attempt, *, dry_run: bool = True) -> RunPlan: ...
+    def plan(self, job: ResolvedJob, attempt: Attempt, inputs: RunInputs) -> RunPlan: ...
 
     def check(self, job: ResolvedJob, plan: RunPlan) -> Findings: ...
 
-    def run(self, job: ResolvedJob, attempt: Attempt, session: Session) -> Failure | None: ...
+    def preflight(self, job: ResolvedJob, resume: Resume) -> None:
+        """Before anything heavy: ConfigError for what cannot work here (a checkpoint of another
+        device count, a missing tool), and the checkpoint folder readied for this start (an earlier
+        run's checkpoints moved aside when `resume.fresh`)."""
+        ...
+
+    def run(
+        self, job: ResolvedJob, attempt: Attempt, inputs: RunInputs, session: Session
+    ) -> Failure | None: ...
 
     def latest_checkpoint(self, job: ResolvedJob) -> Checkpoint | None: ...
+
+    def checkpoint_at(self, job: ResolvedJob, path: str) -> Checkpoint:
+        """The checkpoint a spec names by path; ConfigError when it is not one of this engine's."""
+        ...
+
+    def prune(self, job: ResolvedJob, keep: int) -> list[int]:
+        """Delete checkpoints beyond the newest `keep` (never one being saved); the steps deleted."""
+        ...
 
     def export(self, job: ResolvedJob) -> ExportResult | None: ...
 

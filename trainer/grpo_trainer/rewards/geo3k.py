@@ -1,6 +1,6 @@
-r"""geo3k reward as the seed scored it: verl's own geo3k rule, with a time bound.
+r"""geo3k reward as the geo3k Ascend recipe scored it: verl's own geo3k rule, with a time bound.
 
-The Ascend geo3k seed used verl's built-in scorer (`verl.utils.reward_score.geo3k`):
+The geo3k Ascend recipe used verl's built-in scorer (`verl.utils.reward_score.geo3k`):
 
     score = (1 - format_score) * acc + format_score * format          format_score = 0.1
     acc    = mathruler.grader.grade_answer(extract_boxed_content(response), ground_truth)
@@ -199,7 +199,7 @@ def _ready_pool(workers: int) -> tuple[SympyPool, bool]:
 
 
 def _require_mathruler() -> None:
-    """mathruler is the seed's grader: without it every answer would silently count as wrong."""
+    """mathruler is the geo3k Ascend recipe's grader: without it every answer would silently count as wrong."""
     global _checked
     if _checked:
         return

@@ -2,7 +2,7 @@ r"""geo3k-lenient reward: verl's geo3k weights and format rule, with an answer c
 equal values written differently.
 
 0.9 x the last `\boxed{}` answer is right + 0.1 x `<think>...</think>...\boxed{...}`, like `geo3k`
-(verl's own scorer, the seed's), but the answer check is `equivalence.compare` instead of
+(verl's own scorer, the geo3k Ascend recipe's), but the answer check is `equivalence.compare` instead of
 mathruler's `grade_answer`: it accepts equal values written differently (`\frac{1}{2}` = `0.5`,
 `2\sqrt{3}` = `\sqrt{12}`, `45^\circ` = `45`, `1,000` = `1000`, `x = 5` = `5`, unreduced fractions)
 and is bounded in time without a worker round trip for constant answers. Scores are therefore not

@@ -1,20 +1,20 @@
-"""reasoning-format reward: the single-GPU LoRA seed's `<REASONING>` / `<SOLUTION>` rules, exactly.
+"""reasoning-format reward: the single-GPU LoRA recipe's `<REASONING>` / `<SOLUTION>` rules, exactly.
 
-format (seed's `formatting_reward_func`):
+format (the recipe's `formatting_reward_func`):
     -2.0  "</SOLUTION>" does not occur (the response was cut off)
     +1.0  both `<REASONING>...</REASONING>` and `<SOLUTION>...</SOLUTION>` are present with the
           closing tag starting after the end of the first opening tag (non-empty span)
     -1.0  otherwise (missing or out-of-order tags)
-correctness (seed's `correctness_reward_func`):
+correctness (the recipe's `correctness_reward_func`):
     +2.0  exactly one `<SOLUTION>(.*?)</SOLUTION>` match, and it equals `ground_truth.strip()` after
           removing newlines and stripping
      0.0  otherwise
-The TRL functions below keep the seed's names and signatures; `compute_score` is the verl form and
+The TRL functions below keep the single-GPU LoRA recipe's names and signatures; `compute_score` is the verl form and
 returns {"score": format + correctness, "format", "correctness", "acc"}; score in [-2, 3].
 
-Where the seed would raise (None or empty completions, missing answers, non-string content) these
+Where the single-GPU LoRA recipe would raise (None or empty completions, missing answers, non-string content) these
 score as an empty response instead, and the solution tags are found with `str.find` rather than the
-seed's lazy regex, which is quadratic on a response full of unclosed `<SOLUTION>` tags. Loaded
+recipe's lazy regex, which is quadratic on a response full of unclosed `<SOLUTION>` tags. Loaded
 either as a package module or by file path: absolute imports only.
 """
 
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 
 def format_score(text: str) -> float:
-    """The seed's formatting reward for one response."""
+    """The single-GPU LoRA recipe's formatting reward for one response."""
     if SOLUTION_END not in text:
         return -2.0
     if _spans(text, REASONING_START, REASONING_END) and _spans(text, SOLUTION_START, SOLUTION_END):
@@ -45,7 +45,7 @@ def format_score(text: str) -> float:
 
 
 def correctness_score(text: str, ground_truth: Any) -> float:
-    """The seed's correctness reward for one response."""
+    """The single-GPU LoRA recipe's correctness reward for one response."""
     if not isinstance(ground_truth, str):
         if ground_truth is None:
             return 0.0
@@ -78,7 +78,7 @@ def solutions(text: str, limit: int | None = None) -> list[str]:
 
 
 def formatting_reward_func(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float]:
-    """TRL reward function: the seed's format score for each completion."""
+    """TRL reward function: the single-GPU LoRA recipe's format score for each completion."""
     return [_guard(format_score, completion_text(c), fallback=-2.0) for c in completions or []]
 
 
@@ -88,7 +88,7 @@ def correctness_reward_func(
     answer: Sequence[Any] | str | None = None,
     **kwargs: Any,
 ) -> list[float]:
-    """TRL reward function: the seed's correctness score, one per completion (dataset column `answer`)."""
+    """TRL reward function: the single-GPU LoRA recipe's correctness score, one per completion (dataset column `answer`)."""
     completions = list(completions or [])
     answers = _answers(answer, len(completions))
     return [
@@ -112,7 +112,7 @@ def compute_score(
 
 
 def _spans(text: str, start_tag: str, end_tag: str) -> bool:
-    """The seed's check: both tags present and the first end tag begins after the first start tag ends."""
+    """The single-GPU LoRA recipe's check: both tags present and the first end tag begins after the first start tag ends."""
     return (
         start_tag in text and end_tag in text and text.index(end_tag) > text.index(start_tag) + len(start_tag)
     )

@@ -5,7 +5,7 @@ verl loads it with `spec_from_file_location`, and 0.7 accepts nothing else) and 
 engines that batch use `spec.batch_function`; the TRL engine imports `spec.trl_functions` from
 `spec.module`. `score_range` is what the reward can return, for checks and plots. `batched`
 rewards are graded a GRPO group at a time (the verl engine's grouped reward manager calls
-`batch_function`), as their seed called them with verl's batch reward manager.
+`batch_function`), as their reference recipes call them with verl's batch reward manager.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ BUILTIN_REWARDS: dict[str, RewardSpec] = {
             trl_functions=(),
             score_range=(0.0, 1.0),
             description=(
-                "verl's geo3k score (the seed's): 0.9 x mathruler grades the last \\boxed{} right "
+                "verl's geo3k score (the geo3k Ascend recipe's): 0.9 x mathruler grades the last \\boxed{} right "
                 "+ 0.1 x <think>...</think>...\\boxed{}"
             ),
         ),

@@ -34,7 +34,7 @@ def as_text(value: Any) -> str:
 def completion_text(completion: Any) -> str:
     """The text of one TRL completion: a string, or a chat list whose first message has "content".
 
-    Mirrors the seed's `completion[0]["content"] if isinstance(completion, list) else completion`,
+    Mirrors the single-GPU LoRA recipe's `completion[0]["content"] if isinstance(completion, list) else completion`,
     without its failure modes (empty list, missing key, multimodal content parts).
     """
     if isinstance(completion, list | tuple):

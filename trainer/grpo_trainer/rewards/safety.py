@@ -1,6 +1,6 @@
 r"""safety reward (SafeGRPO seed): refuse what is labelled unsafe, answer the rest, keep the format.
 
-The seed names `compute_score_batch` in a file we do not have; these are our rules.
+The SafeGRPO recipe names `compute_score_batch` in a file we do not have; these are our rules.
 
 Dataset fields (verl parquet row -> arguments):
 - label, first found of: `extra_info["safety_label"]`; `ground_truth` as a JSON object's
@@ -72,7 +72,7 @@ def compute_score_batch(
     extra_infos: Sequence[Any] | None = None,
     **kwargs: Any,
 ) -> list[dict[str, float]]:
-    """Score a batch of responses (the seed's batch contract); one dict per response. Never raises."""
+    """Score a batch of responses (the SafeGRPO recipe's batch contract); one dict per response. Never raises."""
     results = []
     for _, solution, truth, info in rows(data_sources, solution_strs, ground_truths, extra_infos):
         deadline = deadline_after(float_option(kwargs, "timeout_s", DEFAULT_TIMEOUT_S))

@@ -11,7 +11,7 @@ Protocol. The zygote listens on a Unix socket; each connection gets its own fork
 first writes its pid on a line, then answers JSON lines:
     request  {"a": tree, "b": tree, "budget_s": 1.5}   (trees from `answer_parse`, as lists)
     response {"equal": true | false | null, "error": "<type>"?}
-or, for verl's own geo3k grading (mathruler's `grade_answer`, which geo3k's seed used):
+or, for verl's own geo3k grading (mathruler's `grade_answer`, which the geo3k Ascend recipe used):
     request  {"op": "mathruler", "response": str, "truth": str, "use_boxed": true, "budget_s": 1.5}
     response {"equal": true | false | null, "error": "<type>"?}
 A worker stops itself after `budget_s` (a timer signal: it is the main thread of its own process)

@@ -24,7 +24,7 @@ QUESTION = "what colour is the square ?"
 # Maps random bytes onto mid-grey levels 100..155 (one table lookup per pixel, no Python loop).
 _NOISE_LEVELS = bytes(100 + value % 56 for value in range(256))
 # A wrong colour name earns a little: it shapes a random model towards answering with a colour
-# at all (as the seed's format reward does), while the blind optimum stays far below the maximum.
+# at all (as the single-GPU LoRA recipe's format reward does), while the blind optimum stays far below the maximum.
 WRONG_COLOUR_REWARD = 0.0
 WORDS: tuple[str, ...] = ("colour", "square", *COLOURS)
 

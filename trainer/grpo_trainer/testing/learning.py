@@ -4,7 +4,7 @@ Both runs start from the same blind tiny model (see `tiny_vlm.blind_projector`) 
 thing: the full run has LoRA on the vision encoder and projector, the control has the vision
 layers frozen and their output detached. The full run must climb from chance to near the maximum
 reward; the control can learn to name *a* colour but, seeing nothing, stays near 1/4. Passing needs
-gradients to reach the vision tower, which is the seed's "visual feature detachment" failure.
+gradients to reach the vision tower, which is the single-GPU LoRA recipe's "visual feature detachment" failure.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from grpo_trainer import metric_keys as keys
 from grpo_trainer.engines.trl.metrics import read_records
 from grpo_trainer.engines.trl.runner import RunRequest, RunResult, train
 from grpo_trainer.engines.trl.settings import TrlSettings
@@ -40,7 +41,7 @@ class LearningPlan:
 
 # CI on two CPU cores: reaches ~0.9 around step 100 of 150 (see docs/benchmarks/trl-engine.md).
 CI_PLAN = LearningPlan()
-# The GPU run: longer, in bf16 as the seed trains.
+# The GPU run: longer, in bf16 as the single-GPU LoRA recipe trains.
 GPU_PLAN = LearningPlan(steps=200, bf16=True)
 
 
@@ -49,7 +50,7 @@ def build_model_dir(workdir: str | os.PathLike[str], plan: LearningPlan) -> Path
 
 
 def learning_settings(plan: LearningPlan, output_dir: str | os.PathLike[str], *, vision: bool) -> TrlSettings:
-    """The seed's settings, changed only where the tiny task needs it.
+    """The single-GPU LoRA recipe's settings, changed only where the tiny task needs it.
 
     One answer token (so a completion is one word), a larger group and batch (16 prompts x 8:
     every step sees every colour, so blind guesses cancel out and what the image says adds up),
@@ -115,7 +116,6 @@ def run_colour_grpo(
         rows=make_rows(plan.rows, seed=plan.seed + 1),
         reward_funcs=[colour_reward],
         metrics_path=str(out / "metrics.jsonl"),
-        resume="never",
         prepare_model=None if vision else detach_vision,
     )
     result = train(request)
@@ -123,7 +123,7 @@ def run_colour_grpo(
 
 
 def reward_curve(metrics_path: str | os.PathLike[str]) -> list[float]:
-    return [r["data"]["critic/score/mean"] for r in read_records(metrics_path) if "data" in r]
+    return [r["data"][keys.REWARD] for r in read_records(metrics_path) if "data" in r]
 
 
 def window_mean(values: list[float], size: int) -> float:

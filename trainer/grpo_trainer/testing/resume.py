@@ -66,7 +66,9 @@ def compare_with_checkpoint(output_dir: str, state: Any, live: dict[str, Any]) -
 
     checkpoint = latest_checkpoint(output_dir)
     assert checkpoint is not None, "no checkpoint to compare with"
-    saved_optimizer = torch.load(checkpoint.path / "optimizer.pt", map_location="cpu", weights_only=False)
+    saved_optimizer = torch.load(
+        Path(checkpoint.path) / "optimizer.pt", map_location="cpu", weights_only=False
+    )
     live_optimizer = live["optimizer"].state_dict()
     moments_equal = True
     moment_count = 0
@@ -78,7 +80,7 @@ def compare_with_checkpoint(output_dir: str, state: Any, live: dict[str, Any]) -
             moments_equal &= torch.equal(saved[name].cpu(), current[name].cpu())
             if name != "step":
                 moment_abs_sum += float(saved[name].abs().sum())
-    saved_adapter = load_file(checkpoint.path / "adapter_model.safetensors")
+    saved_adapter = load_file(Path(checkpoint.path) / "adapter_model.safetensors")
     live_weights = {
         name.replace(".default", ""): p.detach().cpu()
         for name, p in live["model"].named_parameters()
@@ -89,7 +91,7 @@ def compare_with_checkpoint(output_dir: str, state: Any, live: dict[str, Any]) -
         for name, tensor in saved_adapter.items()
     )
     return {
-        "checkpoint": str(checkpoint.path),
+        "checkpoint": checkpoint.path,
         "checkpoint_step": checkpoint.step,
         "state_global_step_at_begin": state.global_step,
         "optimizer_moments_equal": bool(moments_equal),
@@ -124,7 +126,7 @@ def request(workdir: Path, phase: str, report: dict[str, Any], *, bf16: bool) ->
         rows=make_rows(plan.rows, seed=1),
         reward_funcs=[random_reward],
         metrics_path=str(workdir / "metrics.jsonl"),
-        resume="latest",
+        resume=latest_checkpoint(settings.output_dir),
         callbacks=_callbacks(phase, report),
     )
 

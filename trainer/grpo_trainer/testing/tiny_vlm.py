@@ -27,7 +27,7 @@ CONTROL_TOKENS = (
     "<|image_pad|>",
     "<|video_pad|>",
 )
-# The reasoning-format seed's tags: one token each, but ordinary text (decoding keeps them), as in
+# The single-GPU LoRA recipe's tags: one token each, but ordinary text (decoding keeps them), as in
 # Qwen's own vocabulary, so a reward reading decoded responses sees them.
 TAG_TOKENS = ("<REASONING>", "</REASONING>", "<SOLUTION>", "</SOLUTION>")
 SPECIAL_TOKENS = (*CONTROL_TOKENS, *TAG_TOKENS)

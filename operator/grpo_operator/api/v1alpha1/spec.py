@@ -151,7 +151,7 @@ class RewardSpec(ApiModel):
     )
 
     builtin: Literal["geo3k", "geo3k-lenient", "reasoning-format", "safety"] | None = None
-    """A reward bundled with the trainer: geo3k (verl's own geo3k score, as the geo3k seed), geo3k-lenient
+    """A reward bundled with the trainer: geo3k (verl's own geo3k score, as the geo3k Ascend recipe scores), geo3k-lenient
     (the same weights, equal values written differently count as equal), reasoning-format, safety."""
     custom: CustomReward | None = None
     """A user function from a ConfigMap."""
@@ -485,7 +485,7 @@ class CheckpointSpec(ApiModel):
                 ),
                 cel(
                     "self.resume in ['latest', 'none'] || self.resume.startsWith('/')",
-                    "checkpoint.resume must be 'latest', 'none' or an absolute path to a global_step_N folder",
+                    "checkpoint.resume must be 'latest', 'none' or an absolute path to a checkpoint folder",
                 ),
             ]
         }
@@ -507,7 +507,9 @@ class CheckpointSpec(ApiModel):
     retention: Literal["Retain", "Delete"] = "Retain"
     """Keep the volume when the job is deleted (Retain) or delete it with the job."""
     resume: Annotated[str, Field(max_length=512)] = "latest"
-    """latest, none, or an absolute path to a global_step_N folder."""
+    """How the first attempt starts: latest (from the newest complete checkpoint, when there is one),
+    none (from scratch; an earlier run's checkpoints are not continued), or an absolute path to a
+    checkpoint folder written by the job's engine. A retried attempt always continues from the latest."""
 
 
 class EvaluationSpec(ApiModel):
@@ -568,7 +570,7 @@ class GgufExport(ApiModel):
     projector (`mmproj`), converted and quantized by llama.cpp's own tools (trl engine)."""
 
     quantization: GgufQuantization = "q4_k_m"
-    """llama-quantize type of the language model file (q4_k_m: the single-GPU seed's choice)."""
+    """llama-quantize type of the language model file (q4_k_m: the single-GPU LoRA recipe's choice)."""
     projector: Literal["f32", "f16", "bf16", "q8_0"] = "f16"
     """Type of the vision projector file; llama.cpp keeps projectors at 16 bits or q8_0."""
 
@@ -583,7 +585,7 @@ class SampleCheck(ApiModel):
     max_new_tokens: Annotated[int, Field(ge=1, le=262144)] | None = None
     """Longest response (default: dataset.maxResponseLength)."""
     temperature: Annotated[float, Field(ge=0, le=10)] = 0.7
-    """Sampling temperature (the seed's check: 0.7 with min_p 0.1); 0 decodes greedily."""
+    """Sampling temperature (the single-GPU LoRA recipe's check: 0.7 with min_p 0.1); 0 decodes greedily."""
     min_p: Annotated[float, Field(ge=0, le=1)] = 0.1
     """Drop tokens less likely than this share of the most likely one's probability (0: off)."""
 

@@ -10,7 +10,8 @@ as the Kubernetes API conventions ask.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import re
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -265,3 +266,37 @@ class GRPOJobStatus(ApiModel):
     checkpoint: CheckpointStatus | None = None
     log: LogStatus | None = None
     health: TrainerHealth | None = None
+
+
+# --- writing within the schema's bounds -------------------------------------------------------
+
+_NOT_REASON = re.compile(r"[^A-Za-z0-9_]+")
+
+
+def cut(text: str, limit: int) -> str:
+    """`text` within `limit` characters, marked when something was cut (the schema's bounds: a
+    status patch over them is refused, and a refused patch is retried on every reconcile)."""
+    text = str(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def reason(text: str, fallback: str = "Failed") -> str:
+    """A condition reason as Kubernetes spells them (CamelCase, no spaces), within the schema's bound.
+
+    Reasons come from outside too (the trainer's failure line, KubeRay): what does not fit the
+    pattern is squeezed into it rather than sent to be refused.
+    """
+    words = [w for w in _NOT_REASON.split(str(text)) if w]
+    squeezed = "".join(w[:1].upper() + w[1:] for w in words).lstrip("0123456789_")
+    return (squeezed[:1].upper() + squeezed[1:REASON_LIMIT]) or fallback
+
+
+def diff(current: dict[str, Any], wanted: dict[str, Any]) -> dict[str, Any]:
+    """The merge patch that turns the operator's fields of `current` into `wanted` (None deletes)."""
+    patch: dict[str, Any] = {}
+    for key in set(current) | set(wanted):
+        if key not in wanted:
+            patch[key] = None
+        elif current.get(key) != wanted[key]:
+            patch[key] = wanted[key]
+    return patch

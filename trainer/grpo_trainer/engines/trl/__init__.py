@@ -1,10 +1,10 @@
-"""The single-device LoRA engine: TRL's GRPOTrainer with peft, the third seed's recipe by default.
+"""The single-device LoRA engine: TRL's GRPOTrainer with peft, the single-GPU LoRA recipe by default.
 
-    settings.py     TrlSettings (the seed's recipe) -> GRPOConfig / LoraConfig (pure)
+    settings.py     TrlSettings (the single-GPU LoRA recipe) -> GRPOConfig / LoraConfig (pure)
     job.py          a GRPOJob -> TrlSettings, with a reason for every value (pure)
     data.py         the prepared verl-format parquet -> TRL rows
     rewards.py      our rewards as TRL reward functions
-    runner.py       load, train with resume, export (the only module with side effects)
+    runner.py       load the policy, build GRPOTrainer, train with resume, export (torch and TRL)
     callbacks.py    metrics lines, checkpoint events and pruning during training
     checkpoints.py  checkpoint-N folders across attempts
     metrics.py      the metrics and checkpoint events files the status reporter tails

@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.metadata
 import logging
-from pathlib import Path
 from typing import Any
 
 from grpo_operator.api.batch import Batch, batch_problems
@@ -19,13 +18,23 @@ from ... import data, sources
 from ...export_record import read_record
 from ...failures import ConfigError
 from ...spec import Attempt
-from ..base import Checkpoint, EngineOptions, ExportResult, Findings, RunPlan, Session, Setting
-from .checkpoints import COMPLETE_MARKER, latest_checkpoint
+from ..base import (
+    Checkpoint,
+    EngineOptions,
+    ExportResult,
+    Findings,
+    Resume,
+    RunInputs,
+    RunPlan,
+    Session,
+    Setting,
+)
+from .checkpoints import checkpoint_at, latest_checkpoint, prune_checkpoints
 from .export import ExportPlan, GgufChoice
 from .generation import resolve as resolve_generation
 from .generation import vllm_installed
 from .gguf_tools import LLAMA_CPP_PYTHON, find_tools
-from .job import SEED, reasons, reward_funcs_for, settings_from_job
+from .job import RECIPE, reasons, reward_funcs_for, settings_from_job
 from .settings import TrlSettings, build_trl_config, split_overrides
 
 log = logging.getLogger(__name__)
@@ -37,13 +46,14 @@ class TrlEngine:
     def __init__(self, options: EngineOptions) -> None:
         self.options = options
 
-    def plan(self, job: ResolvedJob, attempt: Attempt, *, dry_run: bool = True) -> RunPlan:
+    def plan(self, job: ResolvedJob, attempt: Attempt, inputs: RunInputs) -> RunPlan:
         """Every GRPOConfig and LoraConfig value this job gets, with where it comes from."""
         grpo, lora = build_trl_config(settings_from_job(job))
         why = reasons(job)
-        settings = [Setting(key, value, why.get(key, SEED)) for key, value in sorted(grpo.items())]
+        settings = [Setting(key, value, why.get(key, RECIPE)) for key, value in sorted(grpo.items())]
         settings += [
-            Setting(f"lora.{key}", value, why.get(f"lora.{key}", SEED)) for key, value in sorted(lora.items())
+            Setting(f"lora.{key}", value, why.get(f"lora.{key}", RECIPE))
+            for key, value in sorted(lora.items())
         ]
         generation, generation_why = resolve_generation(job.spec.rollout.generation, job.accelerator.device)
         settings.append(Setting("generation", generation, generation_why))
@@ -60,12 +70,10 @@ class TrlEngine:
             settings.append(
                 Setting("export.sample", f"row {job.spec.export.sample.row}", "spec.export.sample")
             )
-        latest = latest_checkpoint(job.paths.checkpoint_dir)
-        resume = "latest" if attempt.number > 1 else job.spec.checkpoint.resume
-        if resume == "latest" and latest is not None:
-            settings.append(
-                Setting("resume_from_checkpoint", str(latest.path), "the latest complete checkpoint")
-            )
+        resume = inputs.resume
+        if resume.checkpoint is not None:
+            why = "spec.checkpoint.resume" if resume.named else "the latest complete checkpoint"
+            settings.append(Setting("resume_from_checkpoint", resume.checkpoint.path, why))
         return RunPlan(
             engine="trl",
             title=f"TRL GRPOTrainer + peft LoRA on one device ({_versions()})",
@@ -100,52 +108,45 @@ class TrlEngine:
         warnings += [f"{problem}; the trainer image has it" for problem in _missing_here(job)]
         return Findings(problems, warnings, checked=f"{len(plan.settings)} TRL and LoRA settings")
 
-    def run(self, job: ResolvedJob, attempt: Attempt, session: Session) -> Failure | None:
-        from .data import rows_from_parquet
-        from .runner import RunRequest, run
-
-        settings = settings_from_job(job)
+    def preflight(self, job: ResolvedJob, resume: Resume) -> None:
         # Before training, not after an hour of it: what the job asks for must be here.
         missing = _missing_here(job)
         if missing:
             raise ConfigError("; ".join(missing))
-        prepared = data.prepare(job, progress=self.options.progress)
-        for warning in prepared.warnings:
-            log.warning(warning)
-        model = sources.resolve(
-            job.spec.model.source, "model", job.paths.cache_dir, job.spec.model.revision, workdir=job.workdir
-        )
+
+    def run(self, job: ResolvedJob, attempt: Attempt, inputs: RunInputs, session: Session) -> Failure | None:
+        from .data import rows_from_parquet
+        from .runner import RunRequest, run
+
+        settings = settings_from_job(job)
         rows = rows_from_parquet(
-            prepared.train_files, prompt_key=job.spec.dataset.prompt_key, image_key=job.spec.dataset.image_key
+            inputs.train_files, prompt_key=job.spec.dataset.prompt_key, image_key=job.spec.dataset.image_key
         )
         rewards = reward_funcs_for(job)
-        plan = export_plan(job, prepared.val_files, rows, rewards, settings)
-        latest = latest_checkpoint(job.paths.checkpoint_dir)
-        # The callback prunes on every save; the reporter needs no hook.
-        session.start_reporting(len(rows), latest.step if latest else None)
+        plan = export_plan(job, inputs.val_files, rows, rewards, settings)
+        session.start_reporting(len(rows))
         return run(
             RunRequest(
                 settings=settings,
-                model_path=str(Path(model)),
+                model_path=inputs.model_path,
                 rows=rows,
                 reward_funcs=rewards,
                 metrics_path=str(attempt.metrics_file),
-                # A retried attempt always continues from the latest checkpoint.
-                resume="latest" if attempt.number > 1 else job.spec.checkpoint.resume,
+                resume=inputs.resume.checkpoint,
                 export_dir=job.paths.export_dir,
                 export=plan,
             )
         )
 
     def latest_checkpoint(self, job: ResolvedJob) -> Checkpoint | None:
-        latest = latest_checkpoint(job.paths.checkpoint_dir)
-        if latest is None:
-            return None
-        try:
-            saved_at = (latest.path / COMPLETE_MARKER).stat().st_mtime
-        except OSError:
-            return None
-        return Checkpoint(latest.step, str(latest.path), saved_at)
+        return latest_checkpoint(job.paths.checkpoint_dir)
+
+    def checkpoint_at(self, job: ResolvedJob, path: str) -> Checkpoint:
+        return checkpoint_at(path)
+
+    def prune(self, job: ResolvedJob, keep: int) -> list[int]:
+        deleted = prune_checkpoints(job.paths.checkpoint_dir, keep)
+        return sorted(int(folder.name.removeprefix("checkpoint-")) for folder in deleted)
 
     def export(self, job: ResolvedJob) -> ExportResult | None:
         """The export `run` wrote at the end of training, or one made now from the latest checkpoint.
@@ -248,7 +249,7 @@ def _missing_here(job: ResolvedJob) -> list[str]:
     return missing
 
 
-def _export_checkpoint(job: ResolvedJob, checkpoint: Path, step: int) -> ExportResult:
+def _export_checkpoint(job: ResolvedJob, checkpoint: str, step: int) -> ExportResult:
     from peft import PeftModel
 
     from .data import rows_from_parquet

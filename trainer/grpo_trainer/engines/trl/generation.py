@@ -1,6 +1,6 @@
 """How rollouts are generated: eager, compiled (static cache + CUDA graphs), or TRL's colocated vLLM.
 
-At the seed's shapes nearly all of a step is generation, and TRL's plain `generate` spends it
+At the single-GPU LoRA recipe's shapes nearly all of a step is generation, and TRL's plain `generate` spends it
 launching kernels: ~80 ms per decoding step for 2 sequences of a 4B model whose weights take ~2 ms
 to read. The paths (`spec.rollout.generation`):
 

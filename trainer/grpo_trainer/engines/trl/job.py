@@ -2,7 +2,7 @@
 
 The spec's fields are authoritative where it has them (learning rate, group size, lengths, loss,
 LoRA, checkpoints); what the spec has no field for (AdamW betas, weight decay, schedule, warmup,
-gradient clipping) keeps the seed's values from `TrlSettings`, and `engine.overrides` changes any
+gradient clipping) keeps the single-GPU LoRA recipe's values from `TrlSettings`, and `engine.overrides` changes any
 GRPOConfig or LoraConfig field last.
 
 Batch sizes keep verl's meaning, so one spec reads the same for both engines: `trainBatchSize`
@@ -25,27 +25,30 @@ from .generation import resolve as resolve_generation
 from .generation import trl_config as generation_trl_config
 from .settings import TrlSettings, split_overrides
 
-SEED = "the single-GPU seed's recipe (no spec field)"
+RECIPE = "the single-GPU LoRA recipe (no spec field)"
 """The reason of every value the spec has no field for."""
 
 
 def optimizer(job: ResolvedJob) -> tuple[str, str]:
-    """(optimizer, why): the seed's adamw_8bit where bitsandbytes works (the CUDA image), else adamw_torch."""
+    """(optimizer, why): the single-GPU LoRA recipe's adamw_8bit where bitsandbytes works (the CUDA image), else adamw_torch."""
     if job.accelerator.device == "cpu":
         return (
             "adamw_torch",
-            "adamw_torch: the seed's adamw_8bit needs bitsandbytes on a GPU; this job runs on CPU",
+            "adamw_torch: the single-GPU LoRA recipe's adamw_8bit needs bitsandbytes on a GPU; this job runs on CPU",
         )
     if importlib.util.find_spec("bitsandbytes") is not None:
         try:
             import bitsandbytes  # noqa: F401  (imports torch; only where it is installed)
 
-            return "adamw_8bit", f"{SEED}: adamw_8bit (bitsandbytes is installed)"
+            return "adamw_8bit", f"{RECIPE}: adamw_8bit (bitsandbytes is installed)"
         except Exception as error:  # a broken install (no CUDA libraries) must not stop planning
             problem = f"bitsandbytes does not import here ({type(error).__name__})"
     else:
         problem = "bitsandbytes is not installed here"
-    return "adamw_torch", f"adamw_torch: the seed's adamw_8bit needs bitsandbytes, and {problem}"
+    return (
+        "adamw_torch",
+        f"adamw_torch: the single-GPU LoRA recipe's adamw_8bit needs bitsandbytes, and {problem}",
+    )
 
 
 def _batch_settings(job: ResolvedJob) -> dict[str, Any]:
@@ -119,7 +122,7 @@ def settings_from_job(job: ResolvedJob) -> TrlSettings:
 def reasons(job: ResolvedJob) -> dict[str, str]:
     """Why each GRPOConfig / LoraConfig key (`lora.` prefix) has its value, for `grpo-train plan`.
 
-    Keys not named here take the seed's value (`SEED`); `engine.overrides` wins over everything.
+    Keys not named here take the single-GPU LoRA recipe's value (`RECIPE`); `engine.overrides` wins over everything.
     """
     spec = job.spec
     batch = Batch.from_spec(spec, "trl")
@@ -128,7 +131,7 @@ def reasons(job: ResolvedJob) -> dict[str, str]:
         if spec.algorithm.micro_batch_size_per_device
         else "microBatchSizePerDevice unset: the whole update in one forward pass"
     )
-    lora = "spec.engine.lora" if spec.engine.lora else f"{SEED}; spec.engine.lora is not set"
+    lora = "spec.engine.lora" if spec.engine.lora else f"{RECIPE}; spec.engine.lora is not set"
     generation, generation_why = resolve_generation(spec.rollout.generation, job.accelerator.device)
     generation_keys = set(generation_trl_config(generation, max_length=0, gpu_memory_utilization=0.0))
     why = {
@@ -164,7 +167,7 @@ def reasons(job: ResolvedJob) -> dict[str, str]:
         "remove_unused_columns": "images and answers travel in extra columns the rewards read",
         "bf16": f"the {job.accelerator.name} pool's device ({job.accelerator.device}): bf16 except on CPU",
         "optim": optimizer(job)[1],
-        "warmup_steps": f"{SEED}: warmup ratio 0.1 (transformers 5 reads a fraction below 1 as a ratio)",
+        "warmup_steps": f"{RECIPE}: warmup ratio 0.1 (transformers 5 reads a fraction below 1 as a ratio)",
         **{key: generation_why for key in generation_keys},
         **{
             f"lora.{key}": lora

@@ -13,26 +13,28 @@ import json
 import math
 import os
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from grpo_operator.api.contract import Env, checkpoint_events_file
+from grpo_operator.api.timestamps import rfc3339
+
+from ... import metric_keys as keys
 
 # TRL's log keys -> verl's names, which the status reporter and dashboards already know.
 _TRL_TO_VERL = {
-    "reward": "critic/score/mean",
-    "reward_std": "critic/score/std",
-    "completions/mean_length": "response_length/mean",
-    "completions/max_length": "response_length/max",
-    "completions/min_length": "response_length/min",
-    "completions/clipped_ratio": "response_length/clip_ratio",
-    "entropy": "actor/entropy",
-    "kl": "actor/kl_loss",
-    "loss": "actor/pg_loss",
-    "grad_norm": "actor/grad_norm",
-    "learning_rate": "actor/lr",
-    "epoch": "training/epoch",
+    "reward": keys.REWARD,
+    "reward_std": keys.REWARD_STD,
+    "completions/mean_length": keys.RESPONSE_LENGTH,
+    "completions/max_length": keys.RESPONSE_LENGTH_MAX,
+    "completions/min_length": keys.RESPONSE_LENGTH_MIN,
+    "completions/clipped_ratio": keys.RESPONSE_CLIP_RATIO,
+    "entropy": keys.ENTROPY,
+    "kl": keys.KL_LOSS,
+    "loss": keys.POLICY_LOSS,
+    "grad_norm": keys.GRAD_NORM,
+    "learning_rate": keys.LEARNING_RATE,
+    "epoch": keys.EPOCH,
 }
 
 
@@ -57,15 +59,11 @@ def verl_metrics(logs: Mapping[str, Any], *, step: int, step_seconds: float | No
             data[_TRL_TO_VERL[key]] = float(value)
         elif key.startswith("rewards/") and key.endswith("/mean"):
             # Per-function reward means, e.g. rewards/correctness_reward_func/mean.
-            data[f"critic/rewards/{key.removeprefix('rewards/')}"] = float(value)
-    data["training/global_step"] = float(step)
+            data[keys.REWARD_FUNCTION_PREFIX + key.removeprefix("rewards/")] = float(value)
+    data[keys.GLOBAL_STEP] = float(step)
     if step_seconds is not None:
-        data["timing_s/step"] = float(step_seconds)
+        data[keys.STEP_SECONDS] = float(step_seconds)
     return data
-
-
-def utc_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class MetricsFile:
@@ -97,7 +95,7 @@ class MetricsFile:
         self.write({"event": event, "step": step, **fields})
 
     def checkpoint(self, step: int, path: str | os.PathLike[str]) -> None:
-        self.write({"step": step, "path": str(path), "savedAt": utc_now()}, path=self.events_path)
+        self.write({"step": step, "path": str(path), "savedAt": rfc3339()}, path=self.events_path)
 
 
 def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:

@@ -1,7 +1,7 @@
 """Reward functions for TRL's GRPOTrainer, from `grpo_trainer.rewards`.
 
 TRL calls each reward function with the batch's prompts and completions and every extra dataset
-column as a keyword list. A builtin that has TRL-style functions (`reasoning-format`: the seed's
+column as a keyword list. A builtin that has TRL-style functions (`reasoning-format`: the single-GPU LoRA recipe's
 formatting and correctness pair) is used as is; other builtins and custom files have verl's
 per-sample `compute_score`, which `per_sample_reward` adapts to the batch call.
 """

@@ -1,7 +1,7 @@
 """One TRL engine run: load the policy, build GRPOTrainer, resume, train, export.
 
-Side effects live here and nowhere else in the engine; what to run is decided by the pure
-`settings.build_trl_config`. `run` turns any failure into the contract's Failure (an exit-code
+What to run is decided by the pure `settings.build_trl_config`, and where to resume from by the
+attempt driver. `run` turns any failure into the contract's Failure (an exit-code
 class the operator acts on).
 """
 
@@ -17,8 +17,8 @@ from typing import Any
 from grpo_operator.api.contract import Failure
 
 from ...failures import classify_exception
-from ..base import ExportResult
-from .checkpoints import remove_incomplete, resolve_resume
+from ..base import Checkpoint, ExportResult
+from .checkpoints import remove_incomplete
 from .export import ExportPlan, export_event, export_policy
 from .generation import configure as configure_generation
 from .metrics import MetricsFile
@@ -38,8 +38,9 @@ class RunRequest:
     reward_funcs: Sequence[RewardFunc]
     # Where the step metrics go; None: the environment's GRPO_METRICS_FILE, else output_dir.
     metrics_path: str | None = None
-    # `latest`, `never`, or a checkpoint folder.
-    resume: str = "latest"
+    # The checkpoint to continue from (for a job: the driver's decision, grpo_trainer/inputs.py);
+    # None: from the first step.
+    resume: Checkpoint | None = None
     export_dir: str | None = None
     # What to export into `export_dir` (default: the adapter and the merged model).
     export: ExportPlan = field(default_factory=ExportPlan)
@@ -142,10 +143,10 @@ def train(request: RunRequest) -> RunResult:
     removed = remove_incomplete(output_dir)
     if removed:
         log.warning("removed incomplete checkpoints: %s", ", ".join(str(p) for p in removed))
-    checkpoint = resolve_resume(output_dir, request.resume)
+    checkpoint = request.resume
     if checkpoint is not None:
-        metrics.event("resumed", checkpoint.step, path=str(checkpoint.path))
-    trainer.train(resume_from_checkpoint=str(checkpoint.path) if checkpoint else None)
+        metrics.event("resumed", checkpoint.step, path=checkpoint.path)
+    trainer.train(resume_from_checkpoint=checkpoint.path if checkpoint else None)
 
     exported: ExportResult | None = None
     if request.export_dir and request.export.anything:

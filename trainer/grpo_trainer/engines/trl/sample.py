@@ -1,6 +1,6 @@
 """The post-training check: one generation on a held-out image and prompt, scored and recorded.
 
-The seed ends by generating on a test image with the trained model (temperature 0.7, min_p 0.1)
+The single-GPU LoRA recipe ends by generating on a test image with the trained model (temperature 0.7, min_p 0.1)
 and reading the answer by eye. Here the exported (merged) model does the same on one row of the
 validation set, or of the training set when the job has none; the job's reward functions score
 the response against the row's answer, and the whole record goes to `sample.json` beside the
@@ -13,9 +13,10 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from grpo_operator.api.timestamps import rfc3339
 
 from ..base import SampleSummary
 from .rewards import RewardFunc
@@ -25,7 +26,7 @@ SAMPLE_FILE = "sample.json"
 
 @dataclass(frozen=True)
 class SampleRequest:
-    """Which row, and how to decode (the seed's check: 512 new tokens, temperature 0.7, min_p 0.1)."""
+    """Which row, and how to decode (the single-GPU LoRA recipe's check: 512 new tokens, temperature 0.7, min_p 0.1)."""
 
     row: dict[str, Any]
     source: str
@@ -163,7 +164,7 @@ def run_sample(
             "min_p": request.min_p,
             "seed": request.seed,
         },
-        "generatedAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "generatedAt": rfc3339(),
     }
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,10 +1,10 @@
 """The TRL engine's settings and the pure mapping from them to TRL's and peft's configuration.
 
-`TrlSettings` holds the third seed's recipe as defaults, so a GRPOJob that says only
-`engine: trl` trains the way the seed does; every value can be changed by the job. The mapping
+`TrlSettings` holds the single-GPU LoRA recipe as defaults, so a GRPOJob that says only
+`engine: trl` trains the way the single-GPU LoRA recipe does; every value can be changed by the job. The mapping
 (`build_trl_config`) is pure, so what reaches `GRPOConfig` and `LoraConfig` is unit-tested
-without importing torch or TRL, and every seed value is written explicitly: TRL 1.16's defaults
-differ from the seed's (`loss_type` is `dapo` there, `importance_sampling_level` is `token`,
+without importing torch or TRL, and every recipe value is written explicitly: TRL 1.16's defaults
+differ from the single-GPU LoRA recipe's (`loss_type` is `dapo` there, `importance_sampling_level` is `token`,
 `learning_rate` 1e-6, `logging_steps` 10).
 """
 
@@ -27,7 +27,7 @@ _VISION_TOWER = r"(?:visual|vision_tower|vision_model)"
 _LANGUAGE_MODEL = r"(?:language_model|text_model)"
 _VISION_ATTENTION_LEAVES = r"(?:attn|self_attn|attention)\.(?:qkv|proj|q_proj|k_proj|v_proj|o_proj|out_proj)"
 _VISION_MLP_LEAVES = r"mlp\.(?:linear_fc1|linear_fc2|fc1|fc2|gate_proj|up_proj|down_proj)"
-# The projector that turns vision features into language-model embeddings (the seed trains it
+# The projector that turns vision features into language-model embeddings (the single-GPU LoRA recipe trains it
 # together with the encoder: "ViT + Projector + Decoder").
 _PROJECTOR = (
     r"(?:visual\.merger|visual\.deepstack_merger_list\.\d+|multi_modal_projector|mm_projector)"
@@ -39,9 +39,9 @@ _LANGUAGE_MLP_LEAVES = r"mlp\.(?:gate_proj|up_proj|down_proj)"
 
 @dataclass(frozen=True)
 class TrlSettings:
-    """Everything the TRL engine needs to know about one run, with the third seed's values.
+    """Everything the TRL engine needs to know about one run, with the single-GPU LoRA recipe's values.
 
-    Lengths are in tokens. `per_device_train_batch_size` counts completions, as in TRL; the seed's
+    Lengths are in tokens. `per_device_train_batch_size` counts completions, as in TRL; the single-GPU LoRA recipe's
     value 1 is raised to a multiple of `num_generations` by `build_trl_config` (see there).
     """
 
@@ -51,7 +51,7 @@ class TrlSettings:
     adam_beta1: float = 0.9
     adam_beta2: float = 0.99
     weight_decay: float = 0.1
-    # The seed uses `adamw_8bit`, which needs bitsandbytes on a GPU: a job gets it where
+    # The single-GPU LoRA recipe uses `adamw_8bit`, which needs bitsandbytes on a GPU: a job gets it where
     # bitsandbytes imports (job.optimizer), the portable optimiser elsewhere.
     optim: str = "adamw_torch"
     lr_scheduler_type: str = "cosine"
@@ -114,7 +114,7 @@ def lora_target_regex(settings: TrlSettings) -> str | list[str]:
 
     The result is one regular expression (peft full-matches a string against each module name),
     so only the Linear layers inside the chosen towers are adapted; embeddings, norms and the
-    language-model head stay frozen as in the seed.
+    language-model head stay frozen as in the single-GPU LoRA recipe.
     """
     if settings.lora_target_modules is not None:
         if isinstance(settings.lora_target_modules, str):
@@ -176,7 +176,7 @@ def effective_batch_size(settings: TrlSettings) -> int:
     """The per-device batch TRL can run: a multiple of the group size.
 
     TRL requires each generation batch to hold whole groups of `num_generations` completions; the
-    seed's batch of 1 with G=2 is rejected by stock TRL. Unsloth, which the seed ran on, raises the
+    recipe's batch of 1 with G=2 is rejected by stock TRL. Unsloth, which the single-GPU LoRA recipe ran on, raises the
     batch to `num_generations`; rounding up to the next multiple does the same here, so one step
     is one prompt with its G completions.
     """

@@ -15,11 +15,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from grpo_operator.api.contract import Env, checkpoint_events_file
+from grpo_operator.api.timestamps import rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ class StatusCheckpointCallback:
         event = {
             "step": int(global_step),
             "path": str(checkpoint_dir),
-            "savedAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "savedAt": rfc3339(),
             # With asynchronous saves the shards may still be in flight; the tracker file is
             # written only when they are durable.
             "durable": not async_save,

@@ -6,9 +6,12 @@ verl writes `<checkpoint_dir>/global_step_N/actor/...` and then `latest_checkpoi
 - Its `max_actor_ckpt_to_keep` only prunes what the current process saved; checkpoints of earlier
   attempts pile up on the volume. `prune` applies the job's `keep` to all of them.
 - FSDP shards embed the world size; resuming with another device count fails deep inside torch.
-  `decide_resume` refuses first, with the two numbers and what to do.
-- A retried attempt must resume from the latest checkpoint whatever `checkpoint.resume` said for
-  the first start.
+  `check_world` refuses first, with the two numbers and what to do.
+- A fresh start (`checkpoint.resume: none`) must not find an earlier run's checkpoints:
+  `archive_previous_run` moves them aside.
+
+Which checkpoint an attempt starts from is the driver's decision (grpo_trainer/inputs.py);
+`verl_resume` says it in verl's terms.
 """
 
 from __future__ import annotations
@@ -16,13 +19,14 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from datetime import UTC, datetime
 from pathlib import Path
 
+from grpo_operator.api.timestamps import folder_stamp
 from grpo_operator.api.v1alpha1 import ResolvedJob
 
 from ...failures import ConfigError
 from ..base import Checkpoint
+from ..base import Resume as BaseResume
 from .overrides import Resume
 
 TRACKER = "latest_checkpointed_iteration.txt"
@@ -99,36 +103,31 @@ def record_world(job: ResolvedJob) -> None:
     (folder / WORLD_FILE).write_text(json.dumps(layout) + "\n", encoding="utf-8")
 
 
-def decide_resume(job: ResolvedJob, attempt: int, dry_run: bool = False) -> Resume:
-    """How verl starts this attempt; ConfigError when the checkpoint cannot fit this job.
-
-    `dry_run` (for `grpo-train plan`) decides without moving an earlier run's checkpoints aside.
-    """
-    folder = Path(job.paths.checkpoint_dir)
-    wanted = job.spec.checkpoint.resume
-    latest = tracked_step(folder)
-    if attempt > 1 or wanted == "latest":
-        # A retry always continues from its own latest checkpoint, whatever the first start asked.
-        if latest is not None:
-            _check_world(job, step_folder(folder, latest))
-            return Resume("auto", from_step=latest)
-        if wanted == "latest" or wanted == "none":
-            return Resume("auto")
-    if wanted == "none":
-        if not dry_run:
-            archive_previous_run(folder)
-        return Resume("disable")
-    path = Path(wanted)
-    match = _STEP_DIR.fullmatch(path.name)
-    if match is None or not path.is_dir():
+def at(path: str) -> Checkpoint:
+    """The global_step_N folder a spec names; ConfigError when it is not one."""
+    folder = Path(path)
+    match = _STEP_DIR.fullmatch(folder.name)
+    if match is None or not folder.is_dir():
         raise ConfigError(
-            f"checkpoint.resume={wanted}: expected an existing global_step_N folder written by verl"
+            f"checkpoint.resume={path}: expected an existing checkpoint folder of the verl engine "
+            "(global_step_N, written by verl)"
         )
-    _check_world(job, path)
-    return Resume("resume_path", path=str(path), from_step=int(match.group(1)))
+    return Checkpoint(int(match.group(1)), str(folder), folder.stat().st_mtime)
 
 
-def _check_world(job: ResolvedJob, step_dir: Path) -> None:
+def verl_resume(resume: BaseResume) -> Resume:
+    """The driver's resume decision in verl's terms (trainer.resume_mode and resume_from_path)."""
+    if resume.fresh:
+        return Resume("disable")
+    if resume.checkpoint is None:
+        return Resume("auto")
+    if resume.named:
+        return Resume("resume_path", path=resume.checkpoint.path, from_step=resume.checkpoint.step)
+    return Resume("auto", from_step=resume.checkpoint.step)
+
+
+def check_world(job: ResolvedJob, step_dir: Path) -> None:
+    """ConfigError when the checkpoint was written by another device count than this job's."""
     saved = world_size_of(step_dir)
     now = job.spec.world_size
     if saved is not None and saved != now:
@@ -150,7 +149,7 @@ def archive_previous_run(checkpoint_dir: Path) -> Path | None:
     tracker = checkpoint_dir / TRACKER
     if not old and not tracker.exists():
         return None
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    stamp = folder_stamp()
     archive = checkpoint_dir.parent / f"{checkpoint_dir.name}-archived-{stamp}"
     archive.mkdir(parents=True, exist_ok=True)
     for item in [*old, tracker]:

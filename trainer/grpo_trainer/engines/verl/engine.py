@@ -9,11 +9,20 @@ from pathlib import Path
 from grpo_operator.api.contract import Failure
 from grpo_operator.api.v1alpha1 import ResolvedJob
 
-from ... import data, sources
-from ...failures import ConfigError, DataError
+from ...failures import ConfigError
 from ...rewards.custom import check_defines
 from ...spec import Attempt
-from ..base import Checkpoint, EngineOptions, ExportResult, Findings, RunPlan, Session, Setting
+from ..base import (
+    Checkpoint,
+    EngineOptions,
+    ExportResult,
+    Findings,
+    Resume,
+    RunInputs,
+    RunPlan,
+    Session,
+    Setting,
+)
 from . import checkpoints, compile_cache
 from .compose import check, compose, effective_reward
 from .configs import config_dir, installed_config_dir
@@ -47,26 +56,19 @@ class VerlEngine:
 
     # --- plan and check -----------------------------------------------------------------------
 
-    def plan(self, job: ResolvedJob, attempt: Attempt, *, dry_run: bool = True) -> RunPlan:
-        """The exact main_ppo command; a dry run decides without downloading or moving anything."""
+    def plan(self, job: ResolvedJob, attempt: Attempt, inputs: RunInputs) -> RunPlan:
+        """The exact main_ppo command for the inputs the driver would hand this attempt."""
         profile = self.profile(planning=True)
-        planned = data.planned(job)
-        try:
-            model = str(
-                sources.resolve(
-                    job.spec.model.source, "model", job.paths.cache_dir, download=False, workdir=job.workdir
-                )
-            )
-        except DataError:
-            model = f"<{job.spec.model.source}, downloaded into {job.paths.cache_dir} at run time>"
+        if inputs.resume.checkpoint is not None:
+            checkpoints.check_world(job, Path(inputs.resume.checkpoint.path))
         launch = plan_launch(
             job,
             profile,
             attempt,
-            model_path=model,
-            train_files=planned.train_files,
-            val_files=planned.val_files,
-            resume=checkpoints.decide_resume(job, attempt.number, dry_run=dry_run),
+            model_path=inputs.model_path,
+            train_files=inputs.train_files,
+            val_files=inputs.val_files,
+            resume=checkpoints.verl_resume(inputs.resume),
         )
         plan = _run_plan(launch)
         if not (self.options.verl_version or installed_version()):
@@ -96,53 +98,50 @@ class VerlEngine:
 
     # --- one attempt --------------------------------------------------------------------------
 
-    def run(self, job: ResolvedJob, attempt: Attempt, session: Session) -> Failure | None:
-        profile = self.profile()
-        ckpt_dir = Path(job.paths.checkpoint_dir)
-        resume = checkpoints.decide_resume(job, attempt.number)
-        checkpoints.record_world(job)
-        pruned = checkpoints.prune(ckpt_dir, job.spec.checkpoint.keep)
-        if pruned:
-            log.info("deleted checkpoints beyond keep=%s: steps %s", job.spec.checkpoint.keep, pruned)
-        stale = compile_cache.prune_stale(job.paths.cache_dir)
-        if stale:
-            log.info("deleted compile caches of other versions: %s", ", ".join(stale))
+    def preflight(self, job: ResolvedJob, resume: Resume) -> None:
+        """The device count against the checkpoint, the custom reward's function, and the
+        checkpoint folder: an earlier run moved aside for a fresh start, this job's layout noted;
+        compile caches of other versions removed (compile_cache.py)."""
+        self.profile()
+        if resume.checkpoint is not None:
+            checkpoints.check_world(job, Path(resume.checkpoint.path))
         custom = job.spec.reward.custom
         if custom is not None and job.paths.reward_file:
             # Before anything heavy: verl would find a missing function minutes later, in a worker.
             check_defines(job.paths.reward_file, custom.function)
-        prepared = data.prepare(job, progress=self.options.progress)
-        for warning in prepared.warnings:
-            log.warning(warning)
-        model = sources.resolve(
-            job.spec.model.source, "model", job.paths.cache_dir, job.spec.model.revision, workdir=job.workdir
-        )
+        if resume.fresh:
+            checkpoints.archive_previous_run(Path(job.paths.checkpoint_dir))
+        checkpoints.record_world(job)
+        stale = compile_cache.prune_stale(job.paths.cache_dir)
+        if stale:
+            log.info("deleted compile caches of other versions: %s", ", ".join(stale))
+
+    def run(self, job: ResolvedJob, attempt: Attempt, inputs: RunInputs, session: Session) -> Failure | None:
         launch = plan_launch(
             job,
-            profile,
+            self.profile(),
             attempt,
-            model_path=str(model),
-            train_files=prepared.train_files,
-            val_files=prepared.val_files,
-            resume=resume,
+            model_path=inputs.model_path,
+            train_files=inputs.train_files,
+            val_files=inputs.val_files,
+            resume=checkpoints.verl_resume(inputs.resume),
         )
         for warning in launch.warnings:
             log.warning(warning)
         _verify_against_installed(launch)
         write_overrides(launch, attempt.metrics_file.with_suffix(".command.txt"))
         print("engine command:", " ".join(launch.command), flush=True)
-        session.start_reporting(
-            prepared.train_rows,
-            resume.from_step,
-            on_checkpoint=lambda _step: checkpoints.prune(ckpt_dir, job.spec.checkpoint.keep),
-        )
-        failure = run_engine(launch)
-        if failure is None:
-            checkpoints.prune(ckpt_dir, job.spec.checkpoint.keep)
-        return failure
+        session.start_reporting()
+        return run_engine(launch)
 
     def latest_checkpoint(self, job: ResolvedJob) -> Checkpoint | None:
         return checkpoints.latest(job.paths.checkpoint_dir)
+
+    def checkpoint_at(self, job: ResolvedJob, path: str) -> Checkpoint:
+        return checkpoints.at(path)
+
+    def prune(self, job: ResolvedJob, keep: int) -> list[int]:
+        return checkpoints.prune(job.paths.checkpoint_dir, keep)
 
     def export(self, job: ResolvedJob) -> ExportResult | None:
         return export(job)

@@ -1,7 +1,7 @@
 """Batch rewards for verl 0.9 (and 0.7): each GRPO group scored by one `compute_score_batch` call.
 
 verl 0.9 has no batch reward manager: its reward loop hands a manager one trajectory at a time,
-as soon as that trajectory is generated, on a reward worker picked at random. The SafeGRPO seed
+as soon as that trajectory is generated, on a reward worker picked at random. The SafeGRPO recipe
 used `reward_model.reward_manager=batch` with a `compute_score_batch`, which verl 0.7's legacy
 manager called with the whole step. The largest unit verl 0.9 still has together is the GRPO
 group: the `n` responses to one prompt, which share a `uid` (and, in 0.9's default trainer, are

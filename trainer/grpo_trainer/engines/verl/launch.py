@@ -63,7 +63,7 @@ def reward_function(job: ResolvedJob) -> RewardFunction:
     if spec.builtin:
         reward = get_reward(spec.builtin)
         if reward.batched and reward.batch_function:
-            why = f"builtin {reward.name}: a batch reward, as its seed called it (compute_score_batch)"
+            why = f"builtin {reward.name}: a batch reward, as the SafeGRPO recipe calls it (compute_score_batch)"
             return RewardFunction(reward.path, reward.batch_function, kwargs, batched=True, why=why)
         return RewardFunction(
             reward.path, reward.function, kwargs, why=f"builtin {reward.name}, per response"

@@ -1,7 +1,7 @@
 """GRPOJob spec -> verl Hydra overrides, for one verl version family. Pure: no files, no imports of verl.
 
-Every override here carries the intent of a seed setting in the form the installed verl actually
-reads (docs/verl.md, "Seed keys that no longer do what they say"): the reward under
+Every override here carries the intent of a reference recipe's setting in the form the installed verl actually
+reads (docs/verl.md, "Recipe keys that no longer do what they say"): the reward under
 `reward.custom_reward_function` on 0.9, `fsdp_config.use_torch_compile` rather than the actor's
 ignored flag, `mm_processor_cache_gb=0` instead of the flag vLLM removed, the file logger always on.
 The tests compose these overrides with each version's own configuration and check the values.
@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grpo_operator.api.batch import DEFAULT_MICRO_BATCH
 from grpo_operator.api.v1alpha1 import ResolvedJob
 
 from ...failures import ConfigError
@@ -33,7 +34,8 @@ _VERL_REWARD_WORKERS = 8
 _QWEN3_VL_NAME = re.compile(r"qwen3[-_.]?vl|qwen3\.5", re.IGNORECASE)
 _QWEN3_VL_TYPES = frozenset({"qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"})
 _KWARG = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_DEFAULT_MICRO_BATCH = 2
+_DEFAULT_MICRO_BATCH = DEFAULT_MICRO_BATCH["verl"]
+"""verl's micro-batch when the spec gives none (api/batch.py, which the checks read too)."""
 _VLLM_DEFAULT_BATCHED_TOKENS = 8192
 
 
@@ -281,10 +283,10 @@ def _actor(job: ResolvedJob, profile: VerlProfile, warnings: list[str]) -> list[
 
 def _strategy_why(strategy: str) -> str:
     if strategy == "fsdp":
-        return "spec.engine.strategy: verl's default, FSDP1, as the seeds ran"
+        return "spec.engine.strategy: verl's default, FSDP1, as the reference recipes ran"
     return (
         "spec.engine.strategy (default fsdp2): FSDP2, which verl recommends (less memory, composes with "
-        "torch.compile) and its Qwen3-VL examples use; the seeds ran verl's default, fsdp (FSDP1): set "
+        "torch.compile) and its Qwen3-VL examples use; the reference recipes ran verl's default, fsdp (FSDP1): set "
         "engine.strategy: fsdp for their exact setup"
     )
 
@@ -391,7 +393,7 @@ def _grouped_reward(job: ResolvedJob) -> list[Override]:
             "reward.reward_manager.name",
             GROUPED_REWARD_MANAGER,
             why=(
-                "verl 0.9 has no batch manager (the seed's reward_manager=batch is unknown to it): this one "
+                "verl 0.9 has no batch manager (the SafeGRPO recipe's reward_manager=batch is unknown to it): this one "
                 f"collects the {algo.group_size} responses of each prompt (one uid) and calls the batch "
                 "function once per group, the largest unit verl 0.9 keeps together"
             ),
@@ -442,7 +444,7 @@ def _trainer(
     )
     names_why = (
         f"{names}: they name the run in verl's loggers and nothing else here (the checkpoint folder, "
-        "which verl derives from them by default, is the job's own); the seeds' names "
+        "which verl derives from them by default, is the job's own); the recipes' names "
         "(verl_grpo_example_geo3k/qwen3_vl_4b_npu_fsdp, verl_grpo/qwen3_vl_4b_thinking_safegrpo) "
         "named their wandb or console runs"
     )

@@ -50,7 +50,7 @@ PROFILES: dict[str, VerlProfile] = {
     "0.7": VerlProfile(
         family="0.7",
         reference_version="0.7.1",
-        # The keys the Ascend seed's stack was written for; main_ppo migrates them into reward.*.
+        # The keys the geo3k Ascend recipe's stack was written for; main_ppo migrates them into reward.*.
         reward_prefix="custom_reward_function",
         migrates_legacy_reward=True,
         checkpoint_callback=False,

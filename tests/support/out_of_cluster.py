@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from cluster.backend import Cluster
-from integration.operator_process import OperatorProcess
+
+from support.cluster import Cluster
+from support.operator_process import OperatorProcess
 
 from .namespaces import being_deleted
 from .release import Release, account_kubeconfig, only

@@ -1,8 +1,9 @@
-"""Training progress -> the job's status: verl's per-step metrics and checkpoint events in, a patch out.
+"""Training progress -> the job's status: per-step metrics and checkpoint events in, a patch out.
 
 The trainer is the one writer of `status.progress`, `status.metrics`, `status.history` and
-`status.checkpoint`. The pure part here turns verl's file-logger lines (`{"step": N, "data": {...}}`)
-into those fields; `Reporter` (below) tails the files and sends the patch at most every few
+`status.checkpoint`. The pure part here turns the metrics lines (verl's file-logger format,
+`{"step": N, "data": {...}}`, which the TRL engine writes too) into those fields; `Reporter`
+(reporter.py) tails the files and sends the patch at most every few
 seconds, keeping the newest values across API errors so nothing is lost, only coalesced.
 
 Metric names (verl): `critic/score/mean` (reward), `val-core/<data_source>/acc/mean@N` (validation),
@@ -27,22 +28,24 @@ from grpo_operator.api.v1alpha1.status import (
     TrainerHealth,
 )
 
+from . import metric_keys as keys
+
 ETA_WINDOW = 10
 """Recent steps whose mean duration predicts the rest."""
 
 NON_FINITE = (
-    ("NonFiniteReward", ("critic/score/mean", "critic/rewards/mean")),
-    ("NonFiniteLoss", ("actor/pg_loss", "actor/kl_loss", "actor/loss", "actor/grad_norm")),
+    ("NonFiniteReward", (keys.REWARD, keys.REWARDS_MEAN)),
+    ("NonFiniteLoss", (keys.POLICY_LOSS, keys.KL_LOSS, keys.LOSS, keys.GRAD_NORM)),
 )
 """A NaN or infinity in any of these keys makes the run sick: it does not come back by itself."""
 
 _METRICS = {
-    "reward": ("critic/score/mean",),
-    "response_length": ("response_length/mean",),
-    "entropy": ("actor/entropy",),
-    "kl": ("actor/kl_loss", "actor/reward_kl_penalty"),
-    "step_seconds": ("timing_s/step",),
-    "tokens_per_second_per_device": ("perf/throughput",),
+    "reward": (keys.REWARD,),
+    "response_length": (keys.RESPONSE_LENGTH,),
+    "entropy": (keys.ENTROPY,),
+    "kl": (keys.KL_LOSS, keys.REWARD_KL_PENALTY),
+    "step_seconds": (keys.STEP_SECONDS,),
+    "tokens_per_second_per_device": (keys.THROUGHPUT,),
 }
 
 
@@ -76,7 +79,7 @@ def validation_score(data: dict[str, Any]) -> float | None:
         values = [
             v
             for key, value in data.items()
-            if key.startswith("val-core/")
+            if key.startswith(keys.VALIDATION_PREFIX)
             and f"/{variable}/mean@" in key
             and (v := _number(value)) is not None
         ]
@@ -88,8 +91,8 @@ def validation_score(data: dict[str, Any]) -> float | None:
 def step_metrics(data: dict[str, Any]) -> dict[str, float]:
     """The status metrics present in one line (snake_case field names)."""
     out = {}
-    for name, keys in _METRICS.items():
-        for key in keys:
+    for name, names in _METRICS.items():
+        for key in names:
             value = _number(data.get(key))
             if value is not None:
                 out[name] = value
@@ -129,9 +132,9 @@ class TrainingState:
         A `live` line is this attempt's, read `now`: it moves lastStepAt and is judged for health.
         """
         values = step_metrics(data)
-        global_step = _number(data.get("training/global_step"))
+        global_step = _number(data.get(keys.GLOBAL_STEP))
         step = int(global_step) if global_step is not None else step
-        epoch = _number(data.get("training/epoch"))
+        epoch = _number(data.get(keys.EPOCH))
         if epoch is not None:
             self.epoch = int(epoch)
         # The newest line is the truth: a retried attempt restarts from its checkpoint's step.
@@ -151,8 +154,8 @@ class TrainingState:
         """Update the health verdict with one step's raw metrics (before non-finite values are dropped)."""
         if self.health is not None and self.health["reason"].startswith("NonFinite"):
             return  # a run with NaN weights or rewards does not heal itself
-        for reason, keys in NON_FINITE:
-            for key in keys:
+        for reason, names in NON_FINITE:
+            for key in names:
                 value = data.get(key)
                 if isinstance(value, float) and not math.isfinite(value):
                     what = "reward" if reason == "NonFiniteReward" else "loss"
@@ -163,7 +166,7 @@ class TrainingState:
                         step,
                     )
                     return
-        entropy = _number(data.get("actor/entropy"))
+        entropy = _number(data.get(keys.ENTROPY))
         if self.entropy_floor > 0 and entropy is not None:
             self.low_entropy_steps = self.low_entropy_steps + 1 if entropy <= self.entropy_floor else 0
             if self.low_entropy_steps >= self.entropy_collapse_steps:

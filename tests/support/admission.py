@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from cluster.backend import Cluster
+from support.cluster import Cluster
 
 
 @contextmanager

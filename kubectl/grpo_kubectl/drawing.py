@@ -5,7 +5,7 @@ validation score, response length); that is enough to see whether a job learns w
 dashboard. The terminal chart is plain text (no colours, no terminal size detection), so it reads
 the same in a CI log, over ssh and in a notebook.
 
-    kubectl get grpojob NAME -o json | python -m grpo_trainer.curves --png reward.png
+    kubectl get grpojob NAME -o json | python -m grpo_kubectl.drawing --png reward.png
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def write_png(found: Sequence[Curve], path: str | Path, title: str) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m grpo_trainer.curves", description=__doc__.splitlines()[0]
+        prog="python -m grpo_kubectl.drawing", description=__doc__.splitlines()[0]
     )
     parser.add_argument(
         "job", nargs="?", default="-", help="a GRPOJob as JSON (kubectl get -o json); - reads stdin"

@@ -6,25 +6,22 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from grpo_operator.api.problem import Problem
 from grpo_operator.api.v1alpha1 import GRPOJob
-from grpo_operator.api.v1alpha1.status import GRPOJobStatus
+from grpo_operator.api.v1alpha1.status import GRPOJobStatus, diff, reason
 from grpo_operator.children.rayjob import build_rayjob
 from grpo_operator.config import Settings
 from grpo_operator.lifecycle import (
     children_created,
     children_waiting,
-    diff,
     fail,
     holds_cluster,
     observe_rayjob,
     plan,
-    reason,
 )
-from grpo_operator.validation import Problem
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from .helpers import minimal_body
+from support.operator_inputs import minimal_body
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 

@@ -1,4 +1,8 @@
-"""Resume, prune and world-size rules for verl checkpoints across attempts."""
+"""Resume, prune and world-size rules for verl checkpoints across attempts.
+
+Which checkpoint an attempt starts from is the driver's decision (grpo_trainer/inputs.py); these
+tests read it in verl's terms, after the verl engine's preflight, as a run does.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +10,37 @@ import json
 from pathlib import Path
 
 import pytest
+from grpo_operator.api.v1alpha1 import ResolvedJob
+from grpo_trainer.engines.base import EngineOptions
 from grpo_trainer.engines.verl.checkpoints import (
     TRACKER,
-    decide_resume,
+    check_world,
     prune,
     record_world,
     saved_steps,
     tracked_step,
+    verl_resume,
     world_size_of,
 )
+from grpo_trainer.engines.verl.engine import VerlEngine
+from grpo_trainer.engines.verl.overrides import Resume
 from grpo_trainer.failures import ConfigError
+from grpo_trainer.inputs import decide_resume as driver_decision
+from support.trainer_inputs import example_job
 
-from .helpers import example_job
+ENGINE = VerlEngine(EngineOptions())
+
+
+def decide_resume(job: ResolvedJob, attempt: int, dry_run: bool = False) -> Resume:
+    """The driver's decision in verl's terms; a run's preflight first (a plan, `dry_run`, only
+    checks the device count and moves nothing)."""
+    resume = driver_decision(job, attempt, ENGINE)
+    if dry_run:
+        if resume.checkpoint is not None:
+            check_world(job, Path(resume.checkpoint.path))
+    else:
+        ENGINE.preflight(job, resume)
+    return verl_resume(resume)
 
 
 def save(

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
 from grpo_operator.api.v1alpha1 import GRPOJob
 from grpo_trainer.spec import grpojob_document
 
-REPO = Path(__file__).resolve().parents[3]
+from support.examples import with_changes
+
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 METADATA = {"namespace": "team-a", "uid": "00000000-0000-0000-0000-000000000001", "generation": 1}
 
@@ -21,18 +22,8 @@ def example_body(path: Path) -> dict[str, Any]:
 
 
 def job_from(body: dict[str, Any], **spec_changes: Any) -> GRPOJob:
-    """A job from a body, with dotted-path spec changes: job_from(b, **{"resources.nodes": 2})."""
-    body = copy.deepcopy(body)
-    for dotted, value in spec_changes.items():
-        node = body["spec"]
-        *parents, leaf = dotted.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        if value is None:
-            node.pop(leaf, None)
-        else:
-            node[leaf] = value
-    return GRPOJob.model_validate(body)
+    """A job from a body, with spec changes (examples.with_changes): job_from(b, **{"resources.nodes": 2})."""
+    return GRPOJob.model_validate({**body, "spec": with_changes(body["spec"], spec_changes)})
 
 
 def minimal_body(**spec: Any) -> dict[str, Any]:

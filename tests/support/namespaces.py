@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import secrets
 
-from cluster.backend import Cluster
+from support.cluster import Cluster
 
 TEST_LABEL = "grpo.dev/test"
 # Every namespace this session creates carries it: what a cluster-wide release may act on.

@@ -12,7 +12,9 @@ from grpo_operator.api.v1alpha1 import JobPaths, ResolvedJob
 from grpo_trainer.spec import grpojob_document, resolve_manifest
 from PIL import Image, ImageDraw
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+from support.examples import example_document, with_changes
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO_ROOT / "examples"
 VERL_CONFIG_CACHE = REPO_ROOT / ".cache" / "verl-configs"
 GEO3K_REPO = "hiyouga/geometry3k"
@@ -26,21 +28,14 @@ def example_manifests() -> dict[str, dict[str, Any]]:
 
 def example_job(stem: str, root: Path | None = None, **spec_changes: Any) -> ResolvedJob:
     """An example as the operator resolves it; with `root`, its paths moved under a test folder."""
-    manifest = example_manifests()[stem]
+    manifest = example_document(stem)
     if spec_changes:
-        manifest = {**manifest, "spec": _merge(manifest["spec"], spec_changes)}
+        manifest = {**manifest, "spec": with_changes(manifest["spec"], spec_changes)}
     job = resolve_manifest(manifest)
     if root is None:
         return job
     paths = JobPaths.in_folder(str(root / job.name), reward_file=job.paths.reward_file)
     return job.model_copy(update={"paths": paths})
-
-
-def _merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in changes.items():
-        out[key] = _merge(out.get(key) or {}, value) if isinstance(value, dict) else value
-    return out
 
 
 def png(seed: int, size: tuple[int, int] = (48, 32)) -> bytes:

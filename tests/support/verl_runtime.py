@@ -22,12 +22,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-import yaml
 from grpo_operator.api.v1alpha1 import JobPaths, ResolvedJob
 from grpo_trainer.spec import Attempt, resolve_manifest
 from PIL import Image, ImageDraw
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+from support.examples import example_document, with_changes
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_CACHE = REPO_ROOT / ".cache" / "verl-packages"
 VERSION_ENV = "GRPO_VERL_CONTRACT_VERSION"
 """Set by test_verl_071.py for the run against another verl release."""
@@ -122,18 +123,11 @@ def write_user_parquet(path: Path) -> None:
 
 def example_job(stem: str, root: Path, reward_file: str | None = None, **spec: Any) -> ResolvedJob:
     """An example GRPOJob as the operator resolves it, with its folders under `root`."""
-    manifest = yaml.safe_load((REPO_ROOT / "examples" / f"{stem}.yaml").read_text())
-    manifest["spec"] = _merge(manifest["spec"], spec)
+    manifest = example_document(stem)
+    manifest["spec"] = with_changes(manifest["spec"], spec)
     job = resolve_manifest(manifest)
     paths = JobPaths.in_folder(str(root / job.name), reward_file=reward_file or job.paths.reward_file)
     return job.model_copy(update={"paths": paths})
-
-
-def _merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in changes.items():
-        out[key] = _merge(out.get(key) or {}, value) if isinstance(value, dict) else value
-    return out
 
 
 def verl_config(job: ResolvedJob, model: Path, train: Path, val: Path, cache: Path, *extra: str) -> Any:

@@ -2,27 +2,20 @@
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
-from cluster.backend import Cluster
-from grpo_trainer.spec import grpojob_document
+from support.cluster import Cluster
+from support.examples import example_document, with_changes
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = {p.stem: p for p in sorted((REPO / "examples").glob("*.yaml"))}
 
 
 def example(name: str, **spec_changes: Any) -> dict[str, Any]:
-    """An example GRPOJob as a dict, with dotted-path spec changes."""
-    body = grpojob_document(EXAMPLES[name].read_text())
-    for dotted, value in spec_changes.items():
-        node = body["spec"]
-        *parents, leaf = dotted.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
-    return copy.deepcopy(body)
+    """An example GRPOJob as a dict, with spec changes (examples.with_changes)."""
+    body = example_document(name)
+    return {**body, "spec": with_changes(body["spec"], spec_changes)}
 
 
 def source_claims(body: dict[str, Any]) -> list[str]:

@@ -1,6 +1,6 @@
 """A GRPOJob followed the way a user follows it: `kubectl apply -f`, `get`, `wait`, `delete`.
 
-What Ray "does" comes from the fake Ray job API (tests/cluster/rayjobapi.py), told per Ray job
+What Ray "does" comes from the fake Ray job API (tests/support/rayjobapi.py), told per Ray job
 id what status to report, so every phase lasts until the test moves it on.
 """
 
@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from cluster.backend import Cluster
-from integration.jobs import CHILD_KINDS as JOB_CHILD_KINDS
-from integration.jobs import EXAMPLES, condition, create_source_claims, example
+from support.cluster import Cluster
+from support.jobs import CHILD_KINDS as JOB_CHILD_KINDS
+from support.jobs import EXAMPLES, condition, create_source_claims, example
 
 # `kubectl get grpojobs -o wide`: the CRD's printer columns, the wide-only ones last.
 COLUMNS = [

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 import yaml
-from cluster.backend import Cluster
+
+from support.cluster import Cluster
 
 REPO = Path(__file__).resolve().parents[2]
 # The chart under test; GRPO_E2E_CHART points at another copy (a packaged .tgz, a release candidate).

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from cluster.backend import Cluster
+from support.cluster import Cluster
 
 # The verbs RBAC knows for ordinary resources; "exactly what it needs" means every one of these
 # that the operator does not use is refused.

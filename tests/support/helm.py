@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "grpo-operator"
 RELEASE = "grpo"
 NAMESPACE = "grpo-system"

@@ -1,7 +1,7 @@
 """Points for `kubectl grpo plot`: the job's status.history, or every step of its metrics files.
 
-Drawing is the trainer's (`grpo_trainer.curves`: the terminal chart and the PNG); this module
-only adds the full-resolution source. The metrics files are read with the trainer's own parser and
+Drawing is drawing.py's (the terminal chart and the PNG); this module only adds the
+full-resolution source. The metrics files are read with the trainer's own parser and
 folded as the reporter folds them (a retried attempt's steps replace the earlier ones), so the
 numbers are the ones the status shows, only more of them.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from grpo_trainer.report import TrainingState, parse_line
+from grpo_trainer.progress import TrainingState, parse_line
 
 _WIRE = {"reward": "reward", "val_score": "valScore", "response_length": "responseLength"}
 

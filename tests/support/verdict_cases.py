@@ -7,9 +7,10 @@ validate` offline and online must refuse exactly these, naming the same field.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Any
+
+from support.examples import with_changes
 
 BASE: dict[str, Any] = {
     "apiVersion": "grpo.dev/v1alpha1",
@@ -38,18 +39,8 @@ class Case:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def manifest(self) -> dict[str, Any]:
-        body = copy.deepcopy(BASE)
-        body["metadata"]["name"] = self.name
-        for dotted, value in self.changes.items():
-            node = body
-            *parents, leaf = dotted.split(".")
-            for part in parents:
-                node = node.setdefault(part, {})
-            if value is None:
-                node.pop(leaf, None)
-            else:
-                node[leaf] = value
-        return body
+        body = with_changes(BASE, {"metadata.name": self.name})
+        return with_changes(body, self.changes)
 
 
 CASES = [

@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 import torch
-
-from .runtime import example_job
+from grpo_trainer.engines.base import EngineOptions
+from grpo_trainer.engines.verl.engine import VerlEngine
+from grpo_trainer.inputs import decide_resume
+from support.verl_runtime import example_job
 
 STEPS = (1, 2, 3)
 
@@ -137,19 +139,18 @@ def test_the_checkpoint_we_name_is_the_one_verl_resumes_from(saved: dict[str, An
     assert latest.path == find_latest_ckpt_path(job.paths.checkpoint_dir)
     assert checkpoints.saved_steps(job.paths.checkpoint_dir) == list(STEPS)
     assert checkpoints.world_size_of(Path(latest.path)) == 1
-    resume = checkpoints.decide_resume(job, attempt=2)
+    resume = checkpoints.verl_resume(decide_resume(job, 2, VerlEngine(EngineOptions())))
     assert (resume.mode, resume.from_step) == ("auto", STEPS[-1])
 
 
 def test_a_job_with_another_device_count_is_refused_before_launch(saved: dict[str, Any]) -> None:
-    from grpo_trainer.engines.verl import checkpoints
     from grpo_trainer.failures import ConfigError
 
     job = saved["job"]
     resources = job.spec.resources.model_copy(update={"devices_per_node": 4})
     other = job.model_copy(update={"spec": job.spec.model_copy(update={"resources": resources})})
     with pytest.raises(ConfigError, match="written by 1 devices and this job has 4"):
-        checkpoints.decide_resume(other, attempt=2)
+        VerlEngine(EngineOptions()).preflight(other, decide_resume(other, 2, VerlEngine(EngineOptions())))
 
 
 def test_verl_loads_what_we_resume_from(saved: dict[str, Any], tiny_model: Path, processor: Any) -> None:

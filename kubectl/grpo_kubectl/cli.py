@@ -28,17 +28,17 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from grpo_operator.api.contract import CONFIG_ERROR, JOB_SUBDIRS, attempt_log_file, job_dir
-from grpo_operator.api.v1alpha1 import GRPOJob
+from grpo_operator.api.contract import CONFIG_ERROR, attempt_log_file, job_dir
+from grpo_operator.api.v1alpha1 import GRPOJob, JobPaths
 from grpo_operator.config import Settings
 from grpo_operator.validation import validate
 from grpo_operator.verdict import manifest_problems, parse
-from grpo_trainer import curves as drawing
 from grpo_trainer.spec import grpojob_document
 from lightkube import ApiError
 
+from . import drawing
 from .cluster import Cluster, NoVerdictError, PluginError, one_line
-from .curves import history_from_metrics
+from .history import history_from_metrics
 from .reader import DEFAULT_IMAGE
 from .show import describe
 from .volume import LocalVolume, PodVolume, Volume
@@ -167,9 +167,13 @@ def _job_folder(name: str, body: dict[str, Any] | None) -> str:
     return job_dir(name, ((body or {}).get("metadata") or {}).get("uid", ""))
 
 
+def _job_paths(name: str, body: dict[str, Any] | None) -> JobPaths:
+    """The job's folders as the pods see them (JobPaths.in_folder: the layout the trainer writes)."""
+    return JobPaths.in_folder(_job_folder(name, body))
+
+
 def _metrics_dir(name: str, body: dict[str, Any] | None) -> str:
-    """The job's metrics folder as the pods see it (children/paths.py's layout)."""
-    return f"{_job_folder(name, body)}/{JOB_SUBDIRS['metrics_dir']}"
+    return _job_paths(name, body).metrics_dir
 
 
 def _volume(args: argparse.Namespace, cluster: Cluster | None, job: GRPOJob | None) -> Volume:
@@ -354,7 +358,7 @@ def _checkpoints(args: argparse.Namespace) -> int:
     cluster, body = _job_if_reachable(args)
     job = GRPOJob.model_validate(body) if body else None
     volume = _volume(args, cluster, job)
-    folder = f"{_job_folder(args.job, body)}/{JOB_SUBDIRS['checkpoint_dir']}"
+    folder = _job_paths(args.job, body).checkpoint_dir
     entries = [
         (stamp, name)
         for stamp, name in volume.listing(folder)

@@ -9,7 +9,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 IMAGES = REPO / "images"
 VERSIONS = IMAGES / "versions.env"
 BUILD = IMAGES / "build.sh"
