@@ -11,7 +11,7 @@ KUBECONFIG_LOCAL = $(shell . hack/lib.sh && echo "$$CLUSTER_DIR/kubeconfig")
 PYTEST_ARGS ?=
 LINT_PATHS := operator trainer tests hack charts benchmarks
 
-.PHONY: help install demo demo-down cluster-up cluster-down test e2e-kind lint images
+.PHONY: help install demo demo-down cluster-up cluster-down test e2e-kind lint images engine-up engine-down base-images
 
 help:
 	@echo "make demo         a cluster of its own + Helm install + the operator + a GRPOJob that trains on CPU"
@@ -23,6 +23,9 @@ help:
 	@echo "make e2e-kind     the same suite on a kind cluster (needs Docker)"
 	@echo "make lint         ruff check, format check and the import-layer contracts (part of make test)"
 	@echo "make images       build the operator and trainer images (Docker)"
+	@echo "make engine-up    a Docker engine: the one running, or Debian's docker.io installed and started"
+	@echo "make engine-down  stop the dockerd that engine-up started (by its pid)"
+	@echo "make base-images  Debian-made base images for engines that cannot pull (images/base.sh)"
 
 # llama.cpp's GGUF tools for the TRL engine's export: built from the llama-cpp-python sdist only
 # when .cache/llama.cpp-<version> has no finished build (13 CPU-minutes: ~7 min on an idle 2-core
@@ -90,3 +93,14 @@ lint: install
 # Needs Docker with BuildKit. IMAGES=cuda builds one; REGISTRY, TAG, PLATFORM, PUSH=1 pass through.
 images:
 	images/build.sh $(IMAGES)
+
+# The container engine: one already running is used as it is; otherwise Debian's docker.io is
+# installed (root) and dockerd started, its pid in .cache/engine (hack/engine-up.sh).
+engine-up:
+	hack/engine-up.sh
+
+engine-down:
+	hack/engine-down.sh
+
+base-images: engine-up
+	images/base.sh debian python
