@@ -67,6 +67,17 @@ def test_every_copied_file_exists_and_is_in_the_build_context(path: Path) -> Non
             )
 
 
+def test_the_legacy_builders_context_is_the_union_of_the_dockerfiles_own() -> None:
+    """Docker's legacy builder reads only the root .dockerignore: it must allow what every
+    Dockerfile's own ignore file allows, and nothing more (not .venv, .cache or .git)."""
+
+    def rules(path: Path) -> set[str]:
+        return {line for line in path.read_text().splitlines() if line and not line.startswith("#")}
+
+    union = set().union(*(rules(Path(f"{path}.dockerignore")) for path in UNIQUE_DOCKERFILES))
+    assert rules(REPO / ".dockerignore") == union
+
+
 @pytest.mark.parametrize("image", ["operator", "cuda", "ascend"])
 def test_arg_defaults_are_the_pinned_versions(image: str) -> None:
     """A plain `docker build` and `make images` build the same image."""
