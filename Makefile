@@ -9,9 +9,9 @@ PY := $(VENV)/bin/python
 KUBECTL = $(shell . hack/lib.sh && echo "$$BIN_DIR/kubectl")
 KUBECONFIG_LOCAL = $(shell . hack/lib.sh && echo "$$CLUSTER_DIR/kubeconfig")
 PYTEST_ARGS ?=
-LINT_PATHS := operator trainer kubectl tests hack charts benchmarks
+LINT_PATHS := operator trainer kubectl tests hack charts benchmarks images
 
-.PHONY: help install demo demo-down cluster-up cluster-down test e2e-kind lint images
+.PHONY: help install demo demo-down cluster-up cluster-down test test-images e2e-kind lint images engine-up engine-down base-images
 
 help:
 	@echo "make demo         a cluster of its own + Helm install + the operator + a GRPOJob that trains on CPU"
@@ -23,6 +23,10 @@ help:
 	@echo "make e2e-kind     the same suite on a kind cluster (needs Docker)"
 	@echo "make lint         ruff check, format check and the import-layer contracts (part of make test)"
 	@echo "make images       build the operator and trainer images (Docker)"
+	@echo "make test-images  build the operator and CPU trainer images and run them (tests/images)"
+	@echo "make engine-up    a Docker engine: the one running, or Debian's docker.io installed and started"
+	@echo "make engine-down  stop the dockerd that engine-up started (by its pid)"
+	@echo "make base-images  Debian-made base images for engines that cannot pull (images/base.sh)"
 
 # llama.cpp's GGUF tools for the TRL engine's export: built from the llama-cpp-python sdist only
 # when .cache/llama.cpp-<version> has no finished build (13 CPU-minutes: ~7 min on an idle 2-core
@@ -65,17 +69,26 @@ demo-down:
 # The one test command (CI runs it through .ci/run): lint first (seconds), then every tier.
 # pytest's exit code 5, "no tests ran", fails too. Under CI the cluster is stopped afterwards so
 # no process outlives the job.
+# tests/images needs a container engine and the built images: `make test-images` runs it.
 test: lint cluster-up
-	rc=0; GRPO_TEST_CLUSTER=local $(PY) -m pytest $(PYTEST_ARGS) tests || rc=$$?; \
+	rc=0; GRPO_TEST_CLUSTER=local $(PY) -m pytest $(PYTEST_ARGS) --ignore=tests/images tests || rc=$$?; \
 	if [[ -n "$${CI:-}" ]]; then hack/cluster-down.sh || true; fi; \
 	if [[ $$rc -eq 5 ]]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; \
+	exit $$rc
+
+# The images tier: the operator and CPU trainer images built (cached by layer) and run as
+# containers by the engine (started here if none runs), the operator against the local cluster.
+test-images: cluster-up
+	$(MAKE) images IMAGES="operator cpu"
+	rc=0; GRPO_TEST_CLUSTER=local $(PY) -m pytest $(PYTEST_ARGS) tests/images || rc=$$?; \
+	if [[ $$rc -eq 5 ]]; then echo "make test-images: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$rc
 
 # Needs Docker: creates a kind cluster, cordons its node, adds the KWOK pools and the same
 # out-of-cluster KubeRay and fake Ray job API, and runs the same suite against it.
 e2e-kind: install
 	hack/kind-up.sh
-	rc=0; GRPO_TEST_CLUSTER=kind $(PY) -m pytest $(PYTEST_ARGS) tests || rc=$$?; \
+	rc=0; GRPO_TEST_CLUSTER=kind $(PY) -m pytest $(PYTEST_ARGS) --ignore=tests/images tests || rc=$$?; \
 	hack/kind-down.sh || true; \
 	if [[ $$rc -eq 5 ]]; then echo "make e2e-kind: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$rc
@@ -87,6 +100,18 @@ lint: install
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 	PYTHONPATH=operator:trainer:kubectl $(VENV)/bin/lint-imports --no-cache
 
-# Needs Docker with BuildKit. IMAGES=cuda builds one; REGISTRY, TAG, PLATFORM, PUSH=1 pass through.
-images:
+# Starts the engine if none runs (hack/engine-up.sh). IMAGES="operator cpu" builds those; REGISTRY,
+# TAG, PLATFORM, PUSH=1 and BASE_IMAGES pass through (images/build.sh).
+images: engine-up
 	images/build.sh $(IMAGES)
+
+# The container engine: one already running is used as it is; otherwise Debian's docker.io is
+# installed (root) and dockerd started, its pid in .cache/engine (hack/engine-up.sh).
+engine-up:
+	hack/engine-up.sh
+
+engine-down:
+	hack/engine-down.sh
+
+base-images: engine-up
+	images/base.sh debian python

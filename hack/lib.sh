@@ -11,6 +11,8 @@ CACHE_ROOT="${GRPO_CACHE_DIR:-$REPO_ROOT/.cache}"
 BIN_DIR="$CACHE_ROOT/bin-$VERSIONS_STAMP"
 # Runtime state of a running local cluster (certs, pids, logs, kubeconfig).
 CLUSTER_DIR="${GRPO_CLUSTER_DIR:-$CACHE_ROOT/cluster}"
+# The dockerd that hack/engine-up.sh starts where no engine runs: its pid file and log.
+ENGINE_DIR="${GRPO_ENGINE_DIR:-$CACHE_ROOT/engine}"
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 
 # Loopback ports of the local cluster. Chosen away from the components' defaults (2379, 6443,

@@ -102,9 +102,11 @@ def _run(args: argparse.Namespace) -> int:
         )
         register(registry, settings, queue, leader, stop)
         # kopf's own peering is not leader election (it pauses on seeing a peer, with no fencing):
-        # standalone, and the Lease decides who acts.
+        # standalone, and the Lease decides who acts. The identity is given: kopf's default asks
+        # the password database for the user's name, and the image's numeric user has no entry.
         await kopf.operator(
             registry=registry,
+            identity=settings.lease_place()[1],
             standalone=True,
             clusterwide=not settings.namespaces,
             namespaces=settings.namespaces,

@@ -84,6 +84,29 @@ class Dockerfile:
     def final(self, keyword: str) -> list[Instruction]:
         return [i for i in self.all(keyword) if i.stage == self.stages]
 
+    def stage_bases(self) -> dict[str, str]:
+        """Each named stage and what its FROM names (an image, an ARG or an earlier stage)."""
+        bases = {}
+        for instruction in self.all("FROM"):
+            words = instruction.arguments.split()
+            name = words[2] if len(words) == 3 and words[1].upper() == "AS" else str(instruction.stage)
+            bases[name] = words[0]
+        return bases
+
+    def stage_number(self, name: str) -> int:
+        return list(self.stage_bases()).index(name) + 1
+
+    def lineage(self, name: str) -> list[str]:
+        """The stage and every stage it is built on, nearest first."""
+        bases = self.stage_bases()
+        chain = [name]
+        while bases[chain[-1]] in bases:
+            chain.append(bases[chain[-1]])
+        return chain
+
+    def in_stage(self, keyword: str, name: str) -> list[Instruction]:
+        return [i for i in self.all(keyword) if i.stage == self.stage_number(name)]
+
     def arg_defaults(self) -> dict[str, str | None]:
         """Every ARG and its default; a name declared twice must not change its default."""
         defaults: dict[str, str | None] = {}

@@ -24,9 +24,15 @@ from support.dockerfile import BUILD, DOCKERFILES, REPO, Dockerfile, build_args,
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 CHART_VALUES = yaml.safe_load((REPO / "charts" / "grpo-operator" / "values.yaml").read_text())
-PREFIXES = {"OPERATOR_": "operator", "CUDA_": "cuda", "ASCEND_": "ascend", "SEED_A2_": "ascend-a2-seed"}
+PREFIXES = {
+    "OPERATOR_": "operator",
+    "CUDA_": "cuda",
+    "CPU_": "cpu",
+    "ASCEND_": "ascend",
+    "SEED_A2_": "ascend-a2-seed",
+}
 # Build settings, not versions: they may differ per build machine.
-TUNING_ARGS = {"MAX_JOBS"}
+TUNING_ARGS = {"MAX_JOBS", "BUILD_CA_IMAGE"}
 # Pinned in the CUDA image but not in the train-cuda extra: flash-attn compiles against the
 # installed torch (--no-build-isolation), which an extra cannot express; llama-cpp-python is not
 # installed at all, only its sdist's vendored llama.cpp built (grpo_trainer/engines/trl/gguf_tools.py).
@@ -58,6 +64,17 @@ def test_every_copied_file_exists_and_is_in_the_build_context(path: Path) -> Non
             assert any(source == a or source.startswith(f"{a}/") for a in allowed), (
                 f"{path.name} copies {source}, which {ignore.name} leaves out of the context"
             )
+
+
+def test_the_legacy_builders_context_is_the_union_of_the_dockerfiles_own() -> None:
+    """Docker's legacy builder reads only the root .dockerignore: it must allow what every
+    Dockerfile's own ignore file allows, and nothing more (not .venv, .cache or .git)."""
+
+    def rules(path: Path) -> set[str]:
+        return {line for line in path.read_text().splitlines() if line and not line.startswith("#")}
+
+    union = set().union(*(rules(Path(f"{path}.dockerignore")) for path in UNIQUE_DOCKERFILES))
+    assert rules(REPO / ".dockerignore") == union
 
 
 @pytest.mark.parametrize("image", ["operator", "cuda", "ascend"])
@@ -107,14 +124,66 @@ def test_every_arg_is_used_and_every_version_reaches_pip(path: Path) -> None:
 def test_base_images_are_pinned_tags(path: Path) -> None:
     dockerfile = Dockerfile.read(path)
     defaults = dockerfile.arg_defaults()
-    for instruction in dockerfile.all("FROM"):
-        image = instruction.arguments.split()[0]
+    stages = list(dockerfile.stage_bases())
+    for index, image in enumerate(dockerfile.stage_bases().values()):
+        if image in stages[:index]:
+            continue  # an earlier stage
         match = re.fullmatch(r"\$\{(\w+)\}", image)
-        assert match, f"{path.name}: FROM {image} should come from a pinned ARG"
+        assert match, f"{path.name}: FROM {image} should come from a pinned ARG or an earlier stage"
         pinned = defaults[match.group(1)]
+        assert pinned
+        # The build CA's image defaults to the base image itself (its own CA bundle).
+        pinned = defaults.get(pinned.strip("${}"), pinned) if pinned.startswith("${") else pinned
         assert pinned
         assert ":" in pinned.rsplit("/", 1)[-1], f"{path.name}: {pinned} has no tag"
         assert not pinned.endswith(":latest")
+
+
+@pytest.mark.parametrize("path", [DOCKERFILES["operator"], DOCKERFILES["cuda"]], ids=lambda p: p.name)
+def test_the_build_ca_stays_in_the_build_stages(path: Path) -> None:
+    """pip in the build stages trusts the build machine's CA bundle (images/build.sh passes it as
+    an image); the images that ship are built on stages that never saw it."""
+    dockerfile = Dockerfile.read(path)
+    bases = dockerfile.stage_bases()
+    with_ca = {c.stage for c in dockerfile.copies() if c.flags.get("from") == "build-ca"}
+    assert with_ca, "pip's CA bundle comes from the build-ca stage"
+    finals = [name for name in bases if name in {"cpu", "cuda"}] or [list(bases)[-1]]
+    for final in finals:
+        lineage = dockerfile.lineage(final)
+        assert not {dockerfile.stage_number(s) for s in lineage} & with_ca, f"{final} is built on the CA"
+        assert not [
+            e
+            for e in dockerfile.all("ENV")
+            if "PIP_CERT" in e.arguments and e.stage in {dockerfile.stage_number(s) for s in lineage}
+        ]
+
+
+def test_the_cpu_image_is_the_cuda_dockerfiles_own_stages() -> None:
+    """One Dockerfile for both trainer images: the CPU image is a target of Dockerfile.cuda on the
+    same system and torch stages, with the same user and entrypoint, and no CUDA toolchain."""
+    dockerfile = Dockerfile.read(DOCKERFILES["cuda"])
+    assert dockerfile.lineage("cpu") == ["cpu", "system"]
+    assert dockerfile.lineage("cpu-build") == ["cpu-build", "torch", "system"]
+    assert dockerfile.lineage("cuda-build") == ["cuda-build", "torch", "system"]
+    assert [c.flags["from"] for c in dockerfile.copies() if c.stage == dockerfile.stage_number("cpu")] == [
+        "cpu-build"
+    ]
+    # The legacy builder builds every stage before its target: the CPU stages come first.
+    assert dockerfile.stage_number("cpu") < dockerfile.stage_number("cuda-build")
+    for stage in ("cpu", "cuda"):
+        (user,) = dockerfile.in_stage("USER", stage)
+        assert user.arguments == "1000:1000"
+        (entrypoint,) = dockerfile.in_stage("ENTRYPOINT", stage)
+        assert entrypoint.exec_form() == ["grpo-train"]
+    cpu = build_args("cpu")
+    assert "nvidia" not in cpu["BASE_IMAGE"]
+    assert cpu["PYTHON"] != build_args("cuda")["PYTHON"]
+    assert not {"build-essential", "cmake"} & set(cpu["SYSTEM_PACKAGES"].split(","))
+    # The same lock and the same pins as the CUDA image, apart from what the CPU_ values change.
+    cuda = build_args("cuda")
+    assert {k: v for k, v in cpu.items() if k.endswith("_VERSION")} == {
+        k: v for k, v in cuda.items() if k.endswith("_VERSION")
+    }
 
 
 def test_train_cuda_extra_pins_what_the_cuda_image_installs() -> None:
@@ -236,13 +305,14 @@ def test_build_script_tags_the_images_the_chart_and_operator_use() -> None:
     registry = "ghcr.io/grpo-operator"
     assert tags == [
         f"{registry}/operator:{version}",
+        f"{registry}/trainer-cpu:{version}",
         f"{registry}/trainer-cuda:{version}",
         f"{registry}/trainer-ascend:{version}",
         f"{registry}/trainer-ascend:{version}-a2-seed",
     ]
     profiles = Settings().profiles
-    assert profiles["nvidia"].image == tags[1]
-    assert profiles["ascend"].image == tags[2]
+    assert profiles["nvidia"].image == tags[2]
+    assert profiles["ascend"].image == tags[3]
     assert f"{CHART_VALUES['image']['repository']}:{version}" == tags[0]
 
 
