@@ -23,7 +23,7 @@ help:
 	@echo "make e2e-kind     the same suite on a kind cluster (needs Docker)"
 	@echo "make lint         ruff check, format check and the import-layer contracts (part of make test)"
 	@echo "make images       build the operator and trainer images (Docker)"
-	@echo "make test-images  build the operator and CPU trainer images and run them (tests/images)"
+	@echo "make test-images  build the operator and CPU trainer images and run them (tests/containers)"
 	@echo "make engine-up    a Docker engine: the one running, or Debian's docker.io installed and started"
 	@echo "make engine-down  stop the dockerd that engine-up started (by its pid)"
 	@echo "make base-images  Debian-made base images for engines that cannot pull (images/base.sh)"
@@ -69,9 +69,9 @@ demo-down:
 # The one test command (CI runs it through .ci/run): lint first (seconds), then every tier.
 # pytest's exit code 5, "no tests ran", fails too. Under CI the cluster is stopped afterwards so
 # no process outlives the job.
-# tests/images needs a container engine and the built images: `make test-images` runs it.
+# tests/containers needs a container engine and the built images: `make test-images` runs it.
 test: lint cluster-up
-	rc=0; GRPO_TEST_CLUSTER=local $(PY) -m pytest $(PYTEST_ARGS) --ignore=tests/images tests || rc=$$?; \
+	rc=0; GRPO_TEST_CLUSTER=local $(PY) -m pytest $(PYTEST_ARGS) --ignore=tests/containers tests || rc=$$?; \
 	if [[ -n "$${CI:-}" ]]; then hack/cluster-down.sh || true; fi; \
 	if [[ $$rc -eq 5 ]]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$rc
@@ -80,7 +80,7 @@ test: lint cluster-up
 # containers by the engine (started here if none runs), the operator against the local cluster.
 test-images: cluster-up
 	$(MAKE) images IMAGES="operator cpu"
-	rc=0; GRPO_TEST_CLUSTER=local $(PY) -m pytest $(PYTEST_ARGS) tests/images || rc=$$?; \
+	rc=0; GRPO_TEST_CLUSTER=local $(PY) -m pytest $(PYTEST_ARGS) tests/containers || rc=$$?; \
 	if [[ $$rc -eq 5 ]]; then echo "make test-images: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$rc
 
@@ -88,7 +88,7 @@ test-images: cluster-up
 # out-of-cluster KubeRay and fake Ray job API, and runs the same suite against it.
 e2e-kind: install
 	hack/kind-up.sh
-	rc=0; GRPO_TEST_CLUSTER=kind $(PY) -m pytest $(PYTEST_ARGS) --ignore=tests/images tests || rc=$$?; \
+	rc=0; GRPO_TEST_CLUSTER=kind $(PY) -m pytest $(PYTEST_ARGS) --ignore=tests/containers tests || rc=$$?; \
 	hack/kind-down.sh || true; \
 	if [[ $$rc -eq 5 ]]; then echo "make e2e-kind: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$rc

@@ -15,7 +15,7 @@ import re
 import pytest
 from packaging.utils import canonicalize_name
 
-from .dockerfile import DOCKERFILES, REPO, Dockerfile, build_args
+from support.dockerfile import DOCKERFILES, REPO, Dockerfile, build_args
 
 _spec = importlib.util.spec_from_file_location("lock", REPO / "images" / "lock.py")
 assert _spec is not None

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster.backend import Cluster
-from cluster.rayjobapi import RayJobAPI, succeeds_after
-from integration.jobs import apply_job, condition, example, phase_is
-from integration.operator_process import free_port
+from support.cluster import Cluster
+from support.rayjobapi import RayJobAPI, succeeds_after
+from support.jobs import apply_job, condition, example, phase_is
+from support.operator_process import free_port
 
 from .conftest import docker
 
