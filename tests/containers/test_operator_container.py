@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 from support.cluster import Cluster
-from support.rayjobapi import RayJobAPI, succeeds_after
 from support.jobs import apply_job, condition, example, phase_is
 from support.operator_process import free_port
+from support.rayjobapi import RayJobAPI, succeeds_after
 
 from .conftest import docker
 

@@ -14,7 +14,6 @@ import re
 
 import pytest
 from packaging.utils import canonicalize_name
-
 from support.dockerfile import DOCKERFILES, REPO, Dockerfile, build_args
 
 _spec = importlib.util.spec_from_file_location("lock", REPO / "images" / "lock.py")
