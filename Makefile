@@ -34,7 +34,7 @@ help:
 install: $(VENV)/.installed
 	$(PY) -m grpo_trainer.engines.trl.gguf_tools install
 
-# The CUDA image's verl, for the contract tests against verl's own code (tests/unit/verl_contract).
+# The CUDA image's verl, for the contract tests against verl's own code (tests/unit/verl_engine).
 VERL_VERSION := $(shell sed -n 's/^CUDA_VERL_VERSION=//p' images/versions.env)
 
 # Reinstalled when pyproject.toml or the images' versions change.

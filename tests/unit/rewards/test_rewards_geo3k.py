@@ -1,7 +1,7 @@
 """geo3k, the geo3k Ascend recipe's scorer: verl's own geo3k rule, its answer graded by mathruler, within a time bound.
 
 The oracle below is verl's `verl/utils/reward_score/geo3k.py` rule written out (mathruler's
-grade_answer on its extract_boxed_content, and verl's format regex); tests/unit/verl_contract runs
+grade_answer on its extract_boxed_content, and verl's format regex); tests/unit/verl_engine runs
 verl's own module on the same answers. The table of cases where geo3k-lenient scores differently
 is docs/benchmarks/rewards.md's; the test reads it, so the documentation cannot drift.
 """

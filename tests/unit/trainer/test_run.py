@@ -151,7 +151,7 @@ def test_nvidia_environment_has_no_ascend_settings(tmp_path):
 
 def test_a_trl_that_breaks_verl_is_shadowed_for_main_ppo_and_every_ray_worker(tmp_path, monkeypatch):
     """The stand-in trl goes first on PYTHONPATH (kept behind it: the pod's own), for main_ppo and,
-    through ray_init's runtime_env, for each Ray worker (tests/unit/verl_contract/test_trl_shadow.py
+    through ray_init's runtime_env, for each Ray worker (tests/unit/verl_engine/test_trl_shadow.py
     runs verl's actor start-up with it)."""
     from grpo_trainer.engines.verl import launch
 

@@ -3,7 +3,7 @@
 verl renames and retires Hydra keys between minor versions, and a key that moved is not always an
 error: `custom_reward_function.path` still composes in 0.9.1 but lands in a legacy slot nothing
 reads. So the overrides are written per version family, from a profile checked by composing that
-version's own configuration in the tests (`tests/unit/trainer/test_verl_compose.py`).
+version's own configuration in the tests (`tests/unit/verl_engine/test_compose.py`).
 
 The installed version is read from the package metadata, never by importing `verl` (its
 `__init__` pulls in torch and ray).
