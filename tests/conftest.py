@@ -8,12 +8,14 @@
 
 Tests that need the cluster carry ``@pytest.mark.cluster`` (the marker alone brings the cluster up)
 or use one of these fixtures (which adds the marker), so ``pytest -m "not cluster"`` runs only what
-needs no cluster, and unit tests never start one. When such a test fails, its report carries the
+needs no cluster, and unit tests never start one. Tests marked ``real_node`` (the real node of the
+cpu pool, hack/node-up.sh) are collected only with ``GRPO_REAL_NODE=1`` (``make test-real-node``). When such a test fails, its report carries the
 events of its namespace and the tail of every cluster component's log.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 from collections.abc import Generator, Iterator
@@ -27,10 +29,17 @@ CLUSTER_FIXTURES = {"cluster", "namespace", "job_api"}
 CLUSTER_KEY = pytest.StashKey[Cluster]()
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.cluster)
+    # Tests of the real node (tests/cluster/test_real_node.py) only where it is asked for: its
+    # first start imports the trainer image into the node's containerd (minutes).
+    if os.environ.get("GRPO_REAL_NODE") != "1":
+        deselected = [item for item in items if item.get_closest_marker("real_node") is not None]
+        if deselected:
+            config.hook.pytest_deselected(items=deselected)
+            items[:] = [item for item in items if item.get_closest_marker("real_node") is None]
 
 
 @pytest.fixture(scope="session")
