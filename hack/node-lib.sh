@@ -58,6 +58,26 @@ ensure_bridge() {  # the pods' bridge with its gateway address, made before the 
   sysctl -qw net.ipv4.ip_forward=1
 }
 
+# The `kubernetes` Service for pods: its ClusterIP and port, routed from the pod bridge to the API
+# server on loopback. The API server listens on 127.0.0.1 only (nothing of the cluster listens
+# outside loopback), and kube-proxy can only forward a ClusterIP to a Service's endpoints, which
+# may not be loopback addresses; so the one Service pods need, the API server, is one DNAT rule
+# and route_localnet on the bridge (what kube-proxy itself does for node ports on localhost).
+# The serving certificate names 10.96.0.1 and kubernetes.default.svc.
+API_SERVICE_IP=10.96.0.1
+API_RULE=(PREROUTING -i "$NODE_BRIDGE" -d "$API_SERVICE_IP/32" -p tcp --dport 443
+  -m comment --comment "grpo-node $NODE_BRIDGE: the kubernetes Service"
+  -j DNAT --to-destination "127.0.0.1:$APISERVER_PORT")
+
+route_api_service() {
+  sysctl -qw "net.ipv4.conf.$NODE_BRIDGE.route_localnet=1"
+  iptables -t nat -C "${API_RULE[@]}" 2>/dev/null || iptables -t nat -I "${API_RULE[@]}"
+}
+
+unroute_api_service() {
+  while iptables -t nat -D "${API_RULE[@]}" 2>/dev/null; do :; done
+}
+
 write_cni_config() {
   mkdir -p "$NODE_DIR/cni" "$NODE_DIR/cni-ipam"
   cat >"$NODE_DIR/cni/10-grpo.conflist" <<JSON
@@ -244,5 +264,6 @@ stop_node() {  # pods, kubelet, containerd, the Node object, the bridge and the 
   if pid_of kube-apiserver >/dev/null; then
     kubectl delete node "$NODE_NAME" --ignore-not-found --wait=false >/dev/null 2>&1 || true
   fi
+  unroute_api_service
   ip link del "$NODE_BRIDGE" 2>/dev/null || true
 }

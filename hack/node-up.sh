@@ -28,6 +28,7 @@ started=$SECONDS
 ensure_node_pki
 say "pod bridge $NODE_BRIDGE ($NODE_GATEWAY_IP, pods in $NODE_POD_CIDR)"
 ensure_bridge
+route_api_service
 write_cni_config
 say "starting containerd"
 start_containerd

@@ -23,6 +23,7 @@ from collections.abc import Generator, Iterator
 import pytest
 from support.cluster import Cluster, ClusterUnavailableError, connect
 from support.rayjobapi import RayJobAPI
+from support.real_node import NODE, node_up
 
 CLUSTER_FIXTURES = {"cluster", "namespace", "job_api"}
 # Where the session's cluster is kept for the failure report, once a test has started it.
@@ -56,6 +57,13 @@ def cluster(pytestconfig: pytest.Config) -> Cluster:
 def _cluster_for_marked_tests(request: pytest.FixtureRequest) -> None:
     if request.node.get_closest_marker("cluster") is not None:
         request.getfixturevalue("cluster")
+
+
+@pytest.fixture(scope="session")
+def real_node(cluster: Cluster) -> str:
+    """The real node's name, once hack/node-up.sh has it Ready (tests marked ``real_node``)."""
+    node_up()
+    return NODE
 
 
 @pytest.fixture

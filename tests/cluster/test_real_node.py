@@ -4,20 +4,19 @@ local engine built (images/build.sh), under the namespace's Pod Security level.
 
 Opt-in: these tests are collected only with ``GRPO_REAL_NODE=1`` (``make test-real-node``), since
 the first start imports the 6 GB CPU trainer image into the node's containerd (minutes); the
-``real_node`` fixture starts the node (idempotent, seconds when it runs)."""
+``real_node`` fixture (tests/conftest.py) starts the node (idempotent, seconds when it runs)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 from typing import Any
 
 import pytest
-from support.cluster import REPO_ROOT, Cluster
+from support.cluster import Cluster
+from support.real_node import NODE, image_tag
 
 pytestmark = pytest.mark.real_node
 
-NODE = "real-cpu-0"
 TRAINER_IMAGE = "ghcr.io/grpo-operator/trainer-cpu"
 # What the restricted Pod Security level asks of every container (and what the chart's and the
 # operator's pods set): a numeric non-root user, no privilege escalation, no capabilities, the
@@ -27,17 +26,6 @@ RESTRICTED = {
     "capabilities": {"drop": ["ALL"]},
     "readOnlyRootFilesystem": True,
 }
-
-
-@pytest.fixture(scope="module")
-def real_node(cluster: Cluster) -> str:
-    result = subprocess.run(
-        ["bash", str(REPO_ROOT / "hack" / "node-up.sh")], capture_output=True, text=True, timeout=1800
-    )
-    assert result.returncode == 0, (
-        f"hack/node-up.sh failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-    )
-    return NODE
 
 
 def _restricted(namespace: str, cluster: Cluster) -> None:
@@ -88,11 +76,6 @@ def _terminated(pod: dict[str, Any]) -> dict[str, Any] | None:
     return statuses[0]["state"].get("terminated") if statuses else None
 
 
-def _tag() -> str:
-    pyproject = (REPO_ROOT / "pyproject.toml").read_text()
-    return next(line.split('"')[1] for line in pyproject.splitlines() if line.startswith("version = "))
-
-
 def test_the_node_is_a_ready_kubelet_of_the_cpu_pool(cluster: Cluster, real_node: str) -> None:
     node = cluster.get("node", real_node)
     assert node["metadata"]["labels"]["grpo.dev/pool"] == "cpu"
@@ -108,7 +91,7 @@ def test_a_pod_of_the_cpu_trainer_image_runs_to_completion(
     cluster: Cluster, namespace: str, real_node: str
 ) -> None:
     _restricted(namespace, cluster)
-    image = f"{TRAINER_IMAGE}:{_tag()}"
+    image = f"{TRAINER_IMAGE}:{image_tag()}"
     # The trainer's own code in the image: its CLI and the contract it shares with the operator.
     probe = "import grpo_trainer.cli, grpo_operator.api.contract as c; print('exit codes', c.CONFIG_ERROR)"
     cluster.apply(_pod("trainer", image, ["python", "-c", probe]), namespace)
@@ -127,7 +110,7 @@ def test_a_pod_of_the_cpu_trainer_image_runs_to_completion(
 
 def test_a_failing_container_reports_its_exit_code(cluster: Cluster, namespace: str, real_node: str) -> None:
     _restricted(namespace, cluster)
-    cluster.apply(_pod("fails", f"{TRAINER_IMAGE}:{_tag()}", ["sh", "-c", "exit 75"]), namespace)
+    cluster.apply(_pod("fails", f"{TRAINER_IMAGE}:{image_tag()}", ["sh", "-c", "exit 75"]), namespace)
     pod = _ended(cluster, "fails", namespace, 120)
     assert _terminated(pod)["exitCode"] == 75  # type: ignore[index]
     assert pod["status"]["phase"] == "Failed"
@@ -146,7 +129,12 @@ def test_restricted_pod_security_is_enforced_for_real_pods(
         "-",
         check=False,
         input=json.dumps(
-            _pod("loose", f"{TRAINER_IMAGE}:{_tag()}", ["true"], security={"allowPrivilegeEscalation": False})
+            _pod(
+                "loose",
+                f"{TRAINER_IMAGE}:{image_tag()}",
+                ["true"],
+                security={"allowPrivilegeEscalation": False},
+            )
         ),
     )
     assert refused.returncode != 0
@@ -155,7 +143,7 @@ def test_restricted_pod_security_is_enforced_for_real_pods(
     # ... and the hardened one runs as the user it asked for, without capabilities, on a
     # read-only root.
     check = "id -u; grep CapEff /proc/self/status; touch /x 2>/dev/null && echo writable || echo read-only"
-    cluster.apply(_pod("hardened", f"{TRAINER_IMAGE}:{_tag()}", ["sh", "-c", check]), namespace)
+    cluster.apply(_pod("hardened", f"{TRAINER_IMAGE}:{image_tag()}", ["sh", "-c", check]), namespace)
     pod = _ended(cluster, "hardened", namespace, 120)
     assert _terminated(pod)["exitCode"] == 0  # type: ignore[index]
     out = cluster.kubectl("logs", "hardened", "--namespace", namespace).stdout.split("\n")
