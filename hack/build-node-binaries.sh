@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the real node's binaries from the Go module proxy (hack/node-up.sh): the kubelet and
-# kube-proxy of the control plane's Kubernetes version, and the pause program every pod's sandbox
-# runs. containerd, runc and the CNI plugins are Debian's packages (hack/node-up.sh installs them).
+# kube-proxy of the control plane's Kubernetes version, CoreDNS (hack/node/versions.env), and the
+# pause program every pod's sandbox runs. containerd, runc and the CNI plugins are Debian's packages (hack/node-up.sh installs them).
 # Cached in $NODE_BIN_DIR, keyed by versions.env; a stamp file makes reruns free.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -59,6 +59,12 @@ if [[ ! -x "$NODE_BIN_DIR/kubelet" || ! -x "$NODE_BIN_DIR/kube-proxy" ]]; then
   done
   run go build -trimpath -ldflags "$ldflags" -o "$NODE_BIN_DIR/" \
     k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy
+fi
+
+if [[ ! -x "$NODE_BIN_DIR/coredns" ]]; then
+  step "coredns $COREDNS_VERSION (the cluster's DNS; ~10 min on 2 cores the first time)"
+  run env GOBIN="$WORK/coredns-bin" go install -trimpath -ldflags "-s -w" "github.com/coredns/coredns@$COREDNS_VERSION"
+  mv "$WORK/coredns-bin/coredns" "$NODE_BIN_DIR/coredns"
 fi
 
 if [[ ! -x "$NODE_BIN_DIR/pause" ]]; then

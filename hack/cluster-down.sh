@@ -14,7 +14,7 @@ fi
 # The operator `make demo` started, before the API server it talks to.
 stop_process grpo-operator
 # The real node (hack/node-up.sh), when it runs: its pods' containers with it.
-if pid_of kubelet >/dev/null || pid_of containerd >/dev/null; then
+if pid_of kubelet >/dev/null || pid_of containerd >/dev/null || pid_of coredns >/dev/null; then
   stop_node
 fi
 stop_components "${LOCAL_COMPONENTS[@]}"

@@ -11,8 +11,10 @@ CACHE_ROOT="${GRPO_CACHE_DIR:-$REPO_ROOT/.cache}"
 BIN_DIR="$CACHE_ROOT/bin-$VERSIONS_STAMP"
 # The real node's binaries (hack/build-node-binaries.sh): kubelet, kube-proxy, pause. Their own
 # cache root, so a checkout that shares another's control-plane binaries can build them apart.
+# shellcheck source=node/versions.env
+. "$HACK_DIR/node/versions.env"
 NODE_CACHE_ROOT="${GRPO_NODE_CACHE_DIR:-$CACHE_ROOT}"
-NODE_BIN_DIR="$NODE_CACHE_ROOT/node-$VERSIONS_STAMP"
+NODE_BIN_DIR="$NODE_CACHE_ROOT/node-$(cat "$HACK_DIR/versions.env" "$HACK_DIR/node/versions.env" | sha256sum | cut -c1-12)"
 # Runtime state of a running local cluster (certs, pids, logs, kubeconfig).
 CLUSTER_DIR="${GRPO_CLUSTER_DIR:-$CACHE_ROOT/cluster}"
 # The dockerd that hack/engine-up.sh starts where no engine runs: its pid file and log.
@@ -62,3 +64,4 @@ NODE_POD_CIDR="${GRPO_NODE_POD_CIDR:-10.$NODE_SUBNET_OCTET.0.0/24}"
 NODE_GATEWAY_IP="${GRPO_NODE_GATEWAY_IP:-10.$NODE_SUBNET_OCTET.0.1}"
 KUBELET_PORT="${GRPO_KUBELET_PORT:-$((10250 + PORT_OFFSET))}"
 KUBELET_HEALTHZ_PORT="${GRPO_KUBELET_HEALTHZ_PORT:-$((10248 + PORT_OFFSET))}"
+COREDNS_HEALTH_PORT="${GRPO_COREDNS_HEALTH_PORT:-$((18181 + PORT_OFFSET))}"

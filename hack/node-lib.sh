@@ -12,12 +12,12 @@ PAUSE_IMAGE="docker.io/grpo-local/pause:$(sha256sum "$HACK_DIR/node/pause.c" | c
 # The images the node's pods run: what images/build.sh builds for this checkout's version.
 NODE_IMAGES_TAG="$(sed -n 's/^version = "\(.*\)"$/\1/p' "$REPO_ROOT/pyproject.toml" | head -n 1)"
 read -r -a NODE_IMAGES <<<"${GRPO_NODE_IMAGES:-ghcr.io/grpo-operator/operator:$NODE_IMAGES_TAG ghcr.io/grpo-operator/trainer-cpu:$NODE_IMAGES_TAG}"
-NODE_COMPONENTS=(containerd kubelet)
+NODE_COMPONENTS=(containerd coredns kubelet)
 
 ctr() { command ctr --address "$CONTAINERD_SOCKET" --namespace k8s.io "$@"; }
 
 node_is_up() {
-  pid_of containerd >/dev/null && pid_of kubelet >/dev/null &&
+  pid_of containerd >/dev/null && pid_of coredns >/dev/null && pid_of kubelet >/dev/null &&
     [[ "$(kubectl get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" == True ]]
 }
 
@@ -47,6 +47,32 @@ ensure_node_pki() {  # the kubelet's client certificate (the Node authorizer's i
     issue_cert "node-$NODE_NAME" "/O=system:nodes/CN=system:node:$NODE_NAME" clientAuth
   fi
   write_kubeconfig "$NODE_KUBECONFIG" "node-$NODE_NAME"
+}
+
+start_coredns() {  # the cluster's DNS, on the pods' gateway address (the kubelet's clusterDNS)
+  if [[ ! -f "$PKI_DIR/coredns.crt" ]]; then
+    issue_cert coredns "/CN=system:coredns" clientAuth
+  fi
+  write_kubeconfig "$PKI_DIR/coredns.kubeconfig" coredns
+  kubectl apply -f "$HACK_DIR/node/coredns-rbac.yaml" >/dev/null
+  # Cluster names from the API server; the rest from the host's resolver. Port 53 of an address
+  # only this host and its pods reach.
+  cat >"$NODE_DIR/Corefile" <<COREFILE
+.:53 {
+    bind $NODE_GATEWAY_IP
+    errors
+    health 127.0.0.1:$COREDNS_HEALTH_PORT
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        kubeconfig $PKI_DIR/coredns.kubeconfig grpo-local
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+    }
+    forward . /etc/resolv.conf
+    cache 5
+}
+COREFILE
+  start_process coredns "$NODE_BIN_DIR/coredns" -conf "$NODE_DIR/Corefile"
+  wait_until coredns 30 "CoreDNS /health" http_ok "http://127.0.0.1:$COREDNS_HEALTH_PORT/health"
 }
 
 ensure_bridge() {  # the pods' bridge with its gateway address, made before the kubelet binds to it
@@ -200,6 +226,7 @@ failCgroupV1: false
 failSwapOn: false
 containerRuntimeEndpoint: unix://$CONTAINERD_SOCKET
 clusterDomain: cluster.local
+clusterDNS: [$NODE_GATEWAY_IP]
 podCIDR: $NODE_POD_CIDR
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
@@ -249,6 +276,7 @@ stop_node() {  # pods, kubelet, containerd, the Node object, the bridge and the 
   stop_process kubelet
   stop_node_pods
   stop_process containerd
+  stop_process coredns
   # containerd's shims outlive it by design: any left for this node's socket go now.
   local pid
   for pid in $(pgrep -f "containerd-shim-runc-v2 .*-address $CONTAINERD_SOCKET" 2>/dev/null); do

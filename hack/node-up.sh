@@ -23,13 +23,15 @@ stop_node >/dev/null
 set -o errtrace
 trap 'echo "node-up: failed: $BASH_COMMAND (line $LINENO)" >&2' ERR
 trap 'status=$?; if ((status != 0)); then stop_node >/dev/null; fi' EXIT
-ensure_ports_free "$KUBELET_PORT" "$KUBELET_HEALTHZ_PORT"
+ensure_ports_free "$KUBELET_PORT" "$KUBELET_HEALTHZ_PORT" "$COREDNS_HEALTH_PORT"
 started=$SECONDS
 ensure_node_pki
 say "pod bridge $NODE_BRIDGE ($NODE_GATEWAY_IP, pods in $NODE_POD_CIDR)"
 ensure_bridge
 route_api_service
 write_cni_config
+say "starting CoreDNS"
+start_coredns
 say "starting containerd"
 start_containerd
 import_images
