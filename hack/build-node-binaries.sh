@@ -62,9 +62,13 @@ if [[ ! -x "$NODE_BIN_DIR/kubelet" || ! -x "$NODE_BIN_DIR/kube-proxy" ]]; then
 fi
 
 if [[ ! -x "$NODE_BIN_DIR/coredns" ]]; then
-  step "coredns $COREDNS_VERSION (the cluster's DNS; ~10 min on 2 cores the first time)"
-  run env GOBIN="$WORK/coredns-bin" go install -trimpath -ldflags "-s -w" "github.com/coredns/coredns@$COREDNS_VERSION"
-  mv "$WORK/coredns-bin/coredns" "$NODE_BIN_DIR/coredns"
+  step "coredns $COREDNS_VERSION with the node's plugins (hack/node/coredns/main.go)"
+  rm -rf "${WORK:?}/coredns" && mkdir -p "$WORK/coredns" && cd "$WORK/coredns"
+  cp "$HACK_DIR/node/coredns/main.go" .
+  run go mod init local/coredns
+  run go get "github.com/coredns/coredns@$COREDNS_VERSION"
+  run go mod tidy
+  run go build -trimpath -ldflags "-s -w" -o "$NODE_BIN_DIR/coredns" .
 fi
 
 if [[ ! -x "$NODE_BIN_DIR/pause" ]]; then

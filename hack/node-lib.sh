@@ -178,7 +178,10 @@ import_image() {  # import_image <ref>: from the local engine into the node's co
   # containerd names an image of Docker Hub's form in full, as the kubelet asks for it.
   local full="$ref"
   [[ "${ref%%/*}" == *[.:]* ]] || full="docker.io/$ref"
-  if [[ -f "$stamp" && "$(cat "$stamp")" == "$id" ]] && ctr images ls -q | grep -qxF "$full"; then
+  # (The list is read whole first: grep -q stopping early would fail the pipeline under pipefail.)
+  local present
+  present="$(ctr images ls -q 2>/dev/null)" || present=""
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$id" ]] && grep -qxF "$full" <<<"$present"; then
     return 0
   fi
   say "importing $ref ($(docker image inspect -f '{{.Size}}' "$ref" | numfmt --to=si)B) into the node's containerd"
@@ -282,13 +285,12 @@ stop_node() {  # pods, kubelet, containerd, the Node object, the bridge and the 
   for pid in $(pgrep -f "containerd-shim-runc-v2 .*-address $CONTAINERD_SOCKET" 2>/dev/null); do
     kill -KILL "$pid" 2>/dev/null || true
   done
-  # The kubelet's volume mounts (emptyDir, projected tokens) and the pods' network namespaces.
-  if [[ -d "$NODE_DIR/kubelet" ]]; then
-    { grep -F " $NODE_DIR/kubelet/" /proc/self/mounts || true; } | cut -d' ' -f2 | sort -r | while read -r mnt; do
+  # The kubelet's volume mounts (emptyDir, projected tokens) and the sandboxes' /dev/shm mounts.
+  { grep -F -e " $NODE_DIR/kubelet/" -e " $NODE_RUN_DIR/" /proc/self/mounts || true; } |
+    cut -d' ' -f2 | sort -r | while read -r mnt; do
       umount -l "$mnt" 2>/dev/null || true
     done
-  fi
-  rm -rf "$NODE_DIR/cni-ipam" "$NODE_RUN_DIR"
+  rm -rf "$NODE_DIR/cni-ipam" "$NODE_RUN_DIR" 2>/dev/null || echo "warning: $NODE_RUN_DIR is still in use" >&2
   if pid_of kube-apiserver >/dev/null; then
     kubectl delete node "$NODE_NAME" --ignore-not-found --wait=false >/dev/null 2>&1 || true
   fi

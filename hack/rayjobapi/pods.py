@@ -19,8 +19,9 @@ from lightkube.core.exceptions import ApiError
 from lightkube.resources.core_v1 import Endpoints
 
 log = logging.getLogger("rayjobapi.pods")
-# KubeRay's client gives up after 2 s; answer before it does.
-FORWARD_TIMEOUT_SECONDS = 1.8
+# KubeRay's client gives up after 2 s, and decides what a slow head means; this side waits longer
+# so that it never cuts an answer short itself.
+FORWARD_TIMEOUT_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -50,17 +51,32 @@ def service_address(client: Client, host: str) -> tuple[str, int] | None:
     return None
 
 
-def forward(
-    client: Client, host: str, method: str, path: str, body: bytes, content_type: str | None
-) -> Reply:
+# Headers of one hop only (RFC 9110), never forwarded; the rest go as they came (Ray's dashboard
+# fails a request without a User-Agent with a 500).
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+    }
+)
+
+
+def forward(client: Client, host: str, method: str, path: str, body: bytes, headers: dict[str, str]) -> Reply:
     """The request, sent to the head pod; a 503 that says why when it cannot be reached."""
     address = service_address(client, host)
     if address is None:
         return Reply(503, "text/plain; charset=utf-8", f"no ready head pod behind {host} yet".encode())
     connection = http.client.HTTPConnection(*address, timeout=FORWARD_TIMEOUT_SECONDS)
     try:
-        headers = {"Content-Type": content_type} if content_type else {}
-        connection.request(method, path, body=body or None, headers=headers)
+        sent = {k: v for k, v in headers.items() if k.lower() not in HOP_BY_HOP}
+        connection.request(method, path, body=body or None, headers=sent)
         response = connection.getresponse()
         return Reply(response.status, response.getheader("Content-Type", "application/json"), response.read())
     except OSError as error:

@@ -617,7 +617,7 @@ class Handler(BaseHTTPRequestHandler):
         from .pods import forward  # lightkube, like the real backend
 
         path = url.path + (f"?{url.query}" if url.query else "")
-        reply = forward(self.server.real.client, host, method, path, raw, self.headers.get("Content-Type"))  # type: ignore[union-attr]
+        reply = forward(self.server.real.client, host, method, path, raw, dict(self.headers.items()))  # type: ignore[union-attr]
         self.server.store.record(
             {
                 "time": time.time(),

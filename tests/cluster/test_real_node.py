@@ -150,3 +150,93 @@ def test_restricted_pod_security_is_enforced_for_real_pods(
     assert out[0] == "1000"
     assert out[1].split() == ["CapEff:", "0000000000000000"]
     assert out[2] == "read-only"
+
+
+def test_pods_resolve_cluster_names_and_reach_the_api_server(
+    cluster: Cluster, namespace: str, real_node: str
+) -> None:
+    _restricted(namespace, cluster)
+    # CoreDNS answers for Services; the `kubernetes` Service's address reaches the API server,
+    # which answers the pod's own ServiceAccount token (401 would mean it did not).
+    probe = (
+        "import json, socket, ssl, urllib.request as u\n"
+        "print(socket.gethostbyname('kubernetes.default.svc.cluster.local'))\n"
+        "sa = '/var/run/secrets/kubernetes.io/serviceaccount/'\n"
+        "context = ssl.create_default_context(cafile=sa + 'ca.crt')\n"
+        "request = u.Request('https://kubernetes.default.svc/version',"
+        " headers={'Authorization': 'Bearer ' + open(sa + 'token').read()})\n"
+        "print(json.load(u.urlopen(request, context=context))['major'])\n"
+    )
+    cluster.apply(_pod("dns", f"{TRAINER_IMAGE}:{image_tag()}", ["python", "-c", probe]), namespace)
+    pod = _ended(cluster, "dns", namespace, 120)
+    out = cluster.kubectl("logs", "dns", "--namespace", namespace).stdout.split()
+    assert pod["status"]["phase"] == "Succeeded", out
+    assert out == ["10.96.0.1", "1"]
+
+
+def test_a_rayjob_runs_in_a_head_pod_of_the_trainer_image(
+    cluster: Cluster, namespace: str, real_node: str
+) -> None:
+    """KubeRay (on the host) submits through the fake job API's pod backend, which forwards to the
+    head pod's own dashboard: the entrypoint runs in the container, and the RayJob succeeds."""
+    _restricted(namespace, cluster)
+    cluster.kubectl("label", "namespace", namespace, "grpo.dev/ray-backend=pod")
+    head = {
+        "nodeSelector": {"kubernetes.io/hostname": real_node},
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 1000,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [
+            {
+                "name": "ray-head",
+                "image": f"{TRAINER_IMAGE}:{image_tag()}",
+                # Ray's dashboard modules get 30 s to start, too little on a loaded 2-core machine.
+                "env": [{"name": "RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT", "value": "180"}],
+                "resources": {"requests": {"cpu": "250m", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
+                "securityContext": RESTRICTED,
+                "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+            }
+        ],
+        "volumes": [{"name": "tmp", "emptyDir": {}}],
+    }
+    cluster.apply(
+        {
+            "apiVersion": "ray.io/v1",
+            "kind": "RayJob",
+            "metadata": {"name": "probe"},
+            "spec": {
+                "submissionMode": "HTTPMode",
+                "entrypoint": "python -c \"import grpo_trainer, socket; print('ran in', socket.gethostname())\"",
+                "rayClusterSpec": {
+                    "rayVersion": "2.46.0",
+                    "headGroupSpec": {
+                        "rayStartParams": {"dashboard-host": "0.0.0.0", "num-cpus": "1"},
+                        "template": {"spec": head},
+                    },
+                },
+            },
+        },
+        namespace,
+    )
+    pods: dict[str, dict[str, Any]] = {}
+
+    def ended(job: dict[str, Any]) -> bool:
+        for pod in cluster.get("pods", namespace=namespace)["items"]:
+            pods[pod["metadata"]["name"]] = pod
+        return (job.get("status") or {}).get("jobStatus") in ("SUCCEEDED", "FAILED")
+
+    job = cluster.wait_for(
+        "rayjobs.ray.io", "probe", namespace, ended, timeout=420, what="a final job status"
+    )
+    assert job["status"]["jobStatus"] == "SUCCEEDED", job["status"]
+    [pod] = [p for p in pods.values() if p["metadata"]["labels"].get("ray.io/node-type") == "head"]
+    assert pod["spec"]["nodeName"] == real_node
+    [status] = pod["status"]["containerStatuses"]
+    assert status["image"].endswith(f"{TRAINER_IMAGE}:{image_tag()}")
+    assert status["containerID"].startswith("containerd://")
+    # KubeRay's calls reached the head pod, not a script.
+    forwarded = [r for r in cluster.job_api.requests() if r.get("namespace") == namespace]  # type: ignore[union-attr]
+    assert forwarded
+    assert all(r.get("backend") == "pod" for r in forwarded)

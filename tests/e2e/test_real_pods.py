@@ -95,49 +95,21 @@ def release(cluster: Cluster, helm: Helm, watched: str, training: str, real_node
             "rbac": {"clusterWide": False, "namespaces": [watched, training]},
             "settings": {"resyncSeconds": 5, "fieldManager": FIELD_MANAGER, **HEAD},
             # The cpu pool's trainer pods on the real node, from the CPU trainer image.
-            "profiles": {"cpu": {"nodeSelector": NODE_SELECTOR, "image": f"{TRAINER_IMAGE}:{image_tag()}"}},
+            # Ray's dashboard gives each of its module processes 30 s to start, which a loaded
+            # 2-core machine overruns (the host's Ray head has the same setting, hack/README.md).
+            "profiles": {
+                "cpu": {
+                    "nodeSelector": NODE_SELECTOR,
+                    "image": f"{TRAINER_IMAGE}:{image_tag()}",
+                    "env": {"RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT": "180"},
+                }
+            },
             "cleanup": {"timeoutSeconds": 90},
         }
     )
     yield installed
     installed.uninstall(check=False)
     delete_namespace(cluster, namespace)
-
-
-def test_the_operator_is_a_pod_of_its_image_and_runs_a_job(
-    cluster: Cluster, release: Release, watched: str, job_api: RayJobAPI, real_node: str
-) -> None:
-    pods = cluster.get("pods", namespace=release.namespace)["items"]
-    [pod] = [
-        p
-        for p in pods
-        if p["metadata"]["name"].startswith(release.name) and "job-name" not in p["metadata"]["labels"]
-    ]
-    assert pod["spec"]["nodeName"] == real_node
-    [status] = pod["status"]["containerStatuses"]
-    assert status["image"].endswith(f"{OPERATOR_IMAGE}:{image_tag()}")
-    assert status["imageID"], status  # the container runtime ran it from an image it holds
-    assert status["containerID"].startswith("containerd://")
-    assert "running" in status["state"]
-    assert status["ready"] is True  # the kubelet probed its /healthz over the pod network
-
-    # The operator pod reaches the API server (the `kubernetes` Service) with the chart's
-    # ServiceAccount: it creates the attempt's RayJob as its own field manager and follows it.
-    job_api.configure_namespace(watched, RUNNING_FOREVER)
-    job = apply_example(cluster, watched, "lora-single-gpu")
-    wait_condition(cluster, watched, job, "Running", timeout=180)
-    assert FIELD_MANAGER in writers(cluster, "rayjobs.ray.io", f"{job}-1", watched)
-    job_api.finish(ray_job_id(cluster, watched, f"{job}-1"), "SUCCEEDED")
-    wait_condition(cluster, watched, job, "Succeeded")
-    logs = cluster.kubectl("logs", pod["metadata"]["name"], "--namespace", release.namespace).stdout
-    assert job in logs  # its own log, as the kubelet keeps it
-
-    # The pre-delete hook is a Job of the same image, on the same node: it empties the watched
-    # namespace, then the release's objects go.
-    manifest, hooks = release.manifest(), release.hooks()
-    release.uninstall()
-    assert cluster.get("grpojobs", namespace=watched)["items"] == []
-    assert existing(cluster, manifest + hooks) == []
 
 
 def _colour_job(name: str) -> list[dict[str, Any]]:
@@ -207,3 +179,40 @@ def test_the_colour_job_trains_in_ray_pods_of_the_trainer_image(
     assert (folder / "export" / "model" / "config.json").is_file()
     assert (folder / "export" / "lora-adapter" / "adapter_config.json").is_file()
     assert (folder / "checkpoints").stat().st_uid == 1000  # written by the trainer's user
+
+
+# Last: it uninstalls the release the module shares.
+def test_the_operator_is_a_pod_of_its_image_and_runs_a_job(
+    cluster: Cluster, release: Release, watched: str, job_api: RayJobAPI, real_node: str
+) -> None:
+    pods = cluster.get("pods", namespace=release.namespace)["items"]
+    [pod] = [
+        p
+        for p in pods
+        if p["metadata"]["name"].startswith(release.name) and "job-name" not in p["metadata"]["labels"]
+    ]
+    assert pod["spec"]["nodeName"] == real_node
+    [status] = pod["status"]["containerStatuses"]
+    assert status["image"].endswith(f"{OPERATOR_IMAGE}:{image_tag()}")
+    assert status["imageID"], status  # the container runtime ran it from an image it holds
+    assert status["containerID"].startswith("containerd://")
+    assert "running" in status["state"]
+    assert status["ready"] is True  # the kubelet probed its /healthz over the pod network
+
+    # The operator pod reaches the API server (the `kubernetes` Service) with the chart's
+    # ServiceAccount: it creates the attempt's RayJob as its own field manager and follows it.
+    job_api.configure_namespace(watched, RUNNING_FOREVER)
+    job = apply_example(cluster, watched, "lora-single-gpu")
+    wait_condition(cluster, watched, job, "Running", timeout=180)
+    assert FIELD_MANAGER in writers(cluster, "rayjobs.ray.io", f"{job}-1", watched)
+    job_api.finish(ray_job_id(cluster, watched, f"{job}-1"), "SUCCEEDED")
+    wait_condition(cluster, watched, job, "Succeeded")
+    logs = cluster.kubectl("logs", pod["metadata"]["name"], "--namespace", release.namespace).stdout
+    assert job in logs  # its own log, as the kubelet keeps it
+
+    # The pre-delete hook is a Job of the same image, on the same node: it empties the watched
+    # namespace, then the release's objects go.
+    manifest, hooks = release.manifest(), release.hooks()
+    release.uninstall()
+    assert cluster.get("grpojobs", namespace=watched)["items"] == []
+    assert existing(cluster, manifest + hooks) == []
