@@ -95,13 +95,28 @@ API_RULE=(PREROUTING -i "$NODE_BRIDGE" -d "$API_SERVICE_IP/32" -p tcp --dport 44
   -m comment --comment "grpo-node $NODE_BRIDGE: the kubernetes Service"
   -j DNAT --to-destination "127.0.0.1:$APISERVER_PORT")
 
+# Pod to pod across the bridge: with br_netfilter, bridged packets pass iptables' FORWARD chain,
+# whose policy the local engine (dockerd) sets to DROP; a Ray worker could not reach its head.
+FORWARD_RULES=("FORWARD -i $NODE_BRIDGE" "FORWARD -o $NODE_BRIDGE")
+
 route_api_service() {
   sysctl -qw "net.ipv4.conf.$NODE_BRIDGE.route_localnet=1"
   iptables -t nat -C "${API_RULE[@]}" 2>/dev/null || iptables -t nat -I "${API_RULE[@]}"
+  local rule
+  for rule in "${FORWARD_RULES[@]}"; do
+    # shellcheck disable=SC2086  # the rule's words
+    iptables -C $rule -m comment --comment "grpo-node $NODE_BRIDGE: pods" -j ACCEPT 2>/dev/null ||
+      iptables -I $rule -m comment --comment "grpo-node $NODE_BRIDGE: pods" -j ACCEPT
+  done
 }
 
 unroute_api_service() {
   while iptables -t nat -D "${API_RULE[@]}" 2>/dev/null; do :; done
+  local rule
+  for rule in "${FORWARD_RULES[@]}"; do
+    # shellcheck disable=SC2086
+    while iptables -D $rule -m comment --comment "grpo-node $NODE_BRIDGE: pods" -j ACCEPT 2>/dev/null; do :; done
+  done
 }
 
 write_cni_config() {
