@@ -124,7 +124,7 @@ write_cni_config() {
   cat >"$NODE_DIR/cni/10-grpo.conflist" <<JSON
 {
   "cniVersion": "0.4.0",
-  "name": "grpo-pods",
+  "name": "grpo-pods-$NODE_BRIDGE",
   "plugins": [
     {
       "type": "bridge",
@@ -310,5 +310,16 @@ stop_node() {  # pods, kubelet, containerd, the Node object, the bridge and the 
     kubectl delete node "$NODE_NAME" --ignore-not-found --wait=false >/dev/null 2>&1 || true
   fi
   unroute_api_service
+  remove_cni_leftovers
   ip link del "$NODE_BRIDGE" 2>/dev/null || true
+}
+
+remove_cni_leftovers() {  # the bridge plugin's masquerade rules of sandboxes never torn down
+  local rule chain
+  { iptables -t nat -S POSTROUTING 2>/dev/null || true; } | { grep -F "name: \\\"grpo-pods-$NODE_BRIDGE\\\"" || true; } | while read -r rule; do
+    chain="${rule##* -j }"
+    # shellcheck disable=SC2086  # the rule's words, as iptables printed them
+    eval "iptables -t nat ${rule/-A /-D }" 2>/dev/null || true
+    iptables -t nat -F "$chain" 2>/dev/null && iptables -t nat -X "$chain" 2>/dev/null || true
+  done
 }
