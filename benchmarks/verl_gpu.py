@@ -639,6 +639,13 @@ def tiny_sizes(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     return sizes
 
 
+def as_a_retry(work: Path) -> None:
+    """A later attempt of a finished job only exports: drop the completion mark so this one trains
+    on, as a retried attempt after a crash between its last step and the end would."""
+    for marker in work.rglob("training-complete.json"):
+        marker.unlink()
+
+
 def start_tiny(args: argparse.Namespace) -> int:
     work = WORK / "tiny"
     if args.attempt == 1 and not args.keep:
@@ -653,10 +660,7 @@ def start_tiny(args: argparse.Namespace) -> int:
     if args.smoke:
         return smoke(work, job, args.out)
     if args.attempt > 1:
-        # A later attempt of a finished job only exports: drop the mark so this one trains on, as
-        # a retried attempt after a crash between a checkpoint and the end would.
-        for marker in work.rglob("training-complete.json"):
-            marker.unlink()
+        as_a_retry(work)
     command, env = grpo_train_command(["run", "--spec", str(job), "--workdir", str(work), "--no-report"])
     launch(Attempt("tiny", args.attempt), command, {**env, **ENGINE_ENV, "GRPO_ATTEMPT": str(args.attempt)})
     return 0
@@ -710,6 +714,8 @@ def start_4b(args: argparse.Namespace) -> int:
     work, _, job = inputs_4b(args)
     if args.smoke:
         return smoke(work, job, args.out)
+    if args.attempt > 1:  # no checkpoint at 4B: the retry trains from step 1 on the same volume
+        as_a_retry(work)
     command, env = grpo_train_command(["run", "--spec", str(job), "--workdir", str(work), "--no-report"])
     launch(
         Attempt("shapes-4b", args.attempt), command, {**env, **ENGINE_ENV, "GRPO_ATTEMPT": str(args.attempt)}
@@ -951,6 +957,31 @@ def logged_phases(archive: Path, attempt: str) -> dict[str, float | None]:
     return {}
 
 
+def startup_against_cold(cold: dict[str, Any], retry: dict[str, Any]) -> dict[str, Any]:
+    """What a retry pays before its first step, against the cold attempt: the time until step 1
+    began (its line's stamp less its own step time), each phase's share, and the ratio."""
+
+    def before_first_step(run: dict[str, Any]) -> float:
+        first = run["steps"][0]
+        return round(run["startup_s"]["first_step"] - run["timing_s"][first]["timing_s/step"], 1)
+
+    def phases(run: dict[str, Any]) -> dict[str, float]:
+        marks = run["startup_s"]
+        names = [name for name in marks if name != "first_step"]
+        ends = [marks[name] for name in names]
+        starts = [0.0, *ends[:-1]]
+        return {name: round(end - start, 1) for name, start, end in zip(names, starts, ends, strict=True)}
+
+    cold_s, retry_s = before_first_step(cold), before_first_step(retry)
+    return {
+        "cold_s": cold_s,
+        "retry_s": retry_s,
+        "ratio": round(retry_s / cold_s, 3),
+        "cold_phases_s": phases(cold),
+        "retry_phases_s": phases(retry),
+    }
+
+
 def record(source: Path, gpus: int) -> int:
     """Here: the committed summary of a 4B run (docs/benchmarks/data/verl-4b-<N>gpu.json) from the
     `wait` summaries a device call brought back (`shapes-4b-summary.json`, `raw-4b-summary.json`)."""
@@ -1002,7 +1033,8 @@ def record(source: Path, gpus: int) -> int:
         "raw_verl": run(raw) if raw else None,
     }
     if "attempt_2" in ours["attempts"]:
-        summary["ours_retry"] = run(ours, "attempt_2")
+        summary["ours_retry"] = retry = run(ours, "attempt_2")
+        summary["retry_startup"] = startup_against_cold(summary["ours"], retry)
     if raw:
         ours_s, raw_s = (
             summary["ours"]["steady_state"]["step_s"],
