@@ -36,7 +36,7 @@ from .validation import describe
 
 TERMINAL: frozenset[str] = frozenset({"Succeeded", "Failed"})
 CONDITION_TYPES = ("Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed", "Healthy")
-_SIGNATURE = re.compile(r"[0-9a-f]{1,64}")
+_SIGNATURE = re.compile(contract.SIGNATURE_PATTERN)
 
 
 @dataclass(frozen=True)
