@@ -692,7 +692,9 @@ def sizes_4b(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def inputs_4b(args: argparse.Namespace) -> tuple[Path, Path, Path]:
+def inputs_4b(args: argparse.Namespace, part: str) -> tuple[Path, Path, Path]:
+    """The model, data and job of a 4B run; the shapes it starts with are kept beside them for the
+    summaries of later calls (which run with their own flags)."""
     work = WORK / "shapes-4b"  # raw-4b runs on the same model and data
     model = build_model(work / "models" / "qwen3-vl-4b-random", "4b", args.smoke)
     rows = max(64, 16 * args.gpus * (args.steps + 1))
@@ -707,11 +709,15 @@ def inputs_4b(args: argparse.Namespace) -> tuple[Path, Path, Path]:
         work / f"job-{args.prompts}.yaml",
         spec("verl-4b", model, data, args.gpus, steps=args.steps, **sizes_4b(args)),
     )
+    shapes = {k: v for k, v in sizes_4b(args).items() if k != "overrides"}
+    write_json(
+        work / f"{part}.shapes.json", {**shapes, "prompts": args.prompts, "image_side": args.image_side}
+    )
     return work, model, job
 
 
 def start_4b(args: argparse.Namespace) -> int:
-    work, _, job = inputs_4b(args)
+    work, _, job = inputs_4b(args, "shapes-4b")
     if args.smoke:
         return smoke(work, job, args.out)
     if args.attempt > 1:  # no checkpoint at 4B: the retry trains from step 1 on the same volume
@@ -787,7 +793,7 @@ def raw_overrides(
 
 
 def start_raw(args: argparse.Namespace) -> int:
-    work, model, job = inputs_4b(args)
+    work, model, job = inputs_4b(args, "raw-4b")
     if args.smoke:
         return smoke(work, job, args.out)
     # The same parquet files our job trains on (prepared by the trainer's geo3k preset, untimed).
@@ -886,7 +892,8 @@ def summary(part: str) -> dict[str, Any]:
             and out["export"].get("step") == 4
         )
     else:
-        out["shapes"] = {k: v for k, v in sizes_4b(ARGS).items() if k != "overrides"}
+        shapes = work / f"{part}.shapes.json"
+        out["shapes"] = json.loads(shapes.read_text()) if shapes.is_file() else None
         out["ok"] = all(a["exit_code"] == 0 and len(a["steps"]) >= 1 for a in found.values()) and bool(found)
     return out
 
@@ -1047,11 +1054,7 @@ def record(source: Path, gpus: int) -> int:
     return 0
 
 
-ARGS = argparse.Namespace()
-
-
 def main(argv: list[str] | None = None) -> int:
-    global ARGS
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -1082,7 +1085,7 @@ def main(argv: list[str] | None = None) -> int:
         default="geo3k",
         help="tiny: the builtin geo3k, or a user batch reward that logs each call's size",
     )
-    args = ARGS = parser.parse_args(argv)
+    args = parser.parse_args(argv)
     if args.verb == "prepare":
         return prepare()
     if args.verb == "record":  # here, with the folder a device call's files came back to
