@@ -86,6 +86,19 @@ class Cluster:
             ) from error
         return found.to_dict() if hasattr(found, "to_dict") else dict(found)
 
+    def list_jobs(self, *, all_namespaces: bool = False) -> list[dict[str, Any]]:
+        """The jobs of this namespace (or of every one), sorted as kubectl sorts them."""
+        where = "*" if all_namespaces else self.namespace
+        try:
+            found = self._call(
+                "listing jobs", lambda: list(self.client.list(GRPOJobResource, namespace=where))
+            )
+        except ApiError as error:
+            scope = "any namespace" if all_namespaces else f"namespace {self.namespace}"
+            raise PluginError(f"cannot list grpojobs in {scope}: {error.status.message}") from error
+        bodies = [item.to_dict() if hasattr(item, "to_dict") else dict(item) for item in found]
+        return sorted(bodies, key=lambda b: (b["metadata"].get("namespace", ""), b["metadata"]["name"]))
+
     def set_suspend(self, name: str, suspend: bool) -> None:
         self.job_body(name)  # a clear "not found" first
         try:

@@ -10,6 +10,7 @@ path's one-line error and its clean-up are what is tested here, and the reading 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -146,3 +147,90 @@ def test_reading_the_volume_through_a_pod(cluster, namespace, crds, plugin_path)
     assert [p for p in pods if "reader-read-" in p] == [] or all(
         cluster.get("pod", p.split("/")[1], namespace)["metadata"].get("deletionTimestamp") for p in pods
     )
+
+
+# --- kubectl's habits -------------------------------------------------------------------------
+
+
+def _job_named(cluster: Cluster, namespace: str, name: str, status: dict | None = None) -> None:
+    manifest = yaml.safe_load((REPO / "examples" / "lora-single-gpu.yaml").read_text())
+    cluster.apply({**manifest, "metadata": {"name": name, "namespace": namespace}})
+    if status:
+        cluster.kubectl(
+            "patch",
+            "grpojob",
+            name,
+            "-n",
+            namespace,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            json.dumps({"status": status}),
+        )
+
+
+def test_list_in_every_output_and_flags_before_the_command(cluster, namespace, crds, plugin_path):
+    _job_named(cluster, namespace, "first", {"phase": "Running", "attempt": 2, "metrics": {"reward": 0.5}})
+    _job_named(cluster, namespace, "second")
+    as_yaml = kubectl_grpo(cluster, plugin_path, "-n", namespace, "list", "-o", "yaml")
+    assert as_yaml.returncode == 0, as_yaml.stderr
+    listed = yaml.safe_load(as_yaml.stdout)
+    assert listed["kind"] == "List"
+    assert [item["metadata"]["name"] for item in listed["items"]] == ["first", "second"]
+    assert listed["items"][0]["status"]["attempt"] == 2
+    assert listed["items"][0]["kind"] == "GRPOJob"
+    as_json = kubectl_grpo(cluster, plugin_path, "list", "--namespace", namespace, "-o", "json")
+    assert [i["metadata"]["name"] for i in json.loads(as_json.stdout)["items"]] == ["first", "second"]
+    table = kubectl_grpo(cluster, plugin_path, "list", "-n", namespace).stdout.splitlines()
+    assert table[0].split() == ["NAME", "PHASE", "STEP", "REWARD", "VAL", "ATTEMPT", "AGE"]
+    assert table[1].split()[:6] == ["first", "Running", "-", "0.5", "-", "2"]
+    everywhere = kubectl_grpo(cluster, plugin_path, "list", "-A", "-o", "wide").stdout.splitlines()
+    assert everywhere[0].split()[:2] == ["NAMESPACE", "NAME"]
+    assert everywhere[0].split()[-2:] == ["ETA", "REASON"]
+    assert [line.split()[:2] for line in everywhere if line.startswith(namespace + " ")] == [
+        [namespace, "first"],
+        [namespace, "second"],
+    ]
+    names = kubectl_grpo(cluster, plugin_path, "-n", namespace, "list", "-o", "name").stdout.split()
+    assert names == ["grpojob.grpo.dev/first", "grpojob.grpo.dev/second"]
+    before = kubectl_grpo(cluster, plugin_path, "-n", namespace, "status", "first", "-o", "yaml")
+    assert yaml.safe_load(before.stdout)["phase"] == "Running"
+    version = kubectl_grpo(cluster, plugin_path, "--version")
+    assert version.returncode == 0
+    assert version.stdout.startswith("kubectl-grpo ")
+
+
+def test_an_empty_namespace_lists_nothing_in_one_line(cluster, namespace, crds, plugin_path):
+    result = kubectl_grpo(cluster, plugin_path, "list", "-n", namespace)
+    assert (result.returncode, result.stdout) == (0, "")
+    assert result.stderr == f"No GRPOJobs found in namespace {namespace}.\n"
+
+
+def test_attempt_out_of_range_names_the_attempts_there_are(cluster, namespace, crds, plugin_path):
+    _job_named(cluster, namespace, "ranged", {"phase": "Running", "attempt": 2})
+    result = kubectl_grpo(cluster, plugin_path, "logs", "ranged", "--attempt", "3", "-n", namespace)
+    assert result.returncode == 2
+    assert (
+        result.stderr == "error: --attempt 3: grpojob ranged has no such attempt (its attempts are 1 to 2)\n"
+    )
+    zero = kubectl_grpo(cluster, plugin_path, "-n", namespace, "logs", "ranged", "--attempt", "0")
+    assert zero.returncode == 2
+    assert zero.stderr.startswith("error: argument --attempt: expected 1 or more, got 0")
+    assert zero.stderr.count("\n") == 1
+
+
+def test_dashboard_forwards_the_heads_service_or_says_why_not(cluster, namespace, crds, plugin_path):
+    _job_named(cluster, namespace, "nocluster", {"phase": "Succeeded"})
+    gone = kubectl_grpo(cluster, plugin_path, "dashboard", "nocluster", "-n", namespace)
+    assert gone.returncode == 1
+    assert gone.stderr.startswith("error: grpojob nocluster has no Ray cluster now (Succeeded)")
+    url = f"live-1-raycluster-abcde-head-svc.{namespace}.svc.cluster.local:8265"
+    _job_named(cluster, namespace, "live", {"phase": "Running", "attempt": 1, "dashboardURL": url})
+    # No such Service (KubeRay has not made it): kubectl's own refusal, in one line.
+    missing = kubectl_grpo(cluster, plugin_path, "dashboard", "live", "-n", namespace, "--port", "0")
+    assert missing.returncode == 1
+    assert missing.stderr.startswith(
+        f"error: cannot forward the Ray dashboard (svc/live-1-raycluster-abcde-head-svc in {namespace}): "
+    )
+    assert "not found" in missing.stderr
+    assert missing.stderr.count("\n") == 1
