@@ -148,6 +148,11 @@ class Settings(_Model):
     ray_clients: list[dict[str, Any]] = Field(default_factory=_default_ray_clients)
     """NetworkPolicy peers that may reach the Ray head's dashboard port (8265): KubeRay, which
     submits the job and follows it there. The chart adds the operator's own pods."""
+    metrics_scrapers: list[dict[str, Any]] = Field(default_factory=list)
+    """NetworkPolicy peers that may reach every Ray pod's metrics port (8080, Ray's Prometheus
+    exporter; `ray_metrics_port`): your Prometheus. Empty: the per-job policy keeps it closed."""
+    ray_metrics_port: int = 8080
+    """The port KubeRay gives Ray's metrics exporter (`--metrics-export-port`, its default)."""
     leader_election: bool = True
     """Only the replica holding the Lease below reconciles (several replicas are then safe)."""
     lease_name: str = "grpo-operator"
