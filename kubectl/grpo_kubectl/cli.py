@@ -27,11 +27,18 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
 import yaml
-from grpo_operator.api.contract import CONFIG_ERROR, attempt_log_file, job_dir
+from grpo_operator.api.contract import (
+    CHECKPOINT_MOUNT,
+    CONFIG_ERROR,
+    JOB_UID_CHARS,
+    attempt_log_file,
+    job_dir,
+)
 from grpo_operator.api.v1alpha1 import GROUP, VERSION, GRPOJob, JobPaths
 from grpo_operator.config import Settings
 from grpo_operator.validation import validate
@@ -43,7 +50,7 @@ from . import drawing, listing, portforward
 from .cluster import Cluster, NoVerdictError, PluginError, one_line
 from .history import history_from_metrics
 from .portforward import RAY_DASHBOARD_PORT
-from .reader import DEFAULT_IMAGE
+from .reader import DEFAULT_IMAGE, ReadTarget
 from .show import describe
 from .version import plugin_version
 from .volume import LocalVolume, PodVolume, Volume
@@ -148,6 +155,13 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument(
             "--image", default=DEFAULT_IMAGE, help="image of the reader pod (default: %(default)s)"
         )
+        cmd.add_argument("--claim", help="read this claim (a deleted job's kept volume) instead of the job's")
+        cmd.add_argument(
+            "--job",
+            dest="folder",
+            metavar="NAME-UID8",
+            help="with --claim: the job's folder on it (default: the one folder named after JOB)",
+        )
 
     listing = command("list", _list, "the GRPOJobs of a namespace (-A: of every namespace)")
     listing.set_defaults(formats=("wide", "json", "yaml", "name"))
@@ -173,7 +187,7 @@ def _parser() -> argparse.ArgumentParser:
     status.set_defaults(formats=("json", "yaml"))
 
     logs = command("logs", _logs, "an attempt's output, kept on the job's volume")
-    logs.add_argument("job")
+    logs.add_argument("job", nargs="?", help="the GRPOJob (with --claim: its name, the job may be gone)")
     logs.add_argument("-f", "--follow", action="store_true", help="keep printing as the trainer writes")
     logs.add_argument("--attempt", type=_positive, help="which attempt (default: the current one)")
     volume_options(logs)
@@ -195,7 +209,7 @@ def _parser() -> argparse.ArgumentParser:
     resume.add_argument("job")
 
     ckpts = command("checkpoints", _checkpoints, "the checkpoints on the job's volume")
-    ckpts.add_argument("job")
+    ckpts.add_argument("job", nargs="?", help="the GRPOJob (with --claim: its name, the job may be gone)")
     volume_options(ckpts)
 
     dashboard = command(
@@ -294,7 +308,74 @@ def _volume(args: argparse.Namespace, cluster: Cluster | None, job: GRPOJob | No
         return LocalVolume(args.workdir)
     if cluster is None or job is None:
         raise PluginError("no cluster to read the job's volume through; give --workdir")
-    return PodVolume(cluster, job, args.image)
+    return PodVolume(cluster, ReadTarget.of_job(job), args.image)
+
+
+@dataclass(frozen=True)
+class _Source:
+    """Where a command reads a job's files: the volume, the job's folders on it, and the job
+    itself when it still exists (None when read from its kept claim alone)."""
+
+    name: str
+    volume: Volume
+    paths: JobPaths
+    cluster: Cluster | None
+    body: dict[str, Any] | None
+
+
+def _source(args: argparse.Namespace) -> _Source:
+    if args.claim:
+        return _claim_source(args)
+    if args.folder:
+        raise PluginError("--job NAME-UID8 goes with --claim CLAIM", USAGE)
+    if not args.job:
+        raise PluginError("give a job name (or --claim CLAIM for the volume a deleted job left)", USAGE)
+    cluster, body = _job_if_reachable(args)
+    job = GRPOJob.model_validate(body) if body else None
+    return _Source(args.job, _volume(args, cluster, job), _job_paths(args.job, body), cluster, body)
+
+
+def _claim_source(args: argparse.Namespace) -> _Source:
+    """A claim by name: the job may be gone (its claim kept), so no job is read or owns the pod."""
+    name = args.job or (args.folder or "").rsplit("-", 1)[0]
+    if not name:
+        raise PluginError("with --claim, give the job's name or --job NAME-UID8 (its folder)", USAGE)
+    cluster = None if args.workdir else _cluster(args)
+    if args.workdir:
+        volume: Volume = LocalVolume(args.workdir)
+    else:
+        assert cluster is not None
+        volume = PodVolume(cluster, ReadTarget(cluster.namespace, args.claim, name), args.image)
+    folder = args.folder or _only_folder(volume, name, args.claim)
+    return _Source(name, volume, JobPaths.in_folder(f"{CHECKPOINT_MOUNT}/{folder}"), cluster, None)
+
+
+def _only_folder(volume: Volume, name: str, claim: str) -> str:
+    """The job's folder on a claim: `<name>-<uid8>`; several when the name was used again."""
+    found = [
+        entry
+        for _, entry in volume.listing(CHECKPOINT_MOUNT)
+        if entry == name or re.fullmatch(rf"{re.escape(name)}-[0-9a-f]{{{JOB_UID_CHARS}}}", entry)
+    ]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise PluginError(f"no folder of a job named {name} on claim {claim}", code=3)
+    raise PluginError(
+        f"claim {claim} holds {len(found)} jobs named {name} ({', '.join(found)}): give --job with one", USAGE
+    )
+
+
+def _attempts_on_volume(source: _Source) -> int:
+    """The newest attempt that left a log or metrics on the volume (no job to ask)."""
+    numbers = [
+        int(match.group(1))
+        for _, entry in source.volume.listing(source.paths.metrics_dir)
+        if (match := re.fullmatch(r"attempt-(\d+)\.(?:log|jsonl)", entry))
+    ]
+    if not numbers:
+        raise PluginError(f"no attempt has left a log in {source.paths.metrics_dir}", code=3)
+    return max(numbers)
 
 
 # --- commands ----------------------------------------------------------------------------------
@@ -399,20 +480,21 @@ def _job_if_reachable(args: argparse.Namespace) -> tuple[Cluster | None, dict[st
 
 
 def _logs(args: argparse.Namespace) -> int:
-    cluster, body = _job_if_reachable(args)
-    if body is None and args.attempt is None:
-        raise PluginError(f"give --attempt: grpojob {args.job} cannot be read from a cluster")
-    job = GRPOJob.model_validate(body) if body else None
-    volume = _volume(args, cluster, job)
+    source = _source(args)
+    body, name = source.body, source.name
+    if body is None and args.attempt is None and not args.claim:
+        raise PluginError(f"give --attempt: grpojob {name} cannot be read from a cluster")
     current = ((body or {}).get("status") or {}).get("attempt")
-    attempt = args.attempt or current
+    attempt = args.attempt or current or (_attempts_on_volume(source) if args.claim else None)
     if not attempt:
-        raise PluginError(f"grpojob {args.job} has not started an attempt yet")
+        raise PluginError(f"grpojob {name} has not started an attempt yet")
     if current and attempt > current:  # (no status yet: the volume says whether a log is there)
         had = f"its attempts are 1 to {current}" if current > 1 else "it has had attempt 1 only"
-        raise PluginError(f"--attempt {attempt}: grpojob {args.job} has no such attempt ({had})", USAGE)
-    path = attempt_log_file(_metrics_dir(args.job, body), attempt)
-    _print_lines(volume.follow(path, _finished(cluster, args.job)) if args.follow else volume.read(path))
+        raise PluginError(f"--attempt {attempt}: grpojob {name} has no such attempt ({had})", USAGE)
+    path = attempt_log_file(source.paths.metrics_dir, attempt)
+    live = source.cluster if body is not None else None  # a deleted job's log does not grow
+    volume = source.volume
+    _print_lines(volume.follow(path, _finished(live, name)) if args.follow else volume.read(path))
     return 0
 
 
@@ -447,8 +529,13 @@ def _plot(args: argparse.Namespace) -> int:
                 raise PluginError(f"cannot read {file}: {error.strerror or error}") from error
         title = args.job or ", ".join(Path(f).name for f in args.metrics_file)
         history = history_from_metrics(lines)
-    elif not args.job:
-        raise PluginError("give a job name or --metrics-file")
+    elif not args.job and not args.claim:
+        raise PluginError("give a job name, --claim CLAIM or --metrics-file")
+    elif args.claim:  # a deleted job's kept volume: every step from its metrics files
+        source = _source(args)
+        title = f"{args.claim}: {source.name}"
+        attempts = _attempts_on_volume(source)
+        history = history_from_metrics(source.volume.metrics_lines(source.paths.metrics_dir, attempts))
     else:
         cluster = _cluster(args)
         body = cluster.job_body(args.job)
@@ -492,13 +579,11 @@ def _resume(args: argparse.Namespace) -> int:
 
 
 def _checkpoints(args: argparse.Namespace) -> int:
-    cluster, body = _job_if_reachable(args)
-    job = GRPOJob.model_validate(body) if body else None
-    volume = _volume(args, cluster, job)
-    folder = _job_paths(args.job, body).checkpoint_dir
+    source = _source(args)
+    folder = source.paths.checkpoint_dir
     entries = [
         (stamp, name)
-        for stamp, name in volume.listing(folder)
+        for stamp, name in source.volume.listing(folder)
         if name.startswith(("global_step_", "checkpoint-"))
     ]
     if not entries:

@@ -34,7 +34,7 @@ from lightkube.types import PatchType
 
 from .cluster import Cluster, PluginError, one_line
 from .history import history_from_metrics
-from .reader import DEFAULT_IMAGE
+from .reader import DEFAULT_IMAGE, ReadTarget
 from .volume import LocalVolume, PodVolume, Volume
 
 TERMINAL = ("Succeeded", "Failed")
@@ -273,7 +273,8 @@ class Job:
     def _volume(self, body: dict[str, Any]) -> Volume:
         if self.client.workdir:
             return LocalVolume(self.client.workdir)
-        return PodVolume(self.client.cluster, GRPOJob.model_validate(body), self.client.reader_image)
+        target = ReadTarget.of_job(GRPOJob.model_validate(body))
+        return PodVolume(self.client.cluster, target, self.client.reader_image)
 
 
 def _manifest(job: str | Path | dict[str, Any] | GRPOJob) -> dict[str, Any]:

@@ -13,15 +13,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx2 as httpx
-from grpo_operator.api.v1alpha1 import GRPOJob
-from grpo_operator.children.pvc import checkpoint_claim
 from grpo_trainer.kube import GRPOJobResource
 from lightkube import ApiError, Client, KubeConfig
 from lightkube.core.exceptions import ConfigError
 from lightkube.resources.core_v1 import PersistentVolumeClaim, Pod
 from lightkube.types import PatchType
 
-from .reader import CONTAINER, build_reader_pod
+from .reader import CONTAINER, ReadTarget, build_reader_pod
 
 FIELD_MANAGER = "kubectl-grpo"
 
@@ -159,19 +157,27 @@ class Cluster:
     # --- reading the volume through a Pod ------------------------------------------------------
 
     def read_through_pod(
-        self, job: GRPOJob, script: str, *, image: str, follow: bool = False, start_timeout: float = 120.0
+        self,
+        target: ReadTarget,
+        script: str,
+        *,
+        image: str,
+        follow: bool = False,
+        start_timeout: float = 120.0,
     ) -> Iterator[str]:
         """Lines a reader Pod prints; the Pod is deleted however the reading ends."""
-        claim = checkpoint_claim(job)
+        claim = target.claim
         try:
             self.client.get(PersistentVolumeClaim, claim, namespace=self.namespace)
         except ApiError as error:
             if error.status.code == 404:
-                raise PluginError(
-                    f"the job's volume (claim {claim}) does not exist: the job has not started, or its "
-                    "claim was deleted with it"
-                ) from error
-        manifest = build_reader_pod(job, script, image=image, deadline=86400 if follow else 600)
+                why = (
+                    "the job has not started, or its claim was deleted with it"
+                    if target.job is not None
+                    else f"no such claim in namespace {self.namespace}"
+                )
+                raise PluginError(f"the job's volume (claim {claim}) does not exist: {why}") from error
+        manifest = build_reader_pod(target, script, image=image, deadline=86400 if follow else 600)
         try:
             pod = self._call("creating a reader pod", self.client.create, Pod.from_dict(manifest))
         except ApiError as error:

@@ -234,3 +234,75 @@ def test_dashboard_forwards_the_heads_service_or_says_why_not(cluster, namespace
     )
     assert "not found" in missing.stderr
     assert missing.stderr.count("\n") == 1
+
+
+# --- logs in hardened namespaces, and after the job ----------------------------------------------
+
+
+def _claim(cluster: Cluster, namespace: str, name: str) -> None:
+    cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+        }
+    )
+
+
+def test_the_reader_pod_is_admitted_where_restricted_is_enforced(cluster, namespace, crds, plugin_path):
+    """The API server's Pod Security admission is real here: it refuses a pod as the reader used to
+    be (root allowed, no seccomp profile) and admits the reader, for a live job and for a claim
+    whose job is gone. KWOK then runs the pod but serves no output: that one line is the end."""
+    cluster.kubectl(
+        "label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted", "--overwrite"
+    )
+    unhardened = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "unhardened", "namespace": namespace},
+        "spec": {
+            "containers": [
+                {
+                    "name": "read",
+                    "image": "busybox:1.36",
+                    "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                }
+            ]
+        },
+    }
+    refused = cluster.kubectl(
+        "create", "--dry-run=server", "-f", "-", input=yaml.safe_dump(unhardened), check=False
+    )
+    assert refused.returncode != 0
+    assert 'violates PodSecurity "restricted' in refused.stderr
+
+    _job_named(cluster, namespace, "kept", {"phase": "Succeeded", "attempt": 1})
+    _claim(cluster, namespace, "kept-checkpoints")
+    live = kubectl_grpo(cluster, plugin_path, "logs", "kept", "-n", namespace)
+    assert live.returncode == 1
+    assert live.stderr.startswith("error: cannot read the output of pod kept-read-"), live.stderr
+    assert "PodSecurity" not in live.stderr
+
+    cluster.kubectl("delete", "grpojob", "kept", "-n", namespace, "--wait=true")
+    alone = kubectl_grpo(
+        cluster,
+        plugin_path,
+        "-n",
+        namespace,
+        "logs",
+        "--claim",
+        "kept-checkpoints",
+        "--job",
+        "kept-0123abcd",
+        "--attempt",
+        "1",
+    )
+    assert alone.returncode == 1
+    assert alone.stderr.startswith("error: cannot read the output of pod kept-read-"), alone.stderr
+    missing = kubectl_grpo(
+        cluster, plugin_path, "-n", namespace, "checkpoints", "--claim", "nope", "--job", "kept-0123abcd"
+    )
+    assert missing.stderr == (
+        f"error: the job's volume (claim nope) does not exist: no such claim in namespace {namespace}\n"
+    )

@@ -402,3 +402,66 @@ def test_the_dashboard_service_from_the_status():
     assert dashboard_service("j", {"status": {"rayClusterName": "j-2-rc"}}) == ("j-2-rc-head-svc", 8265)
     with pytest.raises(PluginError, match=r"has no Ray cluster now \(Suspended\)"):
         dashboard_service("j", {"status": {"phase": "Suspended"}})
+
+
+# --- a deleted job's kept claim ------------------------------------------------------------------
+
+
+def _claim_copy(tmp_path: Path, folder: str) -> Path:
+    metrics = tmp_path / "grpo" / "checkpoints" / folder / "metrics"
+    metrics.mkdir(parents=True)
+    (metrics / "attempt-1.log").write_text("first attempt\n")
+    (metrics / "attempt-2.log").write_text("second attempt\n")
+    (metrics / "attempt-1.jsonl").write_text(_steps(1, 4))
+    (metrics / "attempt-2.jsonl").write_text(_steps(3, 6))
+    (tmp_path / "grpo" / "checkpoints" / folder / "checkpoints" / "global_step_6").mkdir(parents=True)
+    return metrics
+
+
+def test_a_claim_without_its_job_finds_the_jobs_folder_and_newest_attempt(tmp_path, capsys, no_cluster):
+    _claim_copy(tmp_path, f"{JOB}-0123abcd")
+    (tmp_path / "grpo" / "checkpoints" / "another-job-99999999").mkdir()
+    claim = ["--claim", "kept", "--workdir", str(tmp_path)]
+    assert main(["logs", JOB, *claim]) == 0
+    assert capsys.readouterr().out == "second attempt\n"
+    assert main(["logs", "--job", f"{JOB}-0123abcd", "--attempt", "1", *claim]) == 0
+    assert capsys.readouterr().out == "first attempt\n"
+    assert main(["checkpoints", JOB, *claim]) == 0
+    assert (
+        capsys.readouterr()
+        .out.splitlines()[1]
+        .endswith(f"/grpo/checkpoints/{JOB}-0123abcd/checkpoints/global_step_6")
+    )
+    assert main(["plot", JOB, *claim, "-o", "json"]) == 0
+    assert [p["step"] for p in json.loads(capsys.readouterr().out)] == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_name_used_twice_on_a_claim_asks_which(tmp_path, capsys, no_cluster):
+    _claim_copy(tmp_path, f"{JOB}-0123abcd")
+    _claim_copy(tmp_path, f"{JOB}-fedc9876")
+    assert main(["logs", JOB, "--claim", "kept", "--workdir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: claim kept holds 2 jobs named {JOB} ({JOB}-0123abcd, {JOB}-fedc9876): give --job with one\n"
+    )
+    assert main(["logs", "nobody", "--claim", "kept", "--workdir", str(tmp_path)]) == 3
+    assert capsys.readouterr().err == "error: no folder of a job named nobody on claim kept\n"
+    assert main(["logs", "--job", "x-12345678"]) == 2
+    assert capsys.readouterr().err == "error: --job NAME-UID8 goes with --claim CLAIM\n"
+
+
+def test_the_reader_pod_passes_the_restricted_pod_security_level():
+    from grpo_kubectl.reader import ReadTarget
+
+    for target in (_job(), ReadTarget("team-a", "kept-claim", JOB)):
+        pod = build_reader_pod(target, "true")
+        spec, container = pod["spec"], pod["spec"]["containers"][0]
+        assert spec["securityContext"]["runAsNonRoot"] is True
+        assert spec["securityContext"]["runAsUser"] == 1000
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert container["securityContext"]["allowPrivilegeEscalation"] is False
+        assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+        assert "fsGroup" not in spec["securityContext"]
+    alone = build_reader_pod(ReadTarget("team-a", "kept-claim", JOB), "true")
+    assert "ownerReferences" not in alone["metadata"]
+    assert alone["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] == "kept-claim"
