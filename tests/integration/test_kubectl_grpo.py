@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -306,3 +307,82 @@ def test_the_reader_pod_is_admitted_where_restricted_is_enforced(cluster, namesp
     assert missing.stderr == (
         f"error: the job's volume (claim nope) does not exist: no such claim in namespace {namespace}\n"
     )
+
+
+def _user_kubeconfig(cluster: Cluster, namespace: str, account: str, folder: Path) -> str:
+    """A kubeconfig holding only `account`'s token: the plugin as a person with just their roles."""
+    cluster.kubectl("create", "serviceaccount", account, "-n", namespace)
+    token = cluster.kubectl("create", "token", account, "-n", namespace, "--duration=10m").stdout.strip()
+    source = yaml.safe_load(Path(cluster.kubeconfig).read_text())
+    context = next(c for c in source["contexts"] if c["name"] == source["current-context"])["context"]
+    server = next(c for c in source["clusters"] if c["name"] == context["cluster"])["cluster"]
+    if "certificate-authority" in server and not Path(server["certificate-authority"]).is_absolute():
+        server = {
+            **server,
+            "certificate-authority": str(Path(cluster.kubeconfig).parent / server["certificate-authority"]),
+        }
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "test", "cluster": server}],
+        "users": [{"name": account, "user": {"token": token}}],
+        "contexts": [
+            {"name": account, "context": {"cluster": "test", "user": account, "namespace": namespace}}
+        ],
+        "current-context": account,
+    }
+    path = folder / f"{account}.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+def test_the_charts_logreader_role_is_what_logs_needs(cluster, namespace, crds, plugin_path, tmp_path):
+    """The chart's viewer role alone cannot make the reader pod (one line saying so); with its
+    logreader role bound too, the plugin gets as far as KWOK lets it (the pod's output)."""
+    from support.helm import only, render
+
+    docs = render()
+    roles = {}
+    for suffix in ("-viewer", "-logreader"):
+        role = only(docs, "ClusterRole", suffix)
+        role["metadata"] = {"name": f"{namespace}{suffix}"}  # cluster-wide names of this test's own
+        cluster.apply(role)
+        roles[suffix] = role["metadata"]["name"]
+    try:
+        _job_named(cluster, namespace, "mine", {"phase": "Running", "attempt": 1})
+        _claim(cluster, namespace, "mine-checkpoints")
+        kubeconfig = _user_kubeconfig(cluster, namespace, "alice", tmp_path)
+        cluster.kubectl(
+            "create",
+            "rolebinding",
+            "alice-view",
+            "-n",
+            namespace,
+            f"--clusterrole={roles['-viewer']}",
+            f"--serviceaccount={namespace}:alice",
+        )
+        viewer = kubectl_grpo(cluster, plugin_path, "--kubeconfig", kubeconfig, "logs", "mine")
+        assert viewer.returncode == 1
+        assert viewer.stderr.startswith("error: cannot create a pod to read the job's volume: "), (
+            viewer.stderr
+        )
+        assert viewer.stderr.count("\n") == 1
+        cluster.kubectl(
+            "create",
+            "rolebinding",
+            "alice-logs",
+            "-n",
+            namespace,
+            f"--clusterrole={roles['-logreader']}",
+            f"--serviceaccount={namespace}:alice",
+        )
+        deadline = time.monotonic() + 30  # RBAC reaches the authorizer's cache within moments
+        while True:
+            reader = kubectl_grpo(cluster, plugin_path, "--kubeconfig", kubeconfig, "logs", "mine")
+            if "cannot create a pod" not in reader.stderr or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert reader.stderr.startswith("error: cannot read the output of pod mine-read-"), reader.stderr
+    finally:
+        for name in roles.values():
+            cluster.kubectl("delete", "clusterrole", name, "--ignore-not-found")
