@@ -52,7 +52,7 @@ from .history import history_from_metrics
 from .portforward import RAY_DASHBOARD_PORT
 from .reader import DEFAULT_IMAGE, ReadTarget
 from .show import describe
-from .version import plugin_version
+from .version import extra_for, plugin_version
 from .volume import LocalVolume, PodVolume, Volume
 
 TERMINAL = ("Succeeded", "Failed")
@@ -84,6 +84,16 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except ModuleNotFoundError as error:
+        extra = extra_for(error.name)
+        if extra is None:
+            raise
+        print(
+            f"error: `kubectl grpo {args.command}` needs grpo-kubectl[{extra}] "
+            f"(pip install 'grpo-kubectl[{extra}]')",
+            file=sys.stderr,
+        )
+        return 1
     except Exception as error:  # a bug: still one line, the traceback on request
         if os.environ.get("GRPO_DEBUG"):
             traceback.print_exc()

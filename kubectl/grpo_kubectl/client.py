@@ -35,6 +35,7 @@ from lightkube.types import PatchType
 from .cluster import Cluster, PluginError, one_line
 from .history import history_from_metrics
 from .reader import DEFAULT_IMAGE, ReadTarget
+from .version import extra_for
 from .volume import LocalVolume, PodVolume, Volume
 
 TERMINAL = ("Succeeded", "Failed")
@@ -158,7 +159,14 @@ class Job:
                 f"no points to plot yet for {self.name}: the trainer has not reported a step"
             )
         target = Path(path or f"{self.name}-curves.png")
-        return drawing.write_png(found, target, f"{self.client.namespace}/{self.name}")
+        try:
+            return drawing.write_png(found, target, f"{self.client.namespace}/{self.name}")
+        except ModuleNotFoundError as error:
+            if extra_for(error.name) != "plot":
+                raise
+            raise GRPOClientError(
+                "Job.plot() needs grpo-kubectl[plot] (pip install 'grpo-kubectl[plot]')"
+            ) from error
 
     def logs(self, *, follow: bool = False, attempt: int | None = None, poll: float = 5.0) -> Iterator[str]:
         """An attempt's output from the job's volume (default: the current attempt); with

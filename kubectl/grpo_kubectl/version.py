@@ -1,4 +1,5 @@
-"""The plugin's version, as the installed distribution says it (`kubectl grpo --version`)."""
+"""The plugin's version as the installed distribution says it (`kubectl grpo --version`), and
+which of its extras (kubectl/pyproject.toml) brings a library a command is missing."""
 
 from __future__ import annotations
 
@@ -15,3 +16,16 @@ def plugin_version() -> str:
         except metadata.PackageNotFoundError:
             continue
     return "unknown (not installed: run from a source tree)"
+
+
+# The first module each extra brings, as an ImportError names it.
+_EXTRAS = {
+    "matplotlib": "plot",
+    "celpy": "validate",
+    **dict.fromkeys(("pyarrow", "PIL", "sympy", "hydra", "huggingface_hub", "mathruler", "tqdm"), "plan"),
+}
+
+
+def extra_for(module: str | None) -> str | None:
+    """The grpo-kubectl extra that installs `module` (None: not one of ours: a real bug)."""
+    return _EXTRAS.get((module or "").split(".")[0])
