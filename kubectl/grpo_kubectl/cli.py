@@ -12,8 +12,9 @@
 
 kubectl's flags (-n, -A, --context, --kubeconfig, -o) go before or after the command. Files on
 the job's volume (logs, metrics, checkpoints) are read through a short-lived Pod that mounts it
-read-only, or, with `--workdir DIR`, from a folder standing for the pods' /grpo tree. Errors are
-one line on stderr.
+read-only, or, with `--workdir DIR`, from a folder standing for the pods' /grpo tree; after the
+job is deleted, `--claim CLAIM` reads the volume it left (`logs`, `checkpoints`, `plot`). Errors
+are one line on stderr.
 """
 
 from __future__ import annotations
