@@ -192,6 +192,15 @@ USER_ROLES = {
             ("grpo.dev", "grpojobs/status"): {"get"},
         },
     ),
+    "grpo-grpo-operator-logreader": (
+        {"edit", "admin"},
+        {
+            ("grpo.dev", "grpojobs"): {"get"},
+            ("", "persistentvolumeclaims"): {"get"},
+            ("", "pods"): {"create", "get", "delete"},
+            ("", "pods/log"): {"get"},
+        },
+    ),
     "grpo-grpo-operator-viewer": (
         {"view"},
         {

@@ -363,6 +363,18 @@ class Toleration(ApiModel):
 class ResourcesSpec(ApiModel):
     """Where and on how much hardware the job runs."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel(
+                    "!has(self.workloadPriorityClass) || has(self.queueName)",
+                    "resources.workloadPriorityClass orders a job in its Kueue queue: set "
+                    "resources.queueName too",
+                )
+            ]
+        }
+    )
+
     accelerator: Annotated[
         Literal["nvidia", "ascend", "cpu"],
         Field(
@@ -425,6 +437,11 @@ class ResourcesSpec(ApiModel):
     """Kueue LocalQueue. Each attempt's RayJob is created suspended with Kueue's queue label, and
     Kueue starts it by unsuspending it when the queue admits it (and may suspend it again to
     preempt it: the attempt then waits in the queue instead of failing)."""
+    workload_priority_class: ObjectName | None = None
+    """Kueue WorkloadPriorityClass (kueue.x-k8s.io/priority-class on each attempt's RayJob): the
+    job's order in its queue and in preemption, apart from its pods' PriorityClass. A retry is a new
+    RayJob, so a new Kueue Workload: it queues anew at this priority (Kueue orders equal
+    priorities by creation time, so it goes behind the workloads already waiting)."""
     extra_resources: Annotated[
         dict[LabelKey, Quantity],
         Field(
