@@ -87,7 +87,19 @@ class Cluster:
         return found.to_dict() if hasattr(found, "to_dict") else dict(found)
 
     def set_suspend(self, name: str, suspend: bool) -> None:
-        self.job_body(name)  # a clear "not found" first
+        """Suspend or resume; refused with the reason when it would change nothing."""
+        body = self.job_body(name)  # a clear "not found" first
+        phase = (body.get("status") or {}).get("phase")
+        verb = "suspend" if suspend else "resume"
+        if phase in ("Succeeded", "Failed"):
+            raise PluginError(
+                f"grpojob {name} has finished ({phase}): there is nothing to {verb}, and a finished "
+                "job's spec cannot change; to train again, apply the job under a new name"
+            )
+        if not suspend and not ((body.get("spec") or {}).get("runPolicy") or {}).get("suspend"):
+            raise PluginError(
+                f"grpojob {name} is not suspended (phase {phase or 'Pending'}): nothing to resume"
+            )
         try:
             self._call(
                 "patching the job",

@@ -98,44 +98,38 @@ def observe_rayjob(rayjob: dict[str, Any]) -> Outcome:
 def _set_condition(
     conditions: list[dict[str, Any]],
     ctype: str,
-    status: bool,
+    status: bool | None,
     reason: str,
     message: str,
     now: str,
     generation: int | None,
 ) -> list[dict[str, Any]]:
-    """Conditions with `ctype` set; lastTransitionTime moves only when the status flips."""
-    wanted = "True" if status else "False"
-    out = []
-    found = False
-    for cond in conditions:
-        if cond["type"] != ctype:
-            out.append(cond)
-            continue
-        found = True
-        changed = cond["status"] != wanted
-        out.append(
-            {
-                "type": ctype,
-                "status": wanted,
-                "reason": reason,
-                "message": message,
-                "lastTransitionTime": now if changed else cond["lastTransitionTime"],
-                **({"observedGeneration": generation} if generation is not None else {}),
-            }
-        )
-    if not found:
-        out.append(
-            {
-                "type": ctype,
-                "status": wanted,
-                "reason": reason,
-                "message": message,
-                "lastTransitionTime": now,
-                **({"observedGeneration": generation} if generation is not None else {}),
-            }
-        )
+    """Conditions with `ctype` set (None: Unknown); lastTransitionTime moves only when the status flips."""
+    wanted = "Unknown" if status is None else "True" if status else "False"
+    before = next((c for c in conditions if c["type"] == ctype), None)
+    changed = before is None or before["status"] != wanted
+    cond = {
+        "type": ctype,
+        "status": wanted,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": now if changed else before["lastTransitionTime"],
+        **({"observedGeneration": generation} if generation is not None else {}),
+    }
+    out = [c for c in conditions if c["type"] != ctype] + [cond]
     return sorted(out, key=lambda c: CONDITION_TYPES.index(c["type"]))
+
+
+def _observed(conditions: list[dict[str, Any]], generation: int | None) -> list[dict[str, Any]]:
+    """Every condition as judged at `generation`.
+
+    Each pass re-judges the whole status from the spec it read, so a condition the pass left as
+    it was still holds for that spec: without this, `kubectl wait` ignores a condition whose
+    observedGeneration is older than the job's generation, and waits forever after any edit.
+    """
+    if generation is None:
+        return conditions
+    return [{**c, "observedGeneration": generation} for c in conditions]
 
 
 class _Status:
@@ -149,7 +143,7 @@ class _Status:
         self.generation = job.metadata.get("generation")
         self.events: list[tuple[str, str, str]] = []
 
-    def condition(self, ctype: str, status: bool, why: str, message: str) -> None:
+    def condition(self, ctype: str, status: bool | None, why: str, message: str) -> None:
         self.fields["conditions"] = _set_condition(
             self.fields["conditions"],
             ctype,
@@ -187,7 +181,15 @@ class _Status:
             self.fields["dashboardURL"] = cut(seen.dashboard_url, NAME_LIMIT)
 
     def plan(self, *, create_attempt: int | None = None, delete_rayjob: str | None = None) -> Plan:
-        return Plan(dict(self.fields), create_attempt, delete_rayjob, self.events)
+        return Plan(self.observed(), create_attempt, delete_rayjob, self.events)
+
+    def observed(self) -> dict[str, Any]:
+        """The fields, stamped with the generation they were computed from."""
+        fields = dict(self.fields)
+        fields["conditions"] = _observed(fields["conditions"], self.generation)
+        if self.generation is not None:
+            fields["observedGeneration"] = self.generation
+        return fields
 
 
 def _start_attempt(st: _Status, job: GRPOJob, attempt: int) -> int:
@@ -273,11 +275,12 @@ def _health(st: _Status, job: GRPOJob, now: datetime) -> None:
     if verdict is None:
         return
     before = next((c for c in st.fields["conditions"] if c["type"] == "Healthy"), None)
-    was_healthy = before is None or before["status"] == "True"
+    was = "True" if before is None else before["status"]
     st.condition("Healthy", verdict.healthy, verdict.reason, verdict.message)
-    if was_healthy and not verdict.healthy:
+    now = next(c for c in st.fields["conditions"] if c["type"] == "Healthy")["status"]
+    if now != was and now in ("False", "Unknown"):
         st.events.append(("Warning", reason(verdict.reason), verdict.message))
-    elif before is not None and not was_healthy and verdict.healthy:
+    elif now != was and now == "True" and before is not None:
         st.events.append(("Normal", "Recovered", verdict.message))
 
 
@@ -312,9 +315,21 @@ def _end(st: _Status, job: GRPOJob, current: str | None, rayjob: dict[str, Any] 
     """
     succeeded = st.fields.get("phase") == "Succeeded" and rayjob is not None
     wanted_gone = holds_cluster(rayjob) or (succeeded and _success_goes_early(job))
+    if not _cluster_may_live(st, job, rayjob, going=wanted_gone):
+        st.fields.pop("dashboardURL", None)
     if not wanted_gone or being_deleted(rayjob):
         return st.plan()
     return st.plan(delete_rayjob=current)
+
+
+def _cluster_may_live(st: _Status, job: GRPOJob, rayjob: dict[str, Any] | None, *, going: bool) -> bool:
+    """Whether a finished job's Ray cluster may still be there (so its dashboard address is true):
+    not once its RayJob is gone or going, nor after KubeRay's TTL for it has run out."""
+    if rayjob is None or being_deleted(rayjob) or going:
+        return False
+    ended = parse_rfc3339(st.fields.get("completionTime"))
+    ttl = cluster_ttl(job)
+    return bool(ttl) and ended is not None and (parse_rfc3339(st.now) - ended).total_seconds() < ttl
 
 
 def plan(
@@ -349,6 +364,7 @@ def plan(
 
     if run_policy.suspend:
         message = "runPolicy.suspend is true: the Ray cluster is torn down and the checkpoints are kept"
+        st.fields.pop("dashboardURL", None)
         st.phase("Suspended", "Suspended", message)
         st.condition("Suspended", True, "Suspended", message)
         st.clear("Running", "Restarting", reason="Suspended", message=message)
@@ -424,7 +440,7 @@ def _created(
     st.condition("Created", value, why, message)
     if st.fields["conditions"] == before:
         return None
-    return {"conditions": st.fields["conditions"]}
+    return {"conditions": st.observed()["conditions"]}
 
 
 def fail(

@@ -10,6 +10,7 @@ path's one-line error and its clean-up are what is tested here, and the reading 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -111,6 +112,36 @@ def test_status_suspend_and_resume(cluster, namespace, crds, plugin_path):
     assert cluster.get("grpojob", "steer", namespace)["spec"]["runPolicy"]["suspend"] is True
     assert kubectl_grpo(cluster, plugin_path, "resume", "steer", "-n", namespace).returncode == 0
     assert cluster.get("grpojob", "steer", namespace)["spec"]["runPolicy"]["suspend"] is False
+
+
+def test_suspend_and_resume_refuse_a_finished_job_with_the_reason(cluster, namespace, crds, plugin_path):
+    manifest = yaml.safe_load((REPO / "examples" / "lora-single-gpu.yaml").read_text())
+    cluster.apply({**manifest, "metadata": {"name": "done", "namespace": namespace}})
+    not_suspended = kubectl_grpo(cluster, plugin_path, "resume", "done", "-n", namespace)
+    assert (not_suspended.returncode, not_suspended.stderr) == (
+        1,
+        "error: grpojob done is not suspended (phase Pending): nothing to resume\n",
+    )
+    finished = {"status": {"phase": "Succeeded", "completionTime": "2026-12-01T10:00:00Z"}}
+    cluster.kubectl(
+        "patch",
+        "grpojob",
+        "done",
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(finished),
+    )
+    for verb in ("suspend", "resume"):
+        result = kubectl_grpo(cluster, plugin_path, verb, "done", "-n", namespace)
+        assert result.returncode == 1, result.stdout
+        assert result.stderr == (
+            f"error: grpojob done has finished (Succeeded): there is nothing to {verb}, and a finished "
+            "job's spec cannot change; to train again, apply the job under a new name\n"
+        )
+    assert cluster.get("grpojob", "done", namespace)["spec"]["runPolicy"].get("suspend") is not True
 
 
 def test_a_missing_job_is_one_line(cluster, namespace, crds, plugin_path):

@@ -288,45 +288,44 @@ class Reconciler:
         self._ensured[key] = (job.uid, attempt)
 
     async def _start_attempt(self, job: GRPOJob, attempt: int, release: Callable[[], None] | None) -> None:
-        """Create the attempt's RayJob, then the job's other children.
+        """Create the job's other children, then the attempt's RayJob.
 
-        The RayJob is urgent (handlers/urgency.py): in a burst of new jobs every RayJob is created
-        before any job's ConfigMap, PVC and RBAC, so KubeRay starts provisioning clusters while
-        the rest follows. A pod just waits for its claim, and KubeRay retries a pod whose service
-        account is not there yet.
+        The RayJob comes last: its pods name the trainer's ServiceAccount, mount the spec
+        ConfigMap and the checkpoint claim, so a RayJob made first has KubeRay post a Warning
+        (`FailedToCreateHeadPod ... serviceaccount not found`) and retry on every normal start.
+        The whole start is urgent (handlers/urgency.py): in a burst of new jobs, each job's
+        requests go ahead of the status writes of newer jobs, so clusters start provisioning early.
         """
         release = release or self.urgency.hold()
         try:
-            # Ahead of queued requests too: the status writes of newer jobs wait behind it.
+            await self._put_others(job, create=True, first=True)
             await self._put(job, build_rayjob(job, self.settings, attempt), create=True, first=True)
             created = parse_rfc3339(job.metadata.get("creationTimestamp"))
             if attempt == 1 and created:
                 self.metrics.create_to_rayjob_seconds.observe((self.clock() - created).total_seconds())
         finally:
             release()
-        await self.urgency.wait_turn()
-        await self._put_others(job, create=True)
         log.info(
             "created Ray job %s", rayjob_name(job.name, attempt), extra={"job": job.name, "attempt": attempt}
         )
 
-    async def _put_others(self, job: GRPOJob, *, create: bool) -> None:
+    async def _put_others(self, job: GRPOJob, *, create: bool, first: bool = False) -> None:
         """The spec ConfigMap, the trainer's ServiceAccount, Role and RoleBinding, the claim and the
         NetworkPolicy."""
         account, role, binding = build_trainer_rbac(job)
         pvc = build_checkpoint_pvc(job, self.settings)
         policy = build_network_policy(job, self.settings)
         await asyncio.gather(
-            self._put(job, build_spec_configmap(job, self.settings), create=create),
-            self._put(job, account, create=create),
-            self._put(job, role, create=create),
+            self._put(job, build_spec_configmap(job, self.settings), create=create, first=first),
+            self._put(job, account, create=create, first=first),
+            self._put(job, role, create=create, first=first),
             # A claim's spec is immutable once bound: it is only ever created.
-            *([self._put(job, pvc, create=create, update=False)] if pvc is not None else []),
-            *([self._put(job, policy, create=create)] if policy is not None else []),
+            *([self._put(job, pvc, create=create, update=False, first=first)] if pvc is not None else []),
+            *([self._put(job, policy, create=create, first=first)] if policy is not None else []),
         )
         # Only after its Role: without the `bind` verb, the API server lets us bind a Role only
         # when it exists (and we hold what it grants).
-        await self._put(job, binding, create=create)
+        await self._put(job, binding, create=create, first=first)
 
     async def _put(
         self,
@@ -388,6 +387,7 @@ class Reconciler:
         message = cut("; ".join(str(p) for p in problems), CONDITION_MESSAGE_LIMIT)
         now = rfc3339(self.clock())
         meta = body["metadata"]
+        generation = {"observedGeneration": meta["generation"]} if meta.get("generation") else {}
         status = {
             "phase": "Failed",
             "conditions": [
@@ -397,9 +397,11 @@ class Reconciler:
                     "reason": "InvalidSpec",
                     "message": message,
                     "lastTransitionTime": now,
+                    **generation,
                 }
             ],
             "completionTime": now,
+            **generation,
         }
         await self.api.patch_job_status(
             meta["namespace"], meta["name"], status, resource_version=meta.get("resourceVersion")

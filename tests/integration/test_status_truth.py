@@ -1,0 +1,147 @@
+"""The job's status tells the truth, and a job never waits in silence: against the real API
+server, KubeRay and the operator, with the real kubectl.
+
+- `kubectl wait` works on every condition after the job's spec or labels were edited;
+- a finished job's spec is frozen at admission, its labels are not;
+- every timestamp form the schema admits in the trainer's fields is read;
+- a normal start posts no Warning Event; the dashboard address goes with the cluster.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+from support.cluster import Cluster
+from support.jobs import apply_job, condition, example, phase_is
+from support.operator_process import OperatorProcess
+from support.rayjobapi import RayJobAPI
+
+pytestmark = pytest.mark.cluster
+
+
+def _patch(cluster: Cluster, namespace: str, job: str, patch: dict, *, status: bool = False, check=True):
+    args = ["patch", "grpojob", job, "-n", namespace, "--type=merge", "-p", json.dumps(patch)]
+    return cluster.kubectl(*args, *(["--subresource=status"] if status else []), check=check)
+
+
+def _wait_every_condition(cluster: Cluster, namespace: str, job: str) -> list[str]:
+    """`kubectl wait` for each condition as the job's status has it; returns what was waited for."""
+    obj = cluster.get("grpojob", job, namespace)
+    waited = []
+    for cond in obj["status"]["conditions"]:
+        wanted = f"condition={cond['type']}={cond['status']}"
+        cluster.kubectl("wait", f"--for={wanted}", f"grpojob/{job}", "-n", namespace, "--timeout=15s")
+        waited.append(wanted)
+    return waited
+
+
+def test_conditions_are_waitable_after_edits_and_a_finished_spec_is_frozen(
+    cluster: Cluster, namespace: str, operator: OperatorProcess, job_api: RayJobAPI
+) -> None:
+    job_api.configure_namespace(namespace, (("RUNNING", 0), ("SUCCEEDED", 20, "Job finished successfully.")))
+    job = apply_job(cluster, namespace, example("geo3k-ascend-910b"))
+    cluster.wait_for("grpojob", job, namespace, phase_is("Running"), timeout=120, what="Running")
+    # A spec edit while it runs: the generation moves on, and every condition must follow it.
+    _patch(cluster, namespace, job, {"spec": {"runPolicy": {"backoffLimit": 5}}})
+    done = cluster.wait_for("grpojob", job, namespace, phase_is("Succeeded"), timeout=120, what="Succeeded")
+    assert done["metadata"]["generation"] == 2
+    cluster.wait_for(
+        "grpojob",
+        job,
+        namespace,
+        lambda o: o["status"].get("observedGeneration") == 2,
+        timeout=30,
+        what="observedGeneration 2",
+    )
+    waited = _wait_every_condition(cluster, namespace, job)
+    assert "condition=Succeeded=True" in waited
+    assert "condition=Created=True" in waited
+
+    # Labels may change on a finished job (metadata, no new generation); waits still answer.
+    cluster.kubectl("label", "grpojob", job, "-n", namespace, "team=vision")
+    assert _wait_every_condition(cluster, namespace, job) == waited
+
+    # Its spec may not: the API server says why, and nothing changes.
+    refused = _patch(cluster, namespace, job, {"spec": {"runPolicy": {"suspend": True}}}, check=False)
+    assert refused.returncode != 0
+    assert "the job has finished (status.phase is Succeeded or Failed), so its spec can no longer change" in (
+        refused.stderr
+    )
+    after = cluster.get("grpojob", job, namespace)
+    assert after["metadata"]["generation"] == 2
+    assert after["spec"]["runPolicy"].get("suspend") is not True
+
+
+def test_a_normal_start_posts_no_warning(
+    cluster: Cluster, namespace: str, operator: OperatorProcess, job_api: RayJobAPI
+) -> None:
+    """The RayJob comes after its ServiceAccount, Role and ConfigMap: KubeRay has nothing to retry.
+    Once the cluster is gone, so is its dashboard address."""
+    job_api.configure_namespace(namespace, (("RUNNING", 0), ("SUCCEEDED", 8, "Job finished successfully.")))
+    job = apply_job(cluster, namespace, example("safegrpo-nvidia"))
+    running = cluster.wait_for("grpojob", job, namespace, phase_is("Running"), timeout=120, what="Running")
+    assert running["status"].get("dashboardURL"), "KubeRay's dashboard address while the cluster lives"
+    cluster.wait_for("grpojob", job, namespace, phase_is("Succeeded"), timeout=120, what="Succeeded")
+    cluster.wait_gone("rayclusters.ray.io", running["status"]["rayClusterName"], namespace, timeout=60)
+    done = cluster.wait_for(
+        "grpojob",
+        job,
+        namespace,
+        lambda o: "dashboardURL" not in o["status"],
+        timeout=30,
+        what="no dashboardURL once the cluster is gone",
+    )
+    assert done["status"]["phase"] == "Succeeded"
+    warnings = [
+        f"{e['involvedObject']['kind']}/{e['involvedObject']['name']}: {e['reason']}: {e['message']}"
+        for e in cluster.events(namespace)
+        if e["type"] == "Warning"
+        # The scheduler's first try at the head, which must follow its worker onto one node (a
+        # ReadWriteOnce claim) and is tried before the worker is placed, is its own to retry.
+        and not (e["reason"] == "FailedScheduling" and "pod affinity" in e["message"])
+    ]
+    assert warnings == []
+
+
+# Each is an RFC 3339 form the API server admits under `format: date-time` (checked first).
+def _forms(moment: datetime) -> list[str]:
+    east = moment.astimezone(timezone(timedelta(hours=5, minutes=45)))
+    return [
+        moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        moment.strftime("%Y-%m-%dT%H:%M:%S.%f789Z"),
+        moment.strftime("%Y-%m-%dt%H:%M:%Sz"),
+        moment.strftime("%Y-%m-%dT%H:%M:%S,%fZ"),
+        east.strftime("%Y-%m-%dT%H:%M:%S.%f") + "+05:45",
+        moment.strftime("%Y-%m-%dT%H:%M:%S") + "-00:00",
+    ]
+
+
+def test_every_timestamp_form_the_schema_admits_is_read(
+    cluster: Cluster, namespace: str, operator: OperatorProcess, job_api: RayJobAPI
+) -> None:
+    job_api.configure_namespace(namespace, (("RUNNING", 0),))
+    job = apply_job(cluster, namespace, example("geo3k-ascend-910b"))
+    cluster.wait_for("grpojob", job, namespace, phase_is("Running"), timeout=120, what="Running")
+    for step, written in enumerate(_forms(datetime.now(UTC) + timedelta(seconds=5)), start=1):
+        _patch(
+            cluster,
+            namespace,
+            job,
+            {"status": {"progress": {"step": step, "lastStepAt": written}}},
+            status=True,
+        )
+        healthy = cluster.wait_for(
+            "grpojob",
+            job,
+            namespace,
+            lambda o, step=step: (
+                (condition(o, "Healthy") or {}).get("message") == f"step {step}: training normally"
+            ),
+            timeout=30,
+            what=f"Healthy from lastStepAt={written}",
+        )
+        assert condition(healthy, "Healthy")["status"] == "True", written
+    warnings = [e["reason"] for e in cluster.events(namespace) if e["type"] == "Warning"]
+    assert "UnreadableProgress" not in warnings
