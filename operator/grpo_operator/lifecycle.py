@@ -332,13 +332,29 @@ def _cluster_may_live(st: _Status, job: GRPOJob, rayjob: dict[str, Any] | None, 
     return bool(ttl) and ended is not None and (parse_rfc3339(st.now) - ended).total_seconds() < ttl
 
 
+def _over_deadline(st: _Status, job: GRPOJob, now: datetime) -> str:
+    """Why the job is past runPolicy.activeDeadlineSeconds; empty while it is not."""
+    deadline = job.spec.run_policy.active_deadline_seconds
+    started = parse_rfc3339(st.fields.get("startTime"))
+    if not started or not deadline:
+        return ""
+    elapsed = (now - started).total_seconds()
+    if elapsed <= deadline:
+        return ""
+    return f"the job ran {int(elapsed)} s, over runPolicy.activeDeadlineSeconds={deadline}"
+
+
 def plan(
     job: GRPOJob,
     rayjob: dict[str, Any] | None,
     problems: list[Problem],
     now: datetime,
+    waiting: str = "",
 ) -> Plan:
-    """The next status and action for `job`, given its current attempt's RayJob."""
+    """The next status and action for `job`, given its current attempt's RayJob.
+
+    `waiting`: what the job's first attempt waits for (preflight.py: a claim, ConfigMap or
+    Secret it names that does not exist yet); the RayJob is not made until it is there."""
     st = _Status(job, now)
     phase = st.fields.get("phase")
     attempt = st.fields.get("attempt") or 0
@@ -351,16 +367,10 @@ def plan(
 
     run_policy = job.spec.run_policy
 
-    started = parse_rfc3339(st.fields.get("startTime"))
-    if started and run_policy.active_deadline_seconds:
-        elapsed = (now - started).total_seconds()
-        if elapsed > run_policy.active_deadline_seconds:
-            st.finish(
-                "Failed",
-                "DeadlineExceeded",
-                f"the job ran {int(elapsed)} s, over runPolicy.activeDeadlineSeconds={run_policy.active_deadline_seconds}",
-            )
-            return _end(st, job, current, rayjob)
+    over = _over_deadline(st, job, now)
+    if over:
+        st.finish("Failed", "DeadlineExceeded", over)
+        return _end(st, job, current, rayjob)
 
     if run_policy.suspend:
         message = "runPolicy.suspend is true: the Ray cluster is torn down and the checkpoints are kept"
@@ -376,6 +386,9 @@ def plan(
         st.phase("Pending", "Resumed", message)
         st.condition("Suspended", False, "Resumed", message)
         return st.plan(create_attempt=nxt)
+
+    if not attempt and waiting:
+        return _wait_for_inputs(st, waiting)
 
     if not attempt:
         nxt = _start_attempt(st, job, 1)
@@ -411,6 +424,19 @@ def plan(
     # starting or queued: keep Restarting while a retry spins up, Pending otherwise
     if phase != "Restarting":
         st.phase("Pending", outcome.reason, outcome.message)
+    return st.plan()
+
+
+WAITING_FOR_INPUTS = "WaitingForInputs"
+
+
+def _wait_for_inputs(st: _Status, waiting: str) -> Plan:
+    """Pending, with `Created=False` saying what is missing, and one Warning each time that changes."""
+    before = next((c for c in st.fields["conditions"] if c["type"] == "Created"), None)
+    st.fields["phase"] = "Pending"
+    st.condition("Created", False, WAITING_FOR_INPUTS, waiting)
+    if before is None or (before["reason"], before["message"]) != (WAITING_FOR_INPUTS, waiting):
+        st.events.append(("Warning", WAITING_FOR_INPUTS, waiting))
     return st.plan()
 
 

@@ -145,3 +145,75 @@ def test_every_timestamp_form_the_schema_admits_is_read(
         assert condition(healthy, "Healthy")["status"] == "True", written
     warnings = [e["reason"] for e in cluster.events(namespace) if e["type"] == "Warning"]
     assert "UnreadableProgress" not in warnings
+
+
+def _created(obj: dict) -> dict:
+    return condition(obj, "Created") or {}
+
+
+def test_a_missing_claim_or_configmap_is_a_wait_that_says_so_then_the_job_starts(
+    cluster: Cluster, namespace: str, operator: OperatorProcess, job_api: RayJobAPI
+) -> None:
+    job_api.configure_namespace(namespace, (("RUNNING", 0),))
+    body = example(
+        "lora-single-gpu",
+        **{"reward.builtin": None, "reward.custom": {"configMap": "my-reward", "key": "reward.py"}},
+    )
+    job = body["metadata"]["name"]
+    cluster.apply(body, namespace=namespace)  # its data claim and reward ConfigMap do not exist yet
+    waiting = cluster.wait_for(
+        "grpojob",
+        job,
+        namespace,
+        lambda o: _created(o).get("reason") == "WaitingForInputs",
+        timeout=60,
+        what="Created=False, WaitingForInputs",
+    )
+    message = _created(waiting)["message"]
+    assert "PersistentVolumeClaim 'visual-math' (spec.dataset.train[0])" in message
+    assert "ConfigMap 'my-reward' (spec.reward.custom)" in message
+    assert waiting["status"]["phase"] == "Pending"
+    assert cluster.get("rayjobs.ray.io", f"{job}-1", namespace) is None, "no RayJob while it waits"
+    warnings = [
+        e for e in cluster.events(namespace) if e["type"] == "Warning" and e["reason"] == "WaitingForInputs"
+    ]
+    assert [e["message"] for e in warnings] == [message]
+
+    apply_job(cluster, namespace, body)  # the claims, as a user's data pipeline would make them
+    cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "my-reward"},
+            "data": {
+                "reward.py": "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return 1.0\n"
+            },
+        },
+        namespace=namespace,
+    )
+    cluster.wait_for(
+        "grpojob", job, namespace, phase_is("Running"), timeout=120, what="Running once they exist"
+    )
+
+
+def test_a_reward_file_that_cannot_work_fails_before_any_ray_cluster(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    body = example(
+        "lora-single-gpu",
+        **{"reward.builtin": None, "reward.custom": {"configMap": "bad-reward", "key": "reward.py"}},
+    )
+    cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "bad-reward"},
+            "data": {"reward.py": "def compute_score(data_source, solution_str:\n    return 1.0\n"},
+        },
+        namespace=namespace,
+    )
+    job = apply_job(cluster, namespace, body)
+    failed = cluster.wait_for("grpojob", job, namespace, phase_is("Failed"), timeout=60, what="Failed")
+    message = condition(failed, "Failed")["message"]
+    assert "spec.reward.custom: bad-reward/reward.py is not valid Python" in message
+    assert cluster.get("rayjobs.ray.io", f"{job}-1", namespace) is None

@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from .. import preflight
 from ..api.problem import Problem
 from ..api.timestamps import parse_rfc3339, rfc3339
 from ..api.v1alpha1 import GRPOJob
@@ -159,8 +160,11 @@ class Reconciler:
         else:
             self.with_deadline.discard(key)
         problems = [] if terminal else await self._problems(job)
+        waiting = ""
+        if not terminal and not problems and not job.status.attempt:
+            problems, waiting = await self._preflight(job)
         rayjob = await self._current_rayjob(job, event_rayjob)
-        result = plan(job, rayjob, problems, self.clock())
+        result = plan(job, rayjob, problems, self.clock(), waiting)
         phase = result.status.get("phase", "Pending")
         if phase in TERMINAL and holds_cluster(rayjob):
             # Before carrying out: if the delete fails, the frequent pass sends it again.
@@ -200,6 +204,22 @@ class Reconciler:
             await self.api.priority_class_exists(priority) if priority and not job.status.attempt else None
         )
         return validate(job, self.settings, claim_access_modes=modes, priority_class_exists=exists)
+
+    async def _preflight(self, job: GRPOJob) -> tuple[list[Problem], str]:
+        """Before the first RayJob: what the job names, read (preflight.py judges it)."""
+        found: dict[tuple[str, str], Any] = {}
+        for ref in preflight.references(job):
+            if (ref.kind, ref.name) in found:
+                continue
+            manifest = {**ref.manifest, "metadata": {"name": ref.name, "namespace": job.namespace}}
+            try:
+                found[(ref.kind, ref.name)] = await self.api.read(manifest)
+            except ApiError as error:
+                if error.code != 403:
+                    raise
+                found[(ref.kind, ref.name)] = preflight.UNREADABLE  # no right to look: not judged
+        verdict = preflight.judge(job, found)
+        return verdict.problems, verdict.message if verdict.waiting else ""
 
     async def _write(self, job: GRPOJob, body: dict[str, Any], result: Plan) -> dict[str, Any]:
         """Patch the operator's status fields to the plan's; returns them as now stored.
@@ -262,7 +282,7 @@ class Reconciler:
                         events.append(("Warning", why, str(error)))
                     raise
                 else:
-                    created = children_created(job, status, self.clock())
+                    created = children_created(job, status, self.clock()) if status.get("attempt") else None
                     if created:
                         await self._patch(job, body, created)
         finally:
@@ -279,6 +299,8 @@ class Reconciler:
         """Make sure every child of the current attempt exists; start `create_attempt` when asked."""
         key = (job.namespace, job.name)
         attempt = int(status.get("attempt") or 0)
+        if not attempt:
+            return  # waiting before its first attempt (preflight): nothing to make yet
         if create_attempt:
             await self._start_attempt(job, create_attempt, release)
         elif self._ensured.get(key) == (job.uid, attempt):

@@ -38,6 +38,7 @@ _PLURALS: dict[tuple[str, str], str] = {
     ("ray.io/v1", "RayJob"): "rayjobs",
     ("v1", "ConfigMap"): "configmaps",
     ("v1", "PersistentVolumeClaim"): "persistentvolumeclaims",
+    ("v1", "Secret"): "secrets",
     ("v1", "ServiceAccount"): "serviceaccounts",
     ("v1", "Event"): "events",
     ("rbac.authorization.k8s.io/v1", "Role"): "roles",

@@ -20,6 +20,7 @@ OPERATOR_RULES = {
     ("ray.io", "rayjobs"): {"get", "list", "watch", "create", "patch", "delete"},
     ("", "configmaps"): {"get", "create", "patch"},
     ("", "persistentvolumeclaims"): {"get", "create"},
+    ("", "secrets"): {"get"},
     ("", "serviceaccounts"): {"get", "create", "patch"},
     ("rbac.authorization.k8s.io", "roles"): {"get", "create", "patch"},
     ("rbac.authorization.k8s.io", "rolebindings"): {"get", "create", "patch"},
