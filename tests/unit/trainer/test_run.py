@@ -183,7 +183,8 @@ def test_a_custom_reward_that_cannot_import_fails_as_a_config_error_naming_the_f
         "reward.custom: score.py cannot be imported (line 2): "
         "ModuleNotFoundError: No module named 'reward_helpers_not_in_the_image'"
     ) in err
-    assert '"reason": "ConfigError"' in err and '"retryable": false' in err
+    assert '"reason": "ConfigError"' in err
+    assert '"retryable": false' in err
     assert not Path(job.paths.metrics_dir, "attempt-1.jsonl").exists(), "verl never started"
     reward.write_text("import math\n\ndef compute_score(*a):\n    return 1.0\n")
     assert run(job, attempt(job), VERL_091, writer=FakeAPI()) == OK
