@@ -32,6 +32,7 @@ from .children.paths import job_paths
 from .children.rayjob import cluster_ttl
 from .health import judge
 from .rayjob_status import DEPLOYMENT_FAILED, FINISHED_JOB, RayJobStatus
+from .startup import Trouble
 from .validation import describe
 
 TERMINAL: frozenset[str] = frozenset({"Succeeded", "Failed"})
@@ -350,11 +351,14 @@ def plan(
     problems: list[Problem],
     now: datetime,
     waiting: str = "",
+    trouble: Trouble | None = None,
 ) -> Plan:
     """The next status and action for `job`, given its current attempt's RayJob.
 
     `waiting`: what the job's first attempt waits for (preflight.py: a claim, ConfigMap or
-    Secret it names that does not exist yet); the RayJob is not made until it is there."""
+    Secret it names that does not exist yet); the RayJob is not made until it is there.
+    `trouble`: what keeps the current attempt's pods from running (startup.py), while its Ray
+    cluster starts."""
     st = _Status(job, now)
     phase = st.fields.get("phase")
     attempt = st.fields.get("attempt") or 0
@@ -387,14 +391,8 @@ def plan(
         st.condition("Suspended", False, "Resumed", message)
         return st.plan(create_attempt=nxt)
 
-    if not attempt and waiting:
-        return _wait_for_inputs(st, waiting)
-
     if not attempt:
-        nxt = _start_attempt(st, job, 1)
-        # `Created` waits until the children exist (children_created, after they are applied).
-        st.phase("Pending", "Created", f"created Ray job {rayjob_name(job.name, nxt)}")
-        return st.plan(create_attempt=nxt)
+        return _first_attempt(st, job, waiting)
 
     if rayjob is None:
         if phase in ("Running", "Restarting", "Pending") and st.fields.get("rayClusterName"):
@@ -424,10 +422,54 @@ def plan(
     # starting or queued: keep Restarting while a retry spins up, Pending otherwise
     if phase != "Restarting":
         st.phase("Pending", outcome.reason, outcome.message)
+    if outcome.state == "starting":
+        return _starting(st, job, attempt, rayjob, trouble, now)
     return st.plan()
 
 
+def _starting(
+    st: _Status, job: GRPOJob, attempt: int, rayjob: dict[str, Any], trouble: Trouble | None, now: datetime
+) -> Plan:
+    """An attempt whose cluster has not started: say why (Running=False with the pods' reason and
+    one Warning per new reason), and fail it at runPolicy.startDeadlineSeconds."""
+    if trouble is not None:
+        before = next((c for c in st.fields["conditions"] if c["type"] == "Running"), None)
+        message = f"attempt {attempt} has not started: {trouble.message}"
+        st.condition("Running", False, trouble.reason, message)
+        if before is None or (before["status"], before["reason"]) != ("False", reason(trouble.reason)):
+            st.events.append(("Warning", reason(trouble.reason), message))
+    # KubeRay's startTime: when it began deploying this RayJob (again after a Kueue admission).
+    made = parse_rfc3339(
+        (rayjob.get("status") or {}).get("startTime")
+        or (rayjob.get("metadata") or {}).get("creationTimestamp")
+    )
+    limit = job.spec.run_policy.start_deadline_seconds
+    if made is None or (now - made).total_seconds() <= limit:
+        return st.plan()
+    why = trouble.message if trouble else "its Ray cluster never became ready (no pod reported a reason)"
+    return _fail_attempt(
+        st,
+        job,
+        attempt,
+        Outcome(
+            "failed",
+            "StartDeadlineExceeded",
+            f"not started within runPolicy.startDeadlineSeconds={limit}: {why}",
+            retryable=False,
+        ),
+    )
+
+
 WAITING_FOR_INPUTS = "WaitingForInputs"
+
+
+def _first_attempt(st: _Status, job: GRPOJob, waiting: str) -> Plan:
+    if waiting:
+        return _wait_for_inputs(st, waiting)
+    nxt = _start_attempt(st, job, 1)
+    # `Created` waits until the children exist (children_created, after they are applied).
+    st.phase("Pending", "Created", f"created Ray job {rayjob_name(job.name, nxt)}")
+    return st.plan(create_attempt=nxt)
 
 
 def _wait_for_inputs(st: _Status, waiting: str) -> Plan:

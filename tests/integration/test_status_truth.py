@@ -217,3 +217,32 @@ def test_a_reward_file_that_cannot_work_fails_before_any_ray_cluster(
     message = condition(failed, "Failed")["message"]
     assert "spec.reward.custom: bad-reward/reward.py is not valid Python" in message
     assert cluster.get("rayjobs.ray.io", f"{job}-1", namespace) is None
+
+
+def test_an_attempt_that_cannot_be_scheduled_says_why_and_fails_at_its_start_deadline(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    """The real scheduler's verdict (no node carries the label asked for), read from the pods."""
+    body = example(
+        "safegrpo-nvidia",
+        **{"resources.nodeSelector": {"example.com/pool": "nowhere"}, "runPolicy.startDeadlineSeconds": 60},
+    )
+    job = apply_job(cluster, namespace, body)
+    waiting = cluster.wait_for(
+        "grpojob",
+        job,
+        namespace,
+        lambda o: (condition(o, "Running") or {}).get("reason") == "Unschedulable",
+        timeout=60,
+        what="Running=False, Unschedulable",
+    )
+    message = condition(waiting, "Running")["message"]
+    assert message.startswith("attempt 1 has not started: ")
+    assert "is unschedulable: 0/" in message and "node affinity/selector" in message
+    assert waiting["status"]["phase"] == "Pending"
+    reasons = [e["reason"] for e in cluster.events(namespace) if e["involvedObject"].get("name") == job]
+    assert "Unschedulable" in reasons
+    failed = cluster.wait_for("grpojob", job, namespace, phase_is("Failed"), timeout=120, what="Failed")
+    assert condition(failed, "Failed")["reason"] == "StartDeadlineExceeded"
+    assert "not started within runPolicy.startDeadlineSeconds=60" in condition(failed, "Failed")["message"]
+    cluster.wait_gone("rayjobs.ray.io", f"{job}-1", namespace, timeout=60)

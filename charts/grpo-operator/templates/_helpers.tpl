@@ -174,10 +174,17 @@ per-namespace Roles. Every rule says why it exists.
   resources: ["priorityclasses"]
   verbs: ["get"]
 {{- end }}
-# Events on GRPOJobs for every phase change and invalid spec; kopf posts new ones only.
+# Events on GRPOJobs for every phase change and invalid spec; kopf posts new ones only. Listed
+# (Warning ones) while an attempt's pods do not start: the kubelet's FailedMount, KubeRay's
+# FailedToCreateHeadPod (Pod Security) are the reasons the job's status then carries.
 - apiGroups: [""]
   resources: ["events"]
-  verbs: ["create"]
+  verbs: ["create", "list"]
+# An attempt's pods, listed by label while its Ray cluster has not started: their scheduling and
+# container states say why (unschedulable, image pull back-off).
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list"]
 {{- end }}
 
 {{/*

@@ -27,7 +27,7 @@ from ..api.timestamps import parse_rfc3339, rfc3339
 from ..api.v1alpha1 import GRPOJob
 from ..api.v1alpha1.status import CONDITION_MESSAGE_LIMIT, OPERATOR_STATUS_FIELDS, cut, diff
 from ..children.configmap import build_spec_configmap
-from ..children.meta import ownership, rayjob_name
+from ..children.meta import ATTEMPT_LABEL, JOB_LABEL, ownership, rayjob_name
 from ..children.networkpolicy import build_network_policy
 from ..children.pvc import build_checkpoint_pvc
 from ..children.rayjob import build_rayjob
@@ -41,9 +41,12 @@ from ..lifecycle import (
     children_waiting,
     fail,
     holds_cluster,
+    observe_rayjob,
     plan,
 )
 from ..metrics import Metrics
+from ..rayjob_status import RayJobStatus
+from ..startup import Trouble, trouble
 from ..validation import validate
 from .urgency import Urgency
 
@@ -164,7 +167,8 @@ class Reconciler:
         if not terminal and not problems and not job.status.attempt:
             problems, waiting = await self._preflight(job)
         rayjob = await self._current_rayjob(job, event_rayjob)
-        result = plan(job, rayjob, problems, self.clock(), waiting)
+        trouble = await self._startup_trouble(job, rayjob) if not terminal else None
+        result = plan(job, rayjob, problems, self.clock(), waiting, trouble)
         phase = result.status.get("phase", "Pending")
         if phase in TERMINAL and holds_cluster(rayjob):
             # Before carrying out: if the delete fails, the frequent pass sends it again.
@@ -204,6 +208,16 @@ class Reconciler:
             await self.api.priority_class_exists(priority) if priority and not job.status.attempt else None
         )
         return validate(job, self.settings, claim_access_modes=modes, priority_class_exists=exists)
+
+    async def _startup_trouble(self, job: GRPOJob, rayjob: dict[str, Any] | None) -> Trouble | None:
+        """While the current attempt's cluster starts: what its pods and Warning Events say."""
+        if rayjob is None or observe_rayjob(rayjob).state != "starting":
+            return None
+        attempt = job.status.attempt or 0
+        pods = await self.api.attempt_pods(job.namespace, f"{JOB_LABEL}={job.name},{ATTEMPT_LABEL}={attempt}")
+        events = await self.api.warning_events(job.namespace)
+        owners = {rayjob_name(job.name, attempt), RayJobStatus.of(rayjob).cluster_name} - {""}
+        return trouble(pods, events, frozenset(owners))
 
     async def _preflight(self, job: GRPOJob) -> tuple[list[Problem], str]:
         """Before the first RayJob: what the job names, read (preflight.py judges it)."""

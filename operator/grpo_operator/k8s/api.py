@@ -231,6 +231,22 @@ class Api:
                 params = {"limit": "500", "continue": token}
         return out
 
+    async def attempt_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        """The pods matching a label selector (an attempt's: at most a few hundred)."""
+        page = await self._request(
+            "GET", f"/api/v1/namespaces/{namespace}/pods", params={"labelSelector": selector, "limit": "500"}
+        )
+        return list(page.get("items") or [])
+
+    async def warning_events(self, namespace: str) -> list[dict[str, Any]]:
+        """The namespace's newest Warning Events (what says why a pod does not start)."""
+        page = await self._request(
+            "GET",
+            f"/api/v1/namespaces/{namespace}/events",
+            params={"fieldSelector": "type=Warning", "limit": "500"},
+        )
+        return list(page.get("items") or [])
+
     async def get_rayjob(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await self._get_or_none(f"{collection_path(*_RAYJOBS, namespace)}/{name}")
 

@@ -25,7 +25,8 @@ OPERATOR_RULES = {
     ("rbac.authorization.k8s.io", "roles"): {"get", "create", "patch"},
     ("rbac.authorization.k8s.io", "rolebindings"): {"get", "create", "patch"},
     ("networking.k8s.io", "networkpolicies"): {"get", "create", "patch"},
-    ("", "events"): {"create"},
+    ("", "events"): {"create", "list"},
+    ("", "pods"): {"list"},
 }
 LEADER_RULES = [
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},

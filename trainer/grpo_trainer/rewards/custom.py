@@ -391,8 +391,15 @@ def _numeric_like(value: Any) -> bool:
     return isinstance(value, int | float) or hasattr(value, "__float__")
 
 
+MESSAGE_LIMIT = 2000
+"""Characters of a failing call's own message kept in its warning (or error): a function that raises
+with a 50 MB message must not put a 50 MB line in the log, nor in the job's status."""
+
+
 def _failed(failure: str, message: str, count: int, options: _Options) -> list[Any]:
     """Scores for calls that produced nothing usable: 0 with the usual keys, or stop the run."""
+    if len(message) > MESSAGE_LIMIT:
+        message = f"{message[:MESSAGE_LIMIT]}… ({len(message) - MESSAGE_LIMIT} more characters)"
     text = f"custom reward {options.path}::{options.name}: {_FAILURES.get(failure, failure)}: {message}"
     if options.on_error == "raise":
         raise RewardFunctionError(text)

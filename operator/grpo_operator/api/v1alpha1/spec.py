@@ -671,6 +671,10 @@ class RunPolicy(ApiModel):
 
     backoff_limit: Annotated[int, Field(ge=0, le=100)] = 3
     """Retries after a retryable failure; each retry resumes from the latest checkpoint."""
+    start_deadline_seconds: Annotated[int, Field(ge=60, le=INT32_MAX)] = 1800
+    """Fail an attempt whose Ray cluster has not started this long after its RayJob was made
+    (StartDeadlineExceeded, with the pods' own reasons: unschedulable, a volume that does not
+    mount, an image that does not pull). Time queued by Kueue does not count."""
     active_deadline_seconds: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = None
     """Fail the job (DeadlineExceeded) when it has run this long, all attempts together."""
     ttl_seconds_after_finished: Annotated[int, Field(ge=0, le=INT32_MAX)] | None = None
