@@ -15,10 +15,11 @@ from typing import Any
 import httpx2 as httpx
 from grpo_operator.api.v1alpha1 import GRPOJob
 from grpo_operator.children.pvc import checkpoint_claim
+from grpo_operator.preflight import UNREADABLE
 from grpo_trainer.kube import GRPOJobResource
 from lightkube import ApiError, Client, KubeConfig
 from lightkube.core.exceptions import ConfigError
-from lightkube.resources.core_v1 import PersistentVolumeClaim, Pod
+from lightkube.resources.core_v1 import ConfigMap, PersistentVolumeClaim, Pod, Secret
 from lightkube.types import PatchType
 
 from .reader import CONTAINER, build_reader_pod
@@ -147,6 +148,26 @@ class Cluster:
         if code in (400, 422):
             return message
         raise NoVerdictError(f"the dry run failed: {code} {message}")
+
+    def read_object(self, kind: str, name: str) -> Any:
+        """A claim, ConfigMap or Secret of this namespace as a dict; None when it does not exist,
+        preflight.UNREADABLE when these credentials may not read it (then it is not judged)."""
+        resource = {"PersistentVolumeClaim": PersistentVolumeClaim, "ConfigMap": ConfigMap, "Secret": Secret}[
+            kind
+        ]
+        try:
+            found = self._call(
+                f"reading {kind} {name}", self.client.get, resource, name, namespace=self.namespace
+            )
+        except ApiError as error:
+            if error.status.code == 404:
+                return None
+            if error.status.code == 403:
+                return UNREADABLE
+            raise PluginError(
+                f"cannot read {kind} {self.namespace}/{name}: {error.status.message}"
+            ) from error
+        return found.to_dict()
 
     def claim_access_modes(self, name: str) -> list[str]:
         try:

@@ -51,8 +51,18 @@ class Reference:
 @dataclass
 class Verdict:
     problems: list[Problem] = field(default_factory=list)
-    waiting: list[str] = field(default_factory=list)
-    """What the job waits for, one phrase each (`PersistentVolumeClaim 'data' (spec.model.source)`)."""
+    missing: list[Reference] = field(default_factory=list)
+    """What the job waits for: referenced objects that do not exist (yet)."""
+
+    @property
+    def waiting(self) -> list[str]:
+        """One phrase per missing object (`PersistentVolumeClaim 'data' (spec.model.source)`)."""
+        phrases: list[str] = []
+        for ref in self.missing:
+            phrase = f"{ref.kind} {ref.name!r} ({ref.field})"
+            if phrase not in phrases:
+                phrases.append(phrase)
+        return phrases
 
     @property
     def message(self) -> str:
@@ -107,9 +117,7 @@ def judge(job: GRPOJob, found: dict[tuple[str, str], Any]) -> Verdict:
             continue
         if obj is None:
             if not ref.optional:
-                phrase = f"{ref.kind} {ref.name!r} ({ref.field})"
-                if phrase not in verdict.waiting:
-                    verdict.waiting.append(phrase)
+                verdict.missing.append(ref)
             continue
         problem = _object_problem(job, ref, obj)
         if problem is not None:

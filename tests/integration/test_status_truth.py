@@ -238,7 +238,8 @@ def test_an_attempt_that_cannot_be_scheduled_says_why_and_fails_at_its_start_dea
     )
     message = condition(waiting, "Running")["message"]
     assert message.startswith("attempt 1 has not started: ")
-    assert "is unschedulable: 0/" in message and "node affinity/selector" in message
+    assert "is unschedulable: 0/" in message
+    assert "node affinity/selector" in message
     assert waiting["status"]["phase"] == "Pending"
     reasons = [e["reason"] for e in cluster.events(namespace) if e["involvedObject"].get("name") == job]
     assert "Unschedulable" in reasons

@@ -7,6 +7,7 @@ from typing import Any
 
 from grpo_operator.api.v1alpha1 import GRPOJob
 from grpo_operator.preflight import references
+
 from support.cluster import Cluster
 from support.examples import example_document, with_changes
 
