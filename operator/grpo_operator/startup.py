@@ -12,8 +12,10 @@ reconciler lists the attempt's pods and the namespace's Warning Events.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+from .api.timestamps import parse_rfc3339
 from .api.v1alpha1.status import cut, reason
 
 WAITING_REASONS = frozenset(
@@ -44,6 +46,9 @@ EVENT_REASONS = frozenset(
 """Warning Events that say why a pod is not running, or was never made. (The scheduler's own
 verdict is read from the pod's PodScheduled condition, which, unlike an Event, is current.)"""
 MESSAGE_LIMIT = 600
+SCHEDULING_GRACE_S = 20.0
+"""An unschedulable pod younger than this is the scheduler's to retry, not a reason: a head that
+must follow its worker onto one node is tried before the worker is placed, on every normal start."""
 
 
 @dataclass(frozen=True)
@@ -54,7 +59,7 @@ class Trouble:
 
 
 def trouble(
-    pods: list[dict[str, Any]], events: list[dict[str, Any]], owners: frozenset[str]
+    pods: list[dict[str, Any]], events: list[dict[str, Any]], owners: frozenset[str], now: datetime
 ) -> Trouble | None:
     """What keeps the attempt's pods from running, most telling first; None when nothing does.
 
@@ -62,7 +67,7 @@ def trouble(
     or about `owners` — the attempt's RayJob and RayCluster — are read)."""
     found: list[Trouble] = []
     for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
-        found += _pod_trouble(pod)
+        found += _pod_trouble(pod, now)
     # Events outlive what they tell: only those about pods that still do not run count, and the
     # RayJob's and RayCluster's (a pod KubeRay could not make) only while no pod exists at all.
     names = {p["metadata"]["name"] for p in pods if (p.get("status") or {}).get("phase") != "Running"}
@@ -89,12 +94,15 @@ def trouble(
     return Trouble(first.reason, cut(message, MESSAGE_LIMIT))
 
 
-def _pod_trouble(pod: dict[str, Any]) -> list[Trouble]:
+def _pod_trouble(pod: dict[str, Any], now: datetime) -> list[Trouble]:
     name = pod["metadata"]["name"]
     status = pod.get("status") or {}
     out: list[Trouble] = []
     for cond in status.get("conditions") or []:
         if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            since = parse_rfc3339(cond.get("lastTransitionTime"))
+            if since is not None and (now - since).total_seconds() < SCHEDULING_GRACE_S:
+                continue
             why = str(cond.get("reason") or "Unschedulable")
             out.append(
                 Trouble(reason(why), f"{name} is {why.lower()}: {cond.get('message') or 'no node fits'}")

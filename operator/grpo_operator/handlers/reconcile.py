@@ -217,7 +217,7 @@ class Reconciler:
         pods = await self.api.attempt_pods(job.namespace, f"{JOB_LABEL}={job.name},{ATTEMPT_LABEL}={attempt}")
         events = await self.api.warning_events(job.namespace)
         owners = {rayjob_name(job.name, attempt), RayJobStatus.of(rayjob).cluster_name} - {""}
-        return trouble(pods, events, frozenset(owners))
+        return trouble(pods, events, frozenset(owners), self.clock())
 
     async def _preflight(self, job: GRPOJob) -> tuple[list[Problem], str]:
         """Before the first RayJob: what the job names, read (preflight.py judges it)."""

@@ -29,17 +29,24 @@ UNSCHEDULABLE = {
             "status": "False",
             "reason": "Unschedulable",
             "message": "0/6 nodes are available: 6 Insufficient nvidia.com/gpu.",
+            "lastTransitionTime": "2026-11-29T11:58:00Z",
         }
     ]
 }
 
 
 def test_an_unschedulable_pod_says_why_from_its_condition() -> None:
-    found = trouble([_pod("demo-1-head", **UNSCHEDULABLE)], [], OWNERS)
+    found = trouble([_pod("demo-1-head", **UNSCHEDULABLE)], [], OWNERS, NOW)
     assert found == Trouble(
         "Unschedulable",
         "demo-1-head is unschedulable: 0/6 nodes are available: 6 Insufficient nvidia.com/gpu.",
     )
+
+
+def test_a_pod_the_scheduler_is_still_retrying_is_not_a_reason_yet() -> None:
+    """On a normal start the head is tried before the worker it must follow is placed."""
+    young = {"conditions": [{**UNSCHEDULABLE["conditions"][0], "lastTransitionTime": "2026-11-29T11:59:50Z"}]}
+    assert trouble([_pod("demo-1-head", **young)], [], OWNERS, NOW) is None
 
 
 def test_an_image_that_does_not_pull_is_named_with_the_container() -> None:
@@ -47,7 +54,7 @@ def test_an_image_that_does_not_pull_is_named_with_the_container() -> None:
         "state": {"waiting": {"reason": "ImagePullBackOff", "message": 'Back-off pulling image "x:1"'}}
     }
     pods = [_pod("demo-1-worker", containerStatuses=[{"name": "ray-worker", **waiting}])]
-    found = trouble(pods, [], OWNERS)
+    found = trouble(pods, [], OWNERS, NOW)
     assert found == Trouble(
         "ImagePullBackOff",
         'demo-1-worker container ray-worker: ImagePullBackOff: Back-off pulling image "x:1"',
@@ -63,14 +70,14 @@ def test_a_volume_that_does_not_mount_comes_from_the_kubelets_event() -> None:
             'MountVolume.SetUp failed for volume "spec": configmap "x" not found',
         )
     ]
-    assert trouble(pods, events, OWNERS) == Trouble(
+    assert trouble(pods, events, OWNERS, NOW) == Trouble(
         "FailedMount", 'demo-1-head: MountVolume.SetUp failed for volume "spec": configmap "x" not found'
     )
 
 
 def test_a_pod_that_pod_security_refuses_is_read_from_kuberays_event() -> None:
     message = 'pods "demo-1-head" is forbidden: violates PodSecurity "restricted:latest": seccompProfile'
-    found = trouble([], [_event("demo-1-abcde", "FailedToCreateHeadPod", message)], OWNERS)
+    found = trouble([], [_event("demo-1-abcde", "FailedToCreateHeadPod", message)], OWNERS, NOW)
     assert found == Trouble("PodSecurity", f"demo-1-abcde: {message}")
 
 
@@ -81,7 +88,7 @@ def test_events_that_no_longer_hold_are_not_reasons() -> None:
         _event("demo-1-abcde", "FailedToCreateHeadPod", 'serviceaccount "demo-trainer" not found'),
         _event("someone-else", "FailedMount", "not ours"),
     ]
-    assert trouble(running, events, OWNERS) is None
+    assert trouble(running, events, OWNERS, NOW) is None
 
 
 def _starting(rayjob_made: str, **run_policy: Any) -> tuple[GRPOJob, dict[str, Any]]:
