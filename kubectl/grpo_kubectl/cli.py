@@ -42,6 +42,8 @@ from grpo_operator.api.contract import (
 )
 from grpo_operator.api.v1alpha1 import GROUP, VERSION, GRPOJob, JobPaths
 from grpo_operator.config import Settings
+from grpo_operator.preflight import judge as preflight_judge
+from grpo_operator.preflight import references
 from grpo_operator.validation import validate
 from grpo_operator.verdict import manifest_problems, parse
 from grpo_trainer.spec import grpojob_document
@@ -416,9 +418,48 @@ def _validate(args: argparse.Namespace) -> int:
             if job.spec.checkpoint.claim_name and job.spec.resources.nodes > 1:
                 modes = cluster.claim_access_modes(job.spec.checkpoint.claim_name)
             problems = [str(p) for p in validate(job, Settings(), claim_access_modes=modes)]
-            return _verdict(problems, "the API server accepts it (dry run); the operator's checks")
+            problems += _preflight(cluster, job, _sent_along(args.filename))
+            return _verdict(
+                problems, "the API server accepts it (dry run); the operator's checks and what the job names"
+            )
     problems = [str(p) for p in manifest_problems(manifest)]
     return _verdict(problems, f"checked {how}: the CRD's schema and CEL rules, then the operator's checks")
+
+
+def _sent_along(path: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """The objects of the file beside its GRPOJob (an example with its reward ConfigMap): applied
+    with it, so they count as there."""
+    if path == "-":
+        return {}
+    try:
+        documents = list(yaml.safe_load_all(Path(path).read_text(encoding="utf-8")))
+    except (OSError, yaml.YAMLError):
+        return {}
+    return {
+        (d["kind"], d["metadata"]["name"]): d
+        for d in documents
+        if isinstance(d, dict)
+        and d.get("kind") in ("ConfigMap", "Secret", "PersistentVolumeClaim")
+        and isinstance(d.get("metadata"), dict)
+        and d["metadata"].get("name")
+    }
+
+
+def _preflight(cluster: Cluster, job: GRPOJob, along: dict[tuple[str, str], dict[str, Any]]) -> list[str]:
+    """The operator's preflight with the user's credentials: every claim, ConfigMap, Secret and key
+    the job names, and the custom reward file (a missing object would keep the job waiting)."""
+    found: dict[tuple[str, str], Any] = dict(along)
+    for ref in references(job):
+        if (ref.kind, ref.name) not in found:
+            found[(ref.kind, ref.name)] = cluster.read_object(ref.kind, ref.name)
+    verdict = preflight_judge(job, found)
+    problems = [str(p) for p in verdict.problems]
+    problems += [
+        f"{ref.field}: {ref.kind} {ref.name!r} does not exist in namespace {cluster.namespace} "
+        "(the job would wait Pending for it)"
+        for ref in verdict.missing
+    ]
+    return problems
 
 
 def _verdict(problems: list[str], checked: str) -> int:

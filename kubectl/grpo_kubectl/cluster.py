@@ -13,10 +13,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx2 as httpx
+from grpo_operator.preflight import UNREADABLE
 from grpo_trainer.kube import GRPOJobResource
 from lightkube import ApiError, Client, KubeConfig
 from lightkube.core.exceptions import ConfigError
-from lightkube.resources.core_v1 import PersistentVolumeClaim, Pod
+from lightkube.resources.core_v1 import ConfigMap, PersistentVolumeClaim, Pod, Secret
 from lightkube.types import PatchType
 
 from .reader import CONTAINER, ReadTarget, build_reader_pod
@@ -98,7 +99,19 @@ class Cluster:
         return sorted(bodies, key=lambda b: (b["metadata"].get("namespace", ""), b["metadata"]["name"]))
 
     def set_suspend(self, name: str, suspend: bool) -> None:
-        self.job_body(name)  # a clear "not found" first
+        """Suspend or resume; refused with the reason when it would change nothing."""
+        body = self.job_body(name)  # a clear "not found" first
+        phase = (body.get("status") or {}).get("phase")
+        verb = "suspend" if suspend else "resume"
+        if phase in ("Succeeded", "Failed"):
+            raise PluginError(
+                f"grpojob {name} has finished ({phase}): there is nothing to {verb}, and a finished "
+                "job's spec cannot change; to train again, apply the job under a new name"
+            )
+        if not suspend and not ((body.get("spec") or {}).get("runPolicy") or {}).get("suspend"):
+            raise PluginError(
+                f"grpojob {name} is not suspended (phase {phase or 'Pending'}): nothing to resume"
+            )
         try:
             self._call(
                 "patching the job",
@@ -146,6 +159,26 @@ class Cluster:
         if code in (400, 422):
             return message
         raise NoVerdictError(f"the dry run failed: {code} {message}")
+
+    def read_object(self, kind: str, name: str) -> Any:
+        """A claim, ConfigMap or Secret of this namespace as a dict; None when it does not exist,
+        preflight.UNREADABLE when these credentials may not read it (then it is not judged)."""
+        resource = {"PersistentVolumeClaim": PersistentVolumeClaim, "ConfigMap": ConfigMap, "Secret": Secret}[
+            kind
+        ]
+        try:
+            found = self._call(
+                f"reading {kind} {name}", self.client.get, resource, name, namespace=self.namespace
+            )
+        except ApiError as error:
+            if error.status.code == 404:
+                return None
+            if error.status.code == 403:
+                return UNREADABLE
+            raise PluginError(
+                f"cannot read {kind} {self.namespace}/{name}: {error.status.message}"
+            ) from error
+        return found.to_dict()
 
     def claim_access_modes(self, name: str) -> list[str]:
         try:

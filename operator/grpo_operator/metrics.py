@@ -76,7 +76,7 @@ class JobView:
     @property
     def healthy(self) -> bool | None:
         for condition in self.status.get("conditions") or []:
-            if condition.get("type") == "Healthy":
+            if condition.get("type") == "Healthy" and condition.get("status") in ("True", "False"):
                 return condition.get("status") == "True"
         return None
 

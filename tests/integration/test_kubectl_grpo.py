@@ -24,6 +24,7 @@ from grpo_operator.validation import validate
 from grpo_operator.verdict import parse
 from grpo_trainer.spec import grpojob_document
 from support.cluster import Cluster
+from support.jobs import create_inputs
 from support.verdict_cases import CASES, Case
 
 REPO = Path(__file__).resolve().parents[2]
@@ -98,9 +99,47 @@ def test_every_judge_gives_the_same_verdict(case: Case, cluster, namespace, crds
 def test_the_examples_are_accepted_by_every_judge(example: Path, cluster, namespace, crds, plugin_path):
     manifest = grpojob_document(example.read_text())
     assert server_verdict(cluster, namespace, manifest) is None
+    create_inputs(cluster, namespace, manifest)  # the claims and Secrets a user makes first
     plugin = kubectl_grpo(cluster, plugin_path, "validate", "-n", namespace, "-f", str(example))
     assert plugin.returncode == 0, plugin.stdout + plugin.stderr
     assert plugin.stdout.startswith("ok: the API server accepts it (dry run)")
+
+
+def test_validate_against_a_cluster_checks_what_the_job_names(
+    cluster, namespace, crds, plugin_path, tmp_path
+):
+    manifest = yaml.safe_load((REPO / "examples" / "lora-single-gpu.yaml").read_text())
+    manifest["spec"]["reward"] = {"custom": {"configMap": "my-reward", "key": "reward.py"}}
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+    missing = kubectl_grpo(cluster, plugin_path, "validate", "-n", namespace, "-f", str(path))
+    assert missing.returncode == 3, missing.stdout + missing.stderr
+    assert (
+        f"problem: spec.reward.custom: ConfigMap 'my-reward' does not exist in namespace {namespace} "
+        "(the job would wait Pending for it)"
+    ) in missing.stdout
+    assert (
+        f"problem: spec.dataset.train[0]: PersistentVolumeClaim 'visual-math' does not exist in namespace {namespace}"
+        in (missing.stdout)
+    )
+    create_inputs(cluster, namespace, manifest)
+    broken = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "my-reward", "namespace": namespace},
+    }
+    cluster.apply({**broken, "data": {"reward.py": "def score(a, b):\n    return 0.0\n"}})
+    wrong = kubectl_grpo(cluster, plugin_path, "validate", "-n", namespace, "-f", str(path))
+    assert wrong.returncode == 3
+    assert (
+        "problem: spec.reward.custom.function: my-reward/reward.py defines no 'compute_score' (its functions: score)"
+        in (wrong.stdout)
+    )
+    # Sent along in the same file, the ConfigMap counts as there.
+    fine = {**broken, "data": {"reward.py": "def compute_score(*a):\n    return 1.0\n"}}
+    path.write_text(yaml.safe_dump_all([fine, manifest]))
+    ok = kubectl_grpo(cluster, plugin_path, "validate", "-n", namespace, "-f", str(path))
+    assert ok.returncode == 0, ok.stdout + ok.stderr
 
 
 def test_status_suspend_and_resume(cluster, namespace, crds, plugin_path):
@@ -113,6 +152,36 @@ def test_status_suspend_and_resume(cluster, namespace, crds, plugin_path):
     assert cluster.get("grpojob", "steer", namespace)["spec"]["runPolicy"]["suspend"] is True
     assert kubectl_grpo(cluster, plugin_path, "resume", "steer", "-n", namespace).returncode == 0
     assert cluster.get("grpojob", "steer", namespace)["spec"]["runPolicy"]["suspend"] is False
+
+
+def test_suspend_and_resume_refuse_a_finished_job_with_the_reason(cluster, namespace, crds, plugin_path):
+    manifest = yaml.safe_load((REPO / "examples" / "lora-single-gpu.yaml").read_text())
+    cluster.apply({**manifest, "metadata": {"name": "done", "namespace": namespace}})
+    not_suspended = kubectl_grpo(cluster, plugin_path, "resume", "done", "-n", namespace)
+    assert (not_suspended.returncode, not_suspended.stderr) == (
+        1,
+        "error: grpojob done is not suspended (phase Pending): nothing to resume\n",
+    )
+    finished = {"status": {"phase": "Succeeded", "completionTime": "2026-12-01T10:00:00Z"}}
+    cluster.kubectl(
+        "patch",
+        "grpojob",
+        "done",
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(finished),
+    )
+    for verb in ("suspend", "resume"):
+        result = kubectl_grpo(cluster, plugin_path, verb, "done", "-n", namespace)
+        assert result.returncode == 1, result.stdout
+        assert result.stderr == (
+            f"error: grpojob done has finished (Succeeded): there is nothing to {verb}, and a finished "
+            "job's spec cannot change; to train again, apply the job under a new name\n"
+        )
+    assert cluster.get("grpojob", "done", namespace)["spec"]["runPolicy"].get("suspend") is not True
 
 
 def test_a_missing_job_is_one_line(cluster, namespace, crds, plugin_path):

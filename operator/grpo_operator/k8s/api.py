@@ -38,6 +38,7 @@ _PLURALS: dict[tuple[str, str], str] = {
     ("ray.io/v1", "RayJob"): "rayjobs",
     ("v1", "ConfigMap"): "configmaps",
     ("v1", "PersistentVolumeClaim"): "persistentvolumeclaims",
+    ("v1", "Secret"): "secrets",
     ("v1", "ServiceAccount"): "serviceaccounts",
     ("v1", "Event"): "events",
     ("rbac.authorization.k8s.io/v1", "Role"): "roles",
@@ -229,6 +230,22 @@ class Api:
                     break
                 params = {"limit": "500", "continue": token}
         return out
+
+    async def attempt_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        """The pods matching a label selector (an attempt's: at most a few hundred)."""
+        page = await self._request(
+            "GET", f"/api/v1/namespaces/{namespace}/pods", params={"labelSelector": selector, "limit": "500"}
+        )
+        return list(page.get("items") or [])
+
+    async def warning_events(self, namespace: str) -> list[dict[str, Any]]:
+        """The namespace's newest Warning Events (what says why a pod does not start)."""
+        page = await self._request(
+            "GET",
+            f"/api/v1/namespaces/{namespace}/events",
+            params={"fieldSelector": "type=Warning", "limit": "500"},
+        )
+        return list(page.get("items") or [])
 
     async def get_rayjob(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await self._get_or_none(f"{collection_path(*_RAYJOBS, namespace)}/{name}")

@@ -45,6 +45,7 @@ import importlib.util
 import inspect
 import logging
 import math
+import subprocess
 import sys
 import threading
 import time
@@ -61,6 +62,7 @@ from grpo_trainer.rewards.sandbox import DEFAULT_WORKERS, SandboxPool
 __all__ = [
     "adapt_batch",
     "as_batch",
+    "check_imports",
     "compute_score",
     "compute_score_batch",
     "function_kind",
@@ -135,6 +137,49 @@ def check_defines(path: str, name: str) -> None:
             f"reward.custom.function: {file.name} defines no {name!r} "
             f"(its functions: {', '.join(functions) or 'none'})"
         )
+
+
+IMPORT_CHECK_TIMEOUT_S = 120.0
+_IMPORT_CHECK = """
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("grpo_user_reward_check", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = module
+spec.loader.exec_module(module)
+"""
+
+
+def check_imports(path: str, timeout_s: float = IMPORT_CHECK_TIMEOUT_S) -> None:
+    """Refuse a reward file that cannot be imported (a module the image lacks, an error at import
+    time), by importing it in a child process, as the sandbox's workers will.
+
+    Before anything heavy, so the job fails as a configuration error naming the file and its
+    error, instead of verl's reward workers failing on it minutes later, after Ray is up, as a
+    crash that is retried. The trainer itself never runs the user's code.
+    """
+    file = Path(path.removeprefix("file://")).expanduser()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _IMPORT_CHECK, str(file)],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            cwd=str(file.parent),
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise ConfigError(
+            f"reward.custom: importing {file.name} took over {timeout_s:.0f} s (do slow set-up on the "
+            "first call, not at import)"
+        ) from exc
+    if done.returncode == 0:
+        return
+    lines = [line.strip() for line in done.stderr.strip().splitlines() if line.strip()]
+    error = lines[-1] if lines else f"exit status {done.returncode}"
+    marker = f'File "{file}", line '
+    where = [line.removeprefix(marker).split(",")[0] for line in lines if line.startswith(marker)]
+    at = f" (line {where[-1]})" if where else ""
+    raise ConfigError(f"reward.custom: {file.name} cannot be imported{at}: {error[:500]}")
 
 
 def function_kind(function: Callable[..., Any], name: str = "") -> str:
@@ -346,8 +391,15 @@ def _numeric_like(value: Any) -> bool:
     return isinstance(value, int | float) or hasattr(value, "__float__")
 
 
+MESSAGE_LIMIT = 2000
+"""Characters of a failing call's own message kept in its warning (or error): a function that raises
+with a 50 MB message must not put a 50 MB line in the log, nor in the job's status."""
+
+
 def _failed(failure: str, message: str, count: int, options: _Options) -> list[Any]:
     """Scores for calls that produced nothing usable: 0 with the usual keys, or stop the run."""
+    if len(message) > MESSAGE_LIMIT:
+        message = f"{message[:MESSAGE_LIMIT]}… ({len(message) - MESSAGE_LIMIT} more characters)"
     text = f"custom reward {options.path}::{options.name}: {_FAILURES.get(failure, failure)}: {message}"
     if options.on_error == "raise":
         raise RewardFunctionError(text)

@@ -9,10 +9,12 @@ the operator's settings at reconcile time.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal, Self
 
 from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
+from ..quantity import parse as parse_quantity
 from .base import (
     DNS_SUBDOMAIN,
     INT32_MAX,
@@ -43,16 +45,54 @@ SOURCE_HELP = (
 )
 _HUB_RULE = (
     "!(self.startsWith('hf://') || self.startsWith('modelscope://')) || "
-    "!(self.contains('--') || self.contains('..'))"
+    "!(self.contains('--') || self.contains('..') || self.endsWith('.git') || self.endsWith('.ipynb'))"
 )
-_HUB_MESSAGE = "a hub repository id (hf://org/name, modelscope://org/name) may not contain '--' or '..'"
+_HUB_MESSAGE = (
+    "a hub repository id (hf://org/name, modelscope://org/name) may not contain '--' or '..', nor end "
+    "in .git or .ipynb: name the repository itself, as on its page"
+)
 
 
 def _hub_id(value: str) -> str:
     """_HUB_RULE, for the parser."""
-    if value.startswith(("hf://", "modelscope://")) and ("--" in value or ".." in value):
+    if value.startswith(("hf://", "modelscope://")) and (
+        "--" in value or ".." in value or value.endswith((".git", ".ipynb"))
+    ):
         raise ValueError(_HUB_MESSAGE)
     return value
+
+
+DEVICE_RESOURCES = ("nvidia.com/gpu", "huawei.com/Ascend910", "huawei.com/Ascend310", "amd.com/gpu")
+"""Accelerator resources that resources.devicesPerNode asks for: naming one in extraResources too
+would silently replace the device count (the operator also refuses its profiles' own)."""
+_UNPREFIXED = r"^(ephemeral-storage|hugepages-[0-9]+[KMGT]i)$"
+"""Kubernetes' own resources a pod may request besides CPU and memory; every other resource is an
+extended one, which Kubernetes accepts only under a domain prefix and in whole numbers."""
+
+
+def _extra_resources(value: dict[str, str]) -> dict[str, str]:
+    """extraResources' CEL rules, for the parser (quantity() is Kubernetes' own CEL library)."""
+    for key, amount in value.items():
+        if key in DEVICE_RESOURCES:
+            raise ValueError(_DEVICE_MESSAGE)
+        if "/" not in key and not re.match(_UNPREFIXED, key) and key not in ("cpu", "memory"):
+            raise ValueError(_PREFIX_MESSAGE)
+        if "/" in key and parse_quantity(amount)[0].denominator != 1:
+            raise ValueError(_WHOLE_MESSAGE)
+    return value
+
+
+_DEVICE_MESSAGE = (
+    "resources.extraResources may not name an accelerator's device resource "
+    f"({', '.join(DEVICE_RESOURCES)}): resources.devicesPerNode asks for it"
+)
+_PREFIX_MESSAGE = (
+    "resources.extraResources: an extended resource needs its vendor's domain prefix "
+    "(rdma/hca_shared_devices_a, example.com/fpga); unprefixed are only ephemeral-storage and hugepages-<size>"
+)
+_WHOLE_MESSAGE = (
+    "resources.extraResources: an extended resource (vendor/name) is counted in whole numbers (1, 2, 8)"
+)
 
 
 Source = Annotated[
@@ -128,7 +168,7 @@ class CustomReward(ApiModel):
 
     config_map: ObjectName
     """ConfigMap holding the Python file."""
-    key: Annotated[str, Field(pattern=r"^[-._a-zA-Z0-9]+\.py$", max_length=253)] = "reward.py"
+    key: Annotated[str, Field(pattern=r"^\.?[-_a-zA-Z0-9][-._a-zA-Z0-9]*\.py$", max_length=253)] = "reward.py"
     """Key of the file in the ConfigMap."""
     function: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=128)] = "compute_score"
     """Function to call."""
@@ -452,10 +492,20 @@ class ResourcesSpec(ApiModel):
                         "self.all(k, !(k in ['cpu', 'memory']))",
                         "resources.extraResources is for devices such as RDMA NICs; CPU and memory have "
                         "cpuPerNode and memoryPerNode",
-                    )
+                    ),
+                    cel(f"self.all(k, !(k in {list(DEVICE_RESOURCES)}))", _DEVICE_MESSAGE),
+                    cel(
+                        f"self.all(k, k.contains('/') || k in ['cpu', 'memory'] || k.matches(r'{_UNPREFIXED}'))",
+                        _PREFIX_MESSAGE,
+                    ),
+                    cel(
+                        "self.all(k, !k.contains('/') || !isQuantity(self[k]) || quantity(self[k]).isInteger())",
+                        _WHOLE_MESSAGE,
+                    ),
                 ]
             },
         ),
+        AfterValidator(_extra_resources),
     ] = Field(default_factory=dict)
     """More resources each worker pod requests and is limited to, beside its accelerators: e.g.
     rdma/rdma_shared_device_a: 1 for RDMA between nodes."""
@@ -638,6 +688,10 @@ class RunPolicy(ApiModel):
 
     backoff_limit: Annotated[int, Field(ge=0, le=100)] = 3
     """Retries after a retryable failure; each retry resumes from the latest checkpoint."""
+    start_deadline_seconds: Annotated[int, Field(ge=60, le=INT32_MAX)] = 1800
+    """Fail an attempt whose Ray cluster has not started this long after its RayJob was made
+    (StartDeadlineExceeded, with the pods' own reasons: unschedulable, a volume that does not
+    mount, an image that does not pull). Time queued by Kueue does not count."""
     active_deadline_seconds: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = None
     """Fail the job (DeadlineExceeded) when it has run this long, all attempts together."""
     ttl_seconds_after_finished: Annotated[int, Field(ge=0, le=INT32_MAX)] | None = None
