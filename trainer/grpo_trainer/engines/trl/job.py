@@ -64,6 +64,44 @@ def _batch_settings(job: ResolvedJob) -> dict[str, Any]:
     }
 
 
+def reporting_settings(job: ResolvedJob) -> dict[str, Any]:
+    """logging.tensorboard / logging.wandb -> TRL's report_to; evaluation -> TRL's evaluation.
+
+    `evaluation.interval` counts verl steps (generation rounds); TRL counts optimiser updates, a
+    verl step's trainBatchSize / miniBatchSize of them.
+    """
+    spec = job.spec
+    report_to = []
+    if spec.logging.tensorboard:
+        report_to.append("tensorboard")
+    if spec.logging.wandb is not None:
+        report_to.append("wandb")
+    updates = spec.algorithm.train_batch_size // spec.algorithm.mini_batch_size
+    interval = spec.evaluation.interval
+    return {
+        "report_to": tuple(report_to),
+        "run_name": (spec.logging.wandb.experiment if spec.logging.wandb else None) or job.name,
+        "eval_steps": interval * updates if interval > 0 else 0,
+        "eval_on_start": interval > 0 and spec.evaluation.before_train,
+    }
+
+
+def reporting_env(job: ResolvedJob) -> dict[str, str]:
+    """The environment transformers' TensorBoard and W&B callbacks read, on the job's volume.
+
+    The same TensorBoard folder as the verl engine's; W&B's API key comes from the Secret the
+    operator maps into the pod (WANDB_API_KEY), its files go beside the checkpoints.
+    """
+    env: dict[str, str] = {}
+    if job.spec.logging.tensorboard:
+        env["TENSORBOARD_LOGGING_DIR"] = f"{job.paths.job_dir}/tensorboard"
+    wandb = job.spec.logging.wandb
+    if wandb is not None:
+        env["WANDB_PROJECT"] = wandb.project
+        env["WANDB_DIR"] = f"{job.paths.job_dir}/wandb"
+    return env
+
+
 def settings_from_job(job: ResolvedJob) -> TrlSettings:
     """Pure mapping from a ResolvedJob to TrlSettings; ConfigError names the offending field."""
     spec = job.spec
@@ -78,6 +116,8 @@ def settings_from_job(job: ResolvedJob) -> TrlSettings:
         "learning_rate": algorithm.learning_rate,
         **_batch_settings(job),
         "max_prompt_length": spec.dataset.max_prompt_length,
+        "filter_overlong_prompts": spec.dataset.filter_overlong_prompts,
+        "truncation": spec.dataset.truncation,
         "max_completion_length": spec.dataset.max_response_length,
         # TRL counts optimiser updates; a verl step (one generation round) holds
         # trainBatchSize / miniBatchSize of them.
@@ -100,6 +140,7 @@ def settings_from_job(job: ResolvedJob) -> TrlSettings:
         "bf16": job.accelerator.device != "cpu",
         "optim": optimizer(job)[0],
         "overrides": tuple(spec.engine.overrides),
+        **reporting_settings(job),
         "generation": resolve_generation(spec.rollout.generation, job.accelerator.device)[0],
         "vllm_gpu_memory_utilization": spec.rollout.gpu_memory_utilization,
     }
@@ -167,6 +208,13 @@ def reasons(job: ResolvedJob) -> dict[str, str]:
         "remove_unused_columns": "images and answers travel in extra columns the rewards read",
         "bf16": f"the {job.accelerator.name} pool's device ({job.accelerator.device}): bf16 except on CPU",
         "optim": optimizer(job)[1],
+        "report_to": "spec.logging.tensorboard and spec.logging.wandb (files under the job's folder)",
+        "run_name": "spec.logging.wandb.experiment, else the job's name",
+        **{
+            key: f"spec.evaluation: every {spec.evaluation.interval} steps × updates per step, "
+            f"beforeTrain={str(spec.evaluation.before_train).lower()}; G completions per validation prompt"
+            for key in ("eval_strategy", "eval_steps", "eval_on_start", "per_device_eval_batch_size")
+        },
         "warmup_steps": f"{RECIPE}: warmup ratio 0.1 (transformers 5 reads a fraction below 1 as a ratio)",
         **{key: generation_why for key in generation_keys},
         **{
@@ -186,7 +234,8 @@ def reward_funcs_for(job: ResolvedJob) -> list[Any]:
     """The job's reward as TRL reward functions; ConfigError when the user's file cannot give it.
 
     A missing function, a file that does not import or does not exist fails the job at once:
-    another attempt would load the same file.
+    another attempt would load the same file. A custom file runs in the sandbox's workers
+    (rewards.py), never in this process.
     """
     from .rewards import builtin_reward_funcs, custom_reward_funcs
 
@@ -197,8 +246,8 @@ def reward_funcs_for(job: ResolvedJob) -> list[Any]:
     if not job.paths.reward_file:
         raise ConfigError("reward.custom is set but the job has no mounted reward file")
     try:
-        return custom_reward_funcs(job.paths.reward_file, reward.custom.function, options)
-    except (AttributeError, OSError, ImportError, SyntaxError) as exc:
-        raise ConfigError(
-            f"reward.custom (ConfigMap {reward.custom.config_map}, key {reward.custom.key}): {exc}"
-        ) from exc
+        return custom_reward_funcs(
+            job.paths.reward_file, reward.custom.function, options, batch=reward.custom.batch
+        )
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} (ConfigMap {reward.custom.config_map}, key {reward.custom.key})") from exc

@@ -63,10 +63,14 @@ class TrlSettings:
     num_generations: int = 2
     # Optimiser steps per generation round (None: TRL's default, one round per step).
     steps_per_generation: int | None = None
-    # Lengths (seed: 1024 + 1024). TRL 1.16 has no `max_prompt_length`: the engine filters longer
-    # prompts out of the dataset instead (see `data.filter_overlong_prompts`).
+    # Lengths (seed: 1024 + 1024). TRL 1.16 has no `max_prompt_length`: the engine drops or cuts
+    # longer prompts before training instead (see `data.fit_prompts`).
     max_prompt_length: int = 1024
     max_completion_length: int = 1024
+    # What happens to a longer prompt (dataset.filterOverlongPrompts, dataset.truncation): dropped,
+    # else cut (left, right, middle) or refused (error). Applied by the engine, not GRPOConfig.
+    filter_overlong_prompts: bool = True
+    truncation: str = "error"
     # Length of the run: `max_steps` wins when positive (seed: 60 steps).
     max_steps: int = 60
     num_train_epochs: float = 1.0
@@ -85,7 +89,12 @@ class TrlSettings:
     # Checkpoints kept on the shared volume, over all attempts of the job (the engine prunes).
     keep_checkpoints: int = 3
     logging_steps: int = 1
-    report_to: str = "none"
+    # Where metrics go besides the status: TRL's report_to (logging.tensorboard, logging.wandb).
+    report_to: tuple[str, ...] = ()
+    run_name: str | None = None
+    # Validation every N optimiser updates (0: none) on the validation rows, and once before training.
+    eval_steps: int = 0
+    eval_on_start: bool = False
     seed: int = 42
     # Precision and memory.
     bf16: bool = True
@@ -188,6 +197,22 @@ def effective_batch_size(settings: TrlSettings) -> int:
     return math.ceil(settings.per_device_train_batch_size / g) * g
 
 
+def eval_config(settings: TrlSettings) -> dict[str, Any]:
+    """TRL's evaluation keys: a generation round on the validation rows every `eval_steps` updates.
+
+    TRL generates `num_generations` completions per validation prompt and logs their rewards as
+    `eval_reward`; one prompt per forward pass keeps validation within training's memory.
+    """
+    if settings.eval_steps <= 0:
+        return {"eval_strategy": "no"}
+    return {
+        "eval_strategy": "steps",
+        "eval_steps": settings.eval_steps,
+        "eval_on_start": settings.eval_on_start,
+        "per_device_eval_batch_size": settings.num_generations,
+    }
+
+
 def build_trl_config(settings: TrlSettings) -> tuple[dict[str, Any], dict[str, Any]]:
     """Map settings to (`GRPOConfig` keyword arguments, `LoraConfig` keyword arguments).
 
@@ -228,7 +253,9 @@ def build_trl_config(settings: TrlSettings) -> tuple[dict[str, Any], dict[str, A
         "save_only_model": False,
         "logging_steps": settings.logging_steps,
         "logging_first_step": True,
-        "report_to": settings.report_to,
+        "report_to": list(settings.report_to) or "none",
+        "run_name": settings.run_name,
+        **eval_config(settings),
         "seed": settings.seed,
         "bf16": settings.bf16,
         "fp16": False,
