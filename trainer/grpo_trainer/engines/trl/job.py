@@ -28,6 +28,12 @@ from .settings import TrlSettings, split_overrides
 RECIPE = "the single-GPU LoRA recipe (no spec field)"
 """The reason of every value the spec has no field for."""
 
+TARGETS_AGAINST_UNSLOTH = (
+    "the Linear layers Unsloth's FastVisionModel adapts (vision blocks' attention and MLP, the "
+    "decoder's attention, linear attention included, and MLP), plus the vision merger's two, which "
+    "Unsloth leaves frozen and the recipe's 'ViT + Projector + Decoder' trains"
+)
+
 
 def optimizer(job: ResolvedJob) -> tuple[str, str]:
     """(optimizer, why): the single-GPU LoRA recipe's adamw_8bit where bitsandbytes works (the CUDA image), else adamw_torch."""
@@ -217,10 +223,10 @@ def reasons(job: ResolvedJob) -> dict[str, str]:
         },
         "warmup_steps": f"{RECIPE}: warmup ratio 0.1 (transformers 5 reads a fraction below 1 as a ratio)",
         **{key: generation_why for key in generation_keys},
-        **{
-            f"lora.{key}": lora
-            for key in ("r", "lora_alpha", "lora_dropout", "target_modules", "exclude_modules")
-        },
+        **{f"lora.{key}": lora for key in ("r", "lora_alpha", "lora_dropout", "exclude_modules")},
+        "lora.target_modules": lora
+        if spec.engine.lora and spec.engine.lora.target_modules
+        else f"{lora}: {TARGETS_AGAINST_UNSLOTH}",
     }
     trainer_overrides, lora_overrides = split_overrides(spec.engine.overrides)
     if "vllm_gpu_memory_utilization" in why:

@@ -33,7 +33,13 @@ _PROJECTOR = (
     r"(?:visual\.merger|visual\.deepstack_merger_list\.\d+|multi_modal_projector|mm_projector)"
     r"\.(?:linear_fc1|linear_fc2|mlp\.0|mlp\.2|linear_1|linear_2)"
 )
-_LANGUAGE_ATTENTION_LEAVES = r"self_attn\.(?:q_proj|k_proj|v_proj|o_proj)"
+# Full attention, and the linear attention (Gated DeltaNet) of the hybrid decoders: Qwen3.5 names its
+# projections in_proj_qkv/in_proj_z/in_proj_b/in_proj_a/out_proj, Qwen3-Next in_proj_qkvz/in_proj_ba/
+# out_proj. Unsloth adapts all of them ("attn" is in their path); so does this.
+_LANGUAGE_ATTENTION_LEAVES = (
+    r"(?:self_attn\.(?:q_proj|k_proj|v_proj|o_proj)"
+    r"|linear_attn\.(?:in_proj_qkvz|in_proj_qkv|in_proj_z|in_proj_ba|in_proj_b|in_proj_a|out_proj))"
+)
 _LANGUAGE_MLP_LEAVES = r"mlp\.(?:gate_proj|up_proj|down_proj)"
 
 
