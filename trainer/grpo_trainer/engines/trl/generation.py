@@ -50,21 +50,86 @@ def vllm_installed() -> bool:
     return importlib.util.find_spec("vllm") is not None
 
 
-def trl_config(path: str, *, max_length: int, gpu_memory_utilization: float) -> dict[str, Any]:
-    """GRPOConfig keys of a path (pure: tested without TRL)."""
+VLLM_PROMPT_HEADROOM = 2
+"""vLLM's context is this many times maxPromptLength plus the completion (see `trl_config`)."""
+
+
+def trl_config(
+    path: str,
+    *,
+    max_prompt_length: int,
+    max_completion_length: int,
+    gpu_memory_utilization: float,
+    ignore_eos: bool = False,
+) -> dict[str, Any]:
+    """GRPOConfig keys of a path (pure: tested without TRL).
+
+    vLLM ends a sequence at its context length (`max_model_len`) whatever `max_tokens` says, and
+    counts a prompt's image tokens with its own processor, which need not agree with the count the
+    engine filtered prompts by: with a context of exactly prompt + completion, a prompt vLLM counts
+    longer leaves its completion short (the reason the first GPU run's vLLM completions averaged 61
+    of 256 tokens while the other paths ran to 256). The context gets a second prompt's worth of
+    room; vLLM allocates its KV cache by blocks as sequences grow, so the headroom costs nothing
+    unless it is used.
+
+    `ignore_eos` (benchmarks only): each path's own way of never stopping before
+    `max_completion_length`, so every path decodes the same number of tokens.
+    """
+    config: dict[str, Any] = {}
     if path == "compiled":
         # TRL passes it to transformers' generate; compilation is switched on in `configure`.
-        return {"cache_implementation": "static"}
+        config["cache_implementation"] = "static"
     if path == "vllm":
-        return {
-            "use_vllm": True,
-            "vllm_mode": "colocate",
-            "vllm_gpu_memory_utilization": gpu_memory_utilization,
-            "vllm_max_model_length": max_length,
+        config.update(
+            use_vllm=True,
+            vllm_mode="colocate",
+            vllm_gpu_memory_utilization=gpu_memory_utilization,
+            vllm_max_model_length=VLLM_PROMPT_HEADROOM * max_prompt_length + max_completion_length,
             # vLLM's weights and KV cache are released while the trainer computes the loss.
-            "vllm_enable_sleep_mode": True,
+            vllm_enable_sleep_mode=True,
+        )
+    if ignore_eos:
+        # TRL hands generation_kwargs to vLLM's SamplingParams or to transformers' generate.
+        config["generation_kwargs"] = (
+            {"ignore_eos": True} if path == "vllm" else {"min_new_tokens": max_completion_length}
+        )
+    return config
+
+
+def sampling(path: str, grpo: dict[str, Any]) -> dict[str, Any]:
+    """What TRL 1.16 hands the generator of `path` from these GRPOConfig keys, in its own names.
+
+    vLLM's SamplingParams (trl/generation/vllm_generation.py, colocate mode) or transformers'
+    generate (GRPOTrainer.__init__), with TRL's own defaults for keys not given; then
+    `generation_kwargs` on top, as TRL applies it. Compared across paths by the tests and written
+    into the benchmark's report, so a difference in how the paths sample is seen, not guessed.
+    """
+    temperature = grpo.get("temperature", 1.0)
+    top_p = grpo.get("top_p", 1.0)
+    top_k = grpo.get("top_k", 0)
+    min_p = grpo.get("min_p")
+    repetition = grpo.get("repetition_penalty", 1.0)
+    if path == "vllm":
+        params: dict[str, Any] = {
+            "temperature": temperature,
+            "top_p": top_p,
+            "top_k": top_k,
+            "min_p": 0.0 if min_p is None else min_p,
+            "repetition_penalty": repetition,
+            "max_tokens": grpo["max_completion_length"],
         }
-    return {}
+    else:
+        params = {
+            "do_sample": True,
+            "temperature": temperature,
+            "top_p": top_p,
+            "top_k": top_k,
+            "min_p": min_p,
+            "repetition_penalty": repetition,
+            "max_new_tokens": grpo["max_completion_length"],
+        }
+    params.update(grpo.get("generation_kwargs") or {})
+    return params
 
 
 def configure(trainer: Any, path: str, *, generation_batch: int, max_length: int) -> None:

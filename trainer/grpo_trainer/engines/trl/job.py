@@ -180,7 +180,11 @@ def reasons(job: ResolvedJob) -> dict[str, str]:
     )
     lora = "spec.engine.lora" if spec.engine.lora else f"{RECIPE}; spec.engine.lora is not set"
     generation, generation_why = resolve_generation(spec.rollout.generation, job.accelerator.device)
-    generation_keys = set(generation_trl_config(generation, max_length=0, gpu_memory_utilization=0.0))
+    generation_keys = set(
+        generation_trl_config(
+            generation, max_prompt_length=0, max_completion_length=0, gpu_memory_utilization=0.0
+        )
+    )
     why = {
         "output_dir": "the job's checkpoint folder on the shared volume (resumed across attempts)",
         "learning_rate": "spec.algorithm.learningRate",

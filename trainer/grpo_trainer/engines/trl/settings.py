@@ -88,7 +88,13 @@ class TrlSettings:
     scale_rewards: str = "group"
     num_iterations: int = 1
     entropy_coef: float = 0.0
+    # Sampling, the same on every generation path (generation.sampling says what reaches each).
     temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    # Benchmarks: every completion runs to max_completion_length on every path (like for like).
+    ignore_eos: bool = False
     reward_weights: tuple[float, ...] | None = None
     # Checkpoints and logs (seed: save every 60 steps, log every step, no external reporter).
     save_steps: int = 60
@@ -251,6 +257,9 @@ def build_trl_config(settings: TrlSettings) -> tuple[dict[str, Any], dict[str, A
         "num_iterations": settings.num_iterations,
         "entropy_coef": settings.entropy_coef,
         "temperature": settings.temperature,
+        "top_p": settings.top_p,
+        "top_k": settings.top_k,
+        "min_p": settings.min_p,
         "reward_weights": list(settings.reward_weights) if settings.reward_weights is not None else None,
         # Checkpoints are pruned by the engine (all attempts share one folder), not by the Trainer.
         "save_strategy": "steps",
@@ -275,8 +284,10 @@ def build_trl_config(settings: TrlSettings) -> tuple[dict[str, Any], dict[str, A
     grpo.update(
         generation_trl_config(
             settings.generation,
-            max_length=settings.max_prompt_length + settings.max_completion_length,
+            max_prompt_length=settings.max_prompt_length,
+            max_completion_length=settings.max_completion_length,
             gpu_memory_utilization=settings.vllm_gpu_memory_utilization,
+            ignore_eos=settings.ignore_eos,
         )
     )
     lora: dict[str, Any] = {
