@@ -33,10 +33,10 @@ from ..base import (
 )
 from .checkpoints import checkpoint_at, latest_checkpoint, prune_checkpoints
 from .export import ExportPlan, GgufChoice
+from .generation import model_weights_gib, vllm_installed
 from .generation import resolve as resolve_generation
-from .generation import vllm_installed
 from .gguf_tools import LLAMA_CPP_PYTHON, find_tools
-from .job import RECIPE, reasons, reporting_env, reward_funcs_for, settings_from_job
+from .job import RECIPE, generation_choice, reasons, reporting_env, reward_funcs_for, settings_from_job
 from .settings import TrlSettings, build_trl_config, split_overrides
 
 log = logging.getLogger(__name__)
@@ -50,15 +50,16 @@ class TrlEngine:
 
     def plan(self, job: ResolvedJob, attempt: Attempt, inputs: RunInputs) -> RunPlan:
         """Every GRPOConfig and LoraConfig value this job gets, with where it comes from."""
-        grpo, lora = build_trl_config(settings_from_job(job))
-        why = reasons(job)
+        weights = model_weights_gib(inputs.model_path)
+        grpo, lora = build_trl_config(settings_from_job(job, weights))
+        why = reasons(job, weights)
         settings = [Setting(key, value, why.get(key, RECIPE)) for key, value in sorted(grpo.items())]
         settings += [
             Setting(f"lora.{key}", value, why.get(f"lora.{key}", RECIPE))
             for key, value in sorted(lora.items())
         ]
         settings.append(_prompt_fitting(job))
-        generation, generation_why = resolve_generation(job.spec.rollout.generation, job.accelerator.device)
+        generation, generation_why = generation_choice(job, weights)
         settings.append(Setting("generation", generation, generation_why))
         gguf = job.spec.export.gguf
         if gguf is not None:
@@ -122,7 +123,7 @@ class TrlEngine:
         from .data import rows_from_parquet
         from .runner import RunRequest, run
 
-        settings = settings_from_job(job)
+        settings = settings_from_job(job, model_weights_gib(inputs.model_path))
         dataset = job.spec.dataset
         rows = rows_from_parquet(
             inputs.train_files, prompt_key=dataset.prompt_key, image_key=dataset.image_key

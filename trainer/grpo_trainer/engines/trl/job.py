@@ -21,6 +21,7 @@ from grpo_operator.api.batch import Batch, batch_problems
 from grpo_operator.api.v1alpha1 import ResolvedJob
 
 from ...failures import ConfigError
+from .generation import RECIPE_BUDGET_GIB, vllm_memory_gib
 from .generation import resolve as resolve_generation
 from .generation import trl_config as generation_trl_config
 from .settings import TrlSettings, split_overrides
@@ -108,8 +109,16 @@ def reporting_env(job: ResolvedJob) -> dict[str, str]:
     return env
 
 
-def settings_from_job(job: ResolvedJob) -> TrlSettings:
-    """Pure mapping from a ResolvedJob to TrlSettings; ConfigError names the offending field."""
+def generation_choice(job: ResolvedJob, weights_gib: float | None) -> tuple[str, str]:
+    """The generation path and why (auto weighs vLLM's second copy of the weights against the budget)."""
+    return resolve_generation(job.spec.rollout.generation, job.accelerator.device, weights_gib=weights_gib)
+
+
+def settings_from_job(job: ResolvedJob, weights_gib: float | None = None) -> TrlSettings:
+    """Pure mapping from a ResolvedJob to TrlSettings; ConfigError names the offending field.
+
+    `weights_gib`: the model's weights on disk, when known, for `rollout.generation: auto`.
+    """
     spec = job.spec
     algorithm = spec.algorithm
     kl = algorithm.kl
@@ -147,9 +156,13 @@ def settings_from_job(job: ResolvedJob) -> TrlSettings:
         "optim": optimizer(job)[0],
         "overrides": tuple(spec.engine.overrides),
         **reporting_settings(job),
-        "generation": resolve_generation(spec.rollout.generation, job.accelerator.device)[0],
         "vllm_gpu_memory_utilization": spec.rollout.gpu_memory_utilization,
     }
+    generation, _ = generation_choice(job, weights_gib)
+    values["generation"] = generation
+    if generation == "vllm" and spec.rollout.generation == "auto" and weights_gib is not None:
+        # auto chose vLLM because the whole process fits the budget: size vLLM to keep it so.
+        values["vllm_memory_gib"] = vllm_memory_gib(weights_gib, RECIPE_BUDGET_GIB)
     lora = spec.engine.lora
     if lora is not None:
         values.update(
@@ -166,7 +179,7 @@ def settings_from_job(job: ResolvedJob) -> TrlSettings:
     return replace(TrlSettings(), **values)
 
 
-def reasons(job: ResolvedJob) -> dict[str, str]:
+def reasons(job: ResolvedJob, weights_gib: float | None = None) -> dict[str, str]:
     """Why each GRPOConfig / LoraConfig key (`lora.` prefix) has its value, for `grpo-train plan`.
 
     Keys not named here take the single-GPU LoRA recipe's value (`RECIPE`); `engine.overrides` wins over everything.
@@ -179,7 +192,7 @@ def reasons(job: ResolvedJob) -> dict[str, str]:
         else "microBatchSizePerDevice unset: the whole update in one forward pass"
     )
     lora = "spec.engine.lora" if spec.engine.lora else f"{RECIPE}; spec.engine.lora is not set"
-    generation, generation_why = resolve_generation(spec.rollout.generation, job.accelerator.device)
+    generation, generation_why = generation_choice(job, weights_gib)
     generation_keys = set(
         generation_trl_config(
             generation, max_prompt_length=0, max_completion_length=0, gpu_memory_utilization=0.0

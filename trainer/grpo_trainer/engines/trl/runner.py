@@ -115,6 +115,13 @@ def train(request: RunRequest) -> RunResult:
     )
 
     grpo_kwargs, lora_kwargs = build_trl_config(settings)
+    if settings.generation == "vllm" and settings.vllm_memory_gib is not None:
+        import torch
+
+        from .generation import vllm_share
+
+        total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+        grpo_kwargs["vllm_gpu_memory_utilization"] = vllm_share(settings.vllm_memory_gib, total)
     if request.policy is not None:
         model, processor = request.policy
     else:

@@ -113,8 +113,12 @@ class TrlSettings:
     gradient_checkpointing: bool = True
     # Rollouts (generation.py): eager, compiled (static cache + CUDA graphs) or vllm (colocated).
     generation: str = "eager"
-    # vllm only: the share of the device vLLM may take (weights, KV cache, graphs).
+    # vllm only: the share of the device vLLM may take (weights, KV cache, graphs), or the same in
+    # GiB (wins when set; turned into a share of the device at run time), and whether vLLM sleeps
+    # (weights and KV cache freed) while the policy trains.
     vllm_gpu_memory_utilization: float = 0.3
+    vllm_memory_gib: float | None = None
+    vllm_sleep: bool = True
     # LoRA (seed: r=16, alpha=16, dropout 0, vision and language layers, attention and MLP).
     lora_rank: int = 16
     lora_alpha: int = 16
@@ -288,6 +292,7 @@ def build_trl_config(settings: TrlSettings) -> tuple[dict[str, Any], dict[str, A
             max_completion_length=settings.max_completion_length,
             gpu_memory_utilization=settings.vllm_gpu_memory_utilization,
             ignore_eos=settings.ignore_eos,
+            sleep=settings.vllm_sleep,
         )
     )
     lora: dict[str, Any] = {
