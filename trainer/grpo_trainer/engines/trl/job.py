@@ -234,8 +234,12 @@ def reasons(job: ResolvedJob, weights_gib: float | None = None) -> dict[str, str
         "report_to": "spec.logging.tensorboard and spec.logging.wandb (files under the job's folder)",
         "run_name": "spec.logging.wandb.experiment, else the job's name",
         **{
-            key: f"spec.evaluation: every {spec.evaluation.interval} steps × updates per step, "
-            f"beforeTrain={str(spec.evaluation.before_train).lower()}; G completions per validation prompt"
+            key: (
+                f"spec.evaluation: every {spec.evaluation.interval} steps × updates per step, "
+                f"beforeTrain={str(spec.evaluation.before_train).lower()}; G completions per validation prompt"
+                if spec.evaluation.interval > 0
+                else "spec.evaluation.interval=0: no validation"
+            )
             for key in ("eval_strategy", "eval_steps", "eval_on_start", "per_device_eval_batch_size")
         },
         "warmup_steps": f"{RECIPE}: warmup ratio 0.1 (transformers 5 reads a fraction below 1 as a ratio)",
