@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+from grpo_trainer.engines.base import EngineOptions, Resume
 from grpo_trainer.engines.trl.job import reasons, reporting_env, settings_from_job
 from grpo_trainer.engines.trl.metrics import validation_metrics
 from grpo_trainer.engines.trl.settings import build_trl_config
+from grpo_trainer.failures import ConfigError
 from grpo_trainer.progress import validation_score
 from grpo_trainer.spec import resolve_manifest
 
@@ -70,3 +73,28 @@ def test_a_validation_round_becomes_the_status_validation_score() -> None:
     assert data["trl/eval_loss"] == 0.1
     assert "critic/score/mean" not in data  # a validation line never reads as a training reward
     assert validation_score(data) == 1.5
+
+
+def test_a_logger_whose_package_is_missing_is_refused_before_training_naming_the_field(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib.util
+
+    from grpo_trainer.engines.trl import engine
+    from grpo_trainer.engines.trl.engine import TrlEngine
+
+    real = importlib.util.find_spec
+    absent = {"tensorboard", "tensorboardX", "wandb"}
+    monkeypatch.setattr(
+        engine.importlib.util, "find_spec", lambda name, *a: None if name in absent else real(name, *a)
+    )
+    job = resolve_manifest(
+        manifest(
+            logging={"tensorboard": True, "wandb": {"project": "vlm", "secretName": "wandb"}},
+            evaluation={"interval": 0},
+        )
+    )
+    with pytest.raises(ConfigError) as refused:
+        TrlEngine(EngineOptions()).preflight(job, Resume(None))
+    assert "logging.tensorboard: the tensorboard package is not installed here" in str(refused.value)
+    assert "logging.wandb: the wandb package is not installed here" in str(refused.value)
