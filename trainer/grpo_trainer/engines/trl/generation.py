@@ -141,8 +141,8 @@ def trl_config(
     vLLM ends a sequence at its context length (`max_model_len`) whatever `max_tokens` says, and
     counts a prompt's image tokens with its own processor, which need not agree with the count the
     engine filtered prompts by: with a context of exactly prompt + completion, a prompt vLLM counts
-    longer leaves its completion short (the reason the first GPU run's vLLM completions averaged 61
-    of 256 tokens while the other paths ran to 256). The context gets a second prompt's worth of
+    longer leaves its completion short (most likely why the first GPU run's vLLM completions averaged
+    61 of 256 tokens while the other paths ran to 256; the next run's per-path lengths will say). The context gets a second prompt's worth of
     room; vLLM allocates its KV cache by blocks as sequences grow, so the headroom costs nothing
     unless it is used.
 
