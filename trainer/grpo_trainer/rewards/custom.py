@@ -24,15 +24,16 @@ The user's code runs in worker processes (`sandbox`), so the trainer survives wh
 | returns dicts with different keys | missing keys filled with 0 (verl needs the same keys throughout) |
 
 with one rate-limited warning per kind of failure in the log. `custom_on_error=raise` stops the
-run instead (RewardFunctionError). A file that cannot be imported, or lacks the function, raises at
+run instead, on any row of the table (RewardFunctionError, a configuration error naming the file;
+the TRL engine's default). A file that cannot be imported, or lacks the function, raises at
 once with the file's own error: a configuration error should stop the run.
 
 More kwargs: `custom_workers` (4 worker processes per trainer process; a call waiting for a free
 worker counts against its bound, so size it to the calls expected at once), `custom_memory_mb` (an
 address-space cap per worker; 0, the default, sets none).
 
-`load_function` and the adapters load a file in this process, for engines that call rewards
-in-process (the TRL engine). No dataclasses here: verl loads this file by path, without
+`load_function` and the adapters load a file in this process, for tools that trust it (tests,
+notebooks); both engines call users' files only through the sandbox. No dataclasses here: verl loads this file by path, without
 registering it in `sys.modules`.
 """
 
@@ -57,18 +58,20 @@ from grpo_trainer.failures import ConfigError
 from grpo_trainer.rewards.batching import adapt_batch, as_batch, rows
 from grpo_trainer.rewards.equivalence import reserve_for
 from grpo_trainer.rewards.options import float_option, int_option, str_option
-from grpo_trainer.rewards.sandbox import DEFAULT_WORKERS, SandboxPool
+from grpo_trainer.rewards.sandbox import DEFAULT_WORKERS, RewardLoadError, SandboxPool
 
 __all__ = [
     "adapt_batch",
     "as_batch",
     "check_imports",
+    "close_pools",
     "compute_score",
     "compute_score_batch",
     "function_kind",
     "load_batch_function",
     "load_function",
     "load_sample_function",
+    "start",
 ]
 
 _BATCH_PARAMETERS = frozenset({"data_sources", "solution_strs", "ground_truths", "extra_infos"})
@@ -263,8 +266,25 @@ def _deadline(timeout_s: float) -> float:
     return time.monotonic() + max(0.0, timeout_s - reserve_for(timeout_s))
 
 
-class RewardFunctionError(RuntimeError):
-    """The user's function failed and `custom_on_error=raise` asks for the run to stop."""
+class RewardFunctionError(ConfigError):
+    """The user's function failed and `custom_on_error=raise` asks for the run to stop.
+
+    A configuration error: another attempt would run the same file on the same kind of responses.
+    """
+
+    reason = "RewardFunctionFailed"
+
+
+def start(**options: Any) -> str:
+    """Start the workers for these reward kwargs now and wait for the file to load; its kind.
+
+    For an engine that wants a file that does not import to fail the job before training, not at
+    the first reward call: raises ConfigError naming the file and the file's own error.
+    """
+    try:
+        return _resolve(options)[1]
+    except RewardLoadError as error:
+        raise ConfigError(f"reward.custom: {error}") from error
 
 
 class _Options(NamedTuple):
@@ -335,6 +355,15 @@ def _pool(
         return _pools[key]
 
 
+def close_pools() -> None:
+    """Stop every worker this process started (and their process groups): the end of a run."""
+    with _pools_lock:
+        found = [pool for pool, _ in _pools.values()]
+        _pools.clear()
+    for pool in found:
+        pool.close()
+
+
 def _as_list(value: Any) -> list[Any] | None:
     if isinstance(value, list | tuple):
         return list(value)
@@ -370,8 +399,7 @@ def _sanitize(value: Any, options: _Options) -> Any:
     if isinstance(value, dict):
         score = _number(value.get("score"))
         if score is None:
-            _report("score", f"a result's score is {value.get('score')!r}, not a finite number; scoring 0")
-            score = 0.0
+            score = _not_a_score(f"a result's score is {_short(value.get('score'))}", options)
         result: dict[str, Any] = {}
         for key, extra in value.items():
             if key != "score":
@@ -381,10 +409,23 @@ def _sanitize(value: Any, options: _Options) -> Any:
         return {**_remember_keys(result, options.keys), **result}
     score = _number(value)
     if score is None:
-        _report("score", f"the function returned {value!r}, not a finite number; scoring 0")
-        score = 0.0
+        score = _not_a_score(f"the function returned {_short(value)}", options)
     template = _remember_keys({}, options.keys)
     return {**template, "score": score} if template else score
+
+
+def _not_a_score(what: str, options: _Options) -> float:
+    """0 for a NaN, an infinity or a non-number, with a warning; or stop the run (`raise`)."""
+    text = f"custom reward {options.path}::{options.name}: {what}, not a finite number"
+    if options.on_error == "raise":
+        raise RewardFunctionError(text)
+    _report("score", text + "; scoring 0")
+    return 0.0
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _numeric_like(value: Any) -> bool:

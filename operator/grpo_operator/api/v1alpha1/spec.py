@@ -289,8 +289,10 @@ class RolloutSpec(ApiModel):
     """How the trl engine generates rollouts: eager (transformers' generate, step by step), compiled
     (a static KV cache and torch.compile'd CUDA-graph decoding: the same sampling, much less launch
     overhead), vllm (TRL's colocated vLLM: a second copy of the weights, adapters merged into it,
-    rollouts corrected by importance sampling), or auto (compiled on CUDA, eager elsewhere). verl
-    always generates with rollout.engine; leave this at auto there."""
+    rollouts corrected by importance sampling), or auto (vllm on CUDA where it is installed and the
+    process fits 16 GB with its second copy of the weights, else compiled on CUDA, eager elsewhere;
+    `grpo-train plan` says which and why). verl always generates with rollout.engine; leave this at
+    auto there."""
 
 
 class LoraSpec(ApiModel):
