@@ -318,8 +318,8 @@ class Reconciler:
         release = release or self.urgency.hold()
         try:
             # Ahead of queued requests too: the status writes of newer jobs wait behind it.
-            await self._put(job, build_rayjob(job, self.settings, attempt), create=True, first=True)
-            self.metrics.rayjobs_created.labels(trigger).inc()
+            if await self._put(job, build_rayjob(job, self.settings, attempt), create=True, first=True):
+                self.metrics.rayjobs_created.labels(trigger).inc()
             created = parse_rfc3339(job.metadata.get("creationTimestamp"))
             if attempt == 1 and created:
                 self.metrics.create_to_rayjob_seconds.observe((self.clock() - created).total_seconds())
@@ -357,8 +357,9 @@ class Reconciler:
         create: bool,
         update: bool = True,
         first: bool = False,
-    ) -> None:
-        """Make `manifest` exist as this job's own object, never taking over someone else's.
+    ) -> bool:
+        """Make `manifest` exist as this job's own object, never taking over someone else's; True
+        when this call created it.
 
         `create`: this is when the object is expected to be new, so it is created straight away
         (one request in a burst), and an existing one of ours is brought up to date by server-side
@@ -369,7 +370,7 @@ class Reconciler:
             if create:
                 try:
                     await self.api.create(manifest, first=first)
-                    return
+                    return True
                 except ApiError as error:
                     if error.code != 409:
                         raise
@@ -378,7 +379,7 @@ class Reconciler:
                 existing = await self.api.read(manifest)
                 if existing is None:
                     await self.api.create(manifest, first=first)
-                    return
+                    return True
             if existing is None:
                 raise ChildWaitingError(f"{_kind_name(manifest)} vanished while it was being created")
             owner = ownership(existing, job)
@@ -394,6 +395,7 @@ class Reconciler:
                 )
             if update and create:
                 await self.api.apply(manifest, first=first)
+            return False
         except ApiError as error:
             if error.code in REJECTED:
                 raise ChildRefusedError(
