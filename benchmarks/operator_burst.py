@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx2
 from lightkube import Client
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.core_v1 import Namespace
@@ -432,7 +433,7 @@ def main() -> int:
     parser.add_argument("--summary", type=Path, help="write the result without the timeline here")
     args = parser.parse_args()
     os.environ["KUBECONFIG"] = str(args.kubeconfig)
-    client = Client()
+    client = Client(timeout=httpx2.Timeout(60.0))  # a loaded API server answers late
     nodes = burst_nodes(args.jobs)
     add_nodes(client, nodes)
     try:

@@ -12,14 +12,19 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import yaml
 from lightkube import Client, codecs
+from lightkube.core.exceptions import ApiError
 from lightkube.resources.core_v1 import Node
 
 REPO = Path(__file__).resolve().parents[2]
 BURST_LABEL = "grpo.dev/bench"
 JOBS_PER_NODE = 8
 """Single-GPU jobs per 8-GPU node."""
+CREATE_ATTEMPTS = 3
+"""Tries of one create whose answer timed out (a loaded 2-core machine's API server can take longer
+than lightkube's timeout)."""
 
 
 def burst_nodes(jobs: int) -> list[dict[str, Any]]:
@@ -83,7 +88,18 @@ def create_all(
     def create(manifest: dict[str, Any]) -> None:
         name = manifest["metadata"]["name"]
         started[name] = time.monotonic()
-        client.create(codecs.from_dict(manifest))
+        for attempt in range(1, CREATE_ATTEMPTS + 1):
+            try:
+                client.create(codecs.from_dict(manifest))
+                break
+            except httpx2.TimeoutException:
+                # An API server out of CPU answers late; the create may have gone through.
+                if attempt == CREATE_ATTEMPTS:
+                    raise
+            except ApiError as error:
+                if error.status.code != 409 or attempt == 1:
+                    raise
+                break  # the create that timed out had gone through
         if done is not None:
             done[name] = time.monotonic()
 
