@@ -2,7 +2,8 @@
 
 Label cardinality is bounded by what exists: the per-job gauges carry `namespace` and `name`
 and are kept for exactly the GRPOJobs the operator watches — a job's series appear with its first
-watch event and go with its deletion. Handler metrics carry handler names and outcomes only.
+watch event and go with its deletion. Handler metrics carry handler names and outcomes only; the
+API request counter carries verbs, resource kinds and status codes, never object names.
 
 The per-job values come from the job objects the watch already delivers (the trainer's progress
 and metrics in their status), recorded as they arrive and turned into samples at scrape time, so
@@ -19,6 +20,7 @@ from typing import Any
 from prometheus_client import (
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     PlatformCollector,
     ProcessCollector,
@@ -171,6 +173,36 @@ class Metrics:
         )
         self._failures_seen: set[tuple[str, int]] = set()
         self._identities: dict[tuple[str, str], str] = {}
+
+        self.api_requests = Counter(
+            "grpo_api_requests",
+            "Requests the operator sent to the API server, by verb, resource and answer "
+            "(0: no answer). kopf's own watches are not counted",
+            ["verb", "resource", "code"],
+            registry=self.registry,
+        )
+        self.rayjobs_created = Counter(
+            "grpo_rayjobs_created",
+            "RayJobs the operator created, by what brought their job to the reconcile that created them "
+            "(job, rayjob, retry, resync, deadline, takeover): on a healthy operator, never the resync",
+            ["trigger"],
+            registry=self.registry,
+        )
+        self.requeued = Counter(
+            "grpo_reconciles_requeued",
+            "Reconciles the queue scheduled again by itself, by why (failed, not_leading, coalesced)",
+            ["why"],
+            registry=self.registry,
+        )
+        self.queued = Gauge(
+            "grpo_reconciles_queued",
+            "Jobs waiting for a reconcile, running one, or due for a retry",
+            registry=self.registry,
+        )
+
+    def count_request(self, verb: str, resource: str, code: int) -> None:
+        """One request the operator's API client sent (k8s.Api.observer)."""
+        self.api_requests.labels(verb, resource, str(code)).inc()
 
     def observe(self, body: dict[str, Any]) -> None:
         """Record a job as the watch delivered it (every event: the trainer's reports included)."""

@@ -6,9 +6,9 @@ so there is one code path to reason about. Deterministic names and server-side a
 repeat after a crash harmless.
 
 Level-triggered throughout: every pass over an unfinished job makes sure each of its children
-exists (from memory when this process has seen them all for the current attempt, by asking the
-API server otherwise, and again on every full resync), and a finished job is looked at until its
-Ray cluster is gone.
+exists (from memory when this process has seen them all for the current attempt within a resync
+period, by asking the API server otherwise), and a finished job is looked at until its Ray
+cluster is gone.
 """
 
 from __future__ import annotations
@@ -98,8 +98,10 @@ class Reconciler:
         self.with_deadline: set[tuple[str, str]] = set()
         # Finished jobs whose current RayJob may still hold a Ray cluster: visited as often.
         self.draining: set[tuple[str, str]] = set()
-        # (uid, attempt) per job whose children this process has seen exist.
-        self._ensured: dict[tuple[str, str], tuple[str, int]] = {}
+        # Jobs this process last saw unfinished: the resync visits those that go quiet.
+        self.unfinished: set[tuple[str, str]] = set()
+        # Per job whose children this process has seen exist: (uid, attempt), and when it looked.
+        self._ensured: dict[tuple[str, str], tuple[str, int, datetime]] = {}
 
     @property
     def due_often(self) -> set[tuple[str, str]]:
@@ -107,7 +109,7 @@ class Reconciler:
         return self.with_deadline | self.draining
 
     def forget_children(self) -> None:
-        """Check every job's children with the API server again (the full resync calls this)."""
+        """Check every job's children with the API server again (taking the Lease over calls this)."""
         self._ensured.clear()
 
     def forget(self, key: tuple[str, str]) -> None:
@@ -115,6 +117,7 @@ class Reconciler:
         self.metrics.forget(*key)
         self.with_deadline.discard(key)
         self.draining.discard(key)
+        self.unfinished.discard(key)
         self._ensured.pop(key, None)
 
     async def once(
@@ -125,13 +128,16 @@ class Reconciler:
         body: dict[str, Any] | None,
         event_rayjob: dict[str, Any] | None,
         release: Callable[[], None] | None,
+        *,
+        trigger: str = "job",
     ) -> str:
         """One pass; returns its outcome (a metrics label). StaleReadError: start over from a fresh read.
 
         `owner_uid`, from a child's owner reference, must match the job's: a RayJob left over from
         an earlier job of the same name must not drive the new one. `body` (a just-created job) and
         `event_rayjob` (from a RayJob event) each save a read when they are current. `release`
-        ends this pass's hold on the urgency gate once its RayJob is created.
+        ends this pass's hold on the urgency gate once its RayJob is created. `trigger` names what
+        brought the job here, for the count of RayJobs by trigger.
         """
         key = (namespace, name)
         if body is None or body.get("status"):
@@ -177,7 +183,10 @@ class Reconciler:
             self.draining.discard(key)
         if phase in TERMINAL:
             self._ensured.pop(key, None)
-        await self._carry_out(job, body, rayjob, result, release)
+            self.unfinished.discard(key)
+        else:
+            self.unfinished.add(key)
+        await self._carry_out(job, body, rayjob, result, release, trigger)
         self.metrics.phases[key] = phase
         if terminal:
             return "terminal"
@@ -268,6 +277,7 @@ class Reconciler:
         rayjob: dict[str, Any] | None,
         result: Plan,
         release: Callable[[], None] | None,
+        trigger: str,
     ) -> None:
         # Child names go into status before the children exist, so a crash in between is
         # recovered by the next reconcile instead of leaving an orphan the status never named.
@@ -278,7 +288,7 @@ class Reconciler:
         try:
             if result.status.get("phase") not in TERMINAL:
                 try:
-                    await self._children(job, status, result.create_attempt, release)
+                    await self._children(job, status, result.create_attempt, release, trigger)
                 except ChildRefusedError as refused:
                     failed = fail(job, status, rayjob, refused.reason, refused.message, self.clock())
                     await self._write(job, body, failed)
@@ -309,21 +319,31 @@ class Reconciler:
         status: dict[str, Any],
         create_attempt: int | None,
         release: Callable[[], None] | None,
+        trigger: str,
     ) -> None:
         """Make sure every child of the current attempt exists; start `create_attempt` when asked."""
         key = (job.namespace, job.name)
         attempt = int(status.get("attempt") or 0)
         if not attempt:
             return  # waiting before its first attempt (preflight): nothing to make yet
+        now = self.clock()
+        ensured = self._ensured.get(key)
         if create_attempt:
-            await self._start_attempt(job, create_attempt, release)
-        elif self._ensured.get(key) == (job.uid, attempt):
+            await self._start_attempt(job, create_attempt, release, trigger)
+        elif (
+            ensured is not None
+            and ensured[:2] == (job.uid, attempt)
+            and (now - ensured[2]).total_seconds() < self.settings.resync_seconds
+        ):
+            # Seen within a period: a child deleted by hand comes back within one.
             return
         else:
             await self._put_others(job, create=False)
-        self._ensured[key] = (job.uid, attempt)
+        self._ensured[key] = (job.uid, attempt, now)
 
-    async def _start_attempt(self, job: GRPOJob, attempt: int, release: Callable[[], None] | None) -> None:
+    async def _start_attempt(
+        self, job: GRPOJob, attempt: int, release: Callable[[], None] | None, trigger: str
+    ) -> None:
         """Create the job's other children, then the attempt's RayJob.
 
         The RayJob comes last: its pods name the trainer's ServiceAccount, mount the spec
@@ -335,7 +355,8 @@ class Reconciler:
         release = release or self.urgency.hold()
         try:
             await self._put_others(job, create=True, first=True)
-            await self._put(job, build_rayjob(job, self.settings, attempt), create=True, first=True)
+            if await self._put(job, build_rayjob(job, self.settings, attempt), create=True, first=True):
+                self.metrics.rayjobs_created.labels(trigger).inc()
             created = parse_rfc3339(job.metadata.get("creationTimestamp"))
             if attempt == 1 and created:
                 self.metrics.create_to_rayjob_seconds.observe((self.clock() - created).total_seconds())
@@ -371,8 +392,9 @@ class Reconciler:
         create: bool,
         update: bool = True,
         first: bool = False,
-    ) -> None:
-        """Make `manifest` exist as this job's own object, never taking over someone else's.
+    ) -> bool:
+        """Make `manifest` exist as this job's own object, never taking over someone else's; True
+        when this call created it.
 
         `create`: this is when the object is expected to be new, so it is created straight away
         (one request in a burst), and an existing one of ours is brought up to date by server-side
@@ -383,7 +405,7 @@ class Reconciler:
             if create:
                 try:
                     await self.api.create(manifest, first=first)
-                    return
+                    return True
                 except ApiError as error:
                     if error.code != 409:
                         raise
@@ -392,7 +414,7 @@ class Reconciler:
                 existing = await self.api.read(manifest)
                 if existing is None:
                     await self.api.create(manifest, first=first)
-                    return
+                    return True
             if existing is None:
                 raise ChildWaitingError(f"{_kind_name(manifest)} vanished while it was being created")
             owner = ownership(existing, job)
@@ -408,6 +430,7 @@ class Reconciler:
                 )
             if update and create:
                 await self.api.apply(manifest, first=first)
+            return False
         except ApiError as error:
             if error.code in REJECTED:
                 raise ChildRefusedError(
