@@ -50,6 +50,8 @@ $(VENV)/.installed: pyproject.toml images/versions.env
 	# gguf: the GGUF export's reader and the converter's sentencepiece.
 	# One line per package it fetches, so a first install is not minutes of silence.
 	$(PY) -m pip install --progress-bar off -e '.[dev,trl-cpu,verl-cpu,gguf]' | { grep --line-buffered -E '^(Collecting|Successfully installed)' | cut -c1-120 || true; }
+	# The plugin is its own distribution (kubectl/pyproject.toml); its dependencies came with [dev].
+	$(PY) -m pip install --quiet --no-deps -e kubectl
 	# verl without its declared dependencies (vLLM and the CUDA stack), which CPU tests do not need.
 	$(PY) -m pip install --quiet --no-deps 'verl==$(VERL_VERSION)'
 	touch $@

@@ -4,19 +4,26 @@ Measures, for the operator:
   - create -> RayJob created: from the client's create call to the RayJob's ADDED watch event;
   - RayJob status -> GRPOJob status: from the watch event in which a RayJob's jobStatus turns
     RUNNING to the one in which its GRPOJob's phase turns Running;
-  - the operator's peak resident memory (VmHWM).
-And the floor: the same number of RayJobs created directly by a client (create -> ADDED).
+  - which trigger created each RayJob (the operator's grpo_rayjobs_created_total): the event
+    path (job, rayjob, retry) or the resync;
+  - the operator's API requests per job, by verb and resource (its grpo_api_requests_total);
+  - CPU seconds of the API server, the operator and every other process of this cluster, from
+    the first create to the last job Running; the operator's peak resident memory (VmHWM);
+  - with --steady-minutes, the steady state afterwards: every job Running, operator and API
+    server CPU and the operator's requests per minute.
+And the floor, first: the same number of RayJobs created directly by a client (create -> ADDED).
+Each part waits for the other's namespace to be gone, so neither runs beside a deletion.
 
 It adds fake NVIDIA nodes for the burst (so every job can really run) and removes them after.
 Needs a running local cluster (make cluster-up). Not a test: run it by hand, e.g.
 
-    .venv/bin/python benchmarks/operator_burst.py --jobs 200
+    .venv/bin/python benchmarks/operator_burst.py --jobs 200 \
+        --summary docs/benchmarks/data/operator-burst-200.json --out /tmp/burst-200.json
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import multiprocessing
 import os
@@ -24,23 +31,22 @@ import statistics
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import yaml
-from lightkube import Client, codecs
-from lightkube.resources.core_v1 import Namespace, Node
+import httpx2
+from lightkube import Client
+from lightkube.core.exceptions import ApiError
+from lightkube.resources.core_v1 import Namespace
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 from grpo_operator.api.v1alpha1 import GRPOJob  # noqa: E402
 from grpo_operator.children.rayjob import build_rayjob  # noqa: E402
 from grpo_operator.config import load_settings  # noqa: E402
+from support.burst import add_nodes, burst_jobs, burst_nodes, create_all, metric_samples, remove_nodes  # noqa: E402
 from support.operator_process import OperatorProcess  # noqa: E402
 from support.resources import GRPOJobResource, RayJobResource  # noqa: E402
-
-BENCH_LABEL = "grpo.dev/bench"
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -57,36 +63,6 @@ def summary(values: list[float]) -> dict[str, float]:
         "max_s": round(max(values), 3),
         "mean_s": round(statistics.fmean(values), 3),
     }
-
-
-def bench_nodes(count: int) -> list[dict[str, Any]]:
-    template = next(d for d in yaml.safe_load_all((REPO / "hack/cluster/node-pools.yaml").read_text()) if d)
-    nodes = []
-    for i in range(count):
-        node = copy.deepcopy(template)
-        name = f"kwok-bench-{i}"
-        node["metadata"]["name"] = name
-        node["metadata"]["labels"].update({"kubernetes.io/hostname": name, BENCH_LABEL: "true"})
-        for key in ("allocatable", "capacity"):
-            node["status"][key]["cpu"] = "128"
-        nodes.append(node)
-    return nodes
-
-
-def wait_until_ready(client: Client, names: list[str], timeout: float = 120) -> None:
-    """Block until every node is Ready: KWOK's and the controller manager's writes that bring a new
-    node up must not land inside the burst being measured."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ready = {
-            node.metadata.name
-            for node in client.list(Node, labels={BENCH_LABEL: "true"})
-            if any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
-        }
-        if ready >= set(names):
-            return
-        time.sleep(0.5)
-    raise SystemExit(f"the benchmark's nodes were not Ready within {timeout:.0f} s")
 
 
 def rayjob_running(body: dict[str, Any]) -> bool:
@@ -165,25 +141,6 @@ class Watcher:
                 f"{len(missing)} of {len(self.names)} did not reach {self.what} in {self.timeout} s"
                 f" (e.g. {missing[:3]})"
             )
-
-
-def create_all(
-    client: Client, manifests: list[dict[str, Any]], workers: int, done: dict[str, float] | None = None
-) -> dict[str, float]:
-    """Create everything from `workers` threads; when each create was sent (and, into `done`,
-    when its response came back)."""
-    started: dict[str, float] = {}
-
-    def create(manifest: dict[str, Any]) -> None:
-        name = manifest["metadata"]["name"]
-        started[name] = time.monotonic()
-        client.create(codecs.from_dict(manifest))
-        if done is not None:
-            done[name] = time.monotonic()
-
-    with ThreadPoolExecutor(workers) as pool:
-        list(pool.map(create, manifests))
-    return started
 
 
 def process_cpu(pid: int) -> tuple[str, float]:
@@ -265,19 +222,68 @@ def timeline(
     ]
 
 
+def cluster_pids(kubeconfig: Path) -> dict[int, str]:
+    """This cluster's own components by pid (hack/cluster-up.sh's pid files beside the kubeconfig):
+    other engineers' clusters on the same machine run processes of the same names."""
+    named: dict[int, str] = {}
+    for pid_file in sorted((kubeconfig.parent / "pids").glob("*.pid")):
+        try:
+            named[int(pid_file.read_text().split()[0])] = f"{pid_file.stem} (this cluster)"
+        except (OSError, ValueError, IndexError):
+            continue
+    return named
+
+
+def scrape(operator: OperatorProcess) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+    """The operator's own counters: requests by verb and resource, RayJobs by trigger, requeues."""
+    text = operator.metrics()
+    return {
+        name: metric_samples(text, name)
+        for name in (
+            "grpo_api_requests_total",
+            "grpo_rayjobs_created_total",
+            "grpo_reconciles_requeued_total",
+            "process_cpu_seconds_total",
+        )
+    }
+
+
+def by_label(samples: dict[tuple[tuple[str, str], ...], float], *labels: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for key, value in samples.items():
+        named = dict(key)
+        label = " ".join(named.get(label, "") for label in labels)
+        out[label] = out.get(label, 0.0) + value
+    return dict(sorted(out.items()))
+
+
+def requests_per_job(
+    before: dict[tuple[tuple[str, str], ...], float],
+    after: dict[tuple[tuple[str, str], ...], float],
+    jobs: int,
+) -> dict[str, Any]:
+    """The operator's requests between two scrapes, per job: by verb, by verb and resource, and
+    the answers that were not 2xx."""
+    delta = {key: after.get(key, 0.0) - before.get(key, 0.0) for key in after}
+    failed = {k: v for k, v in delta.items() if not dict(k)["code"].startswith("2") and v}
+    return {
+        "total": round(sum(delta.values()) / jobs, 2),
+        "by_verb": {k: round(v / jobs, 2) for k, v in by_label(delta, "verb").items() if v},
+        "by_verb_resource": {
+            k: round(v / jobs, 3) for k, v in by_label(delta, "verb", "resource").items() if v
+        },
+        "not_2xx_total": {k: int(v) for k, v in by_label(failed, "verb", "resource", "code").items()},
+    }
+
+
 def run_operator_burst(
-    client: Client, kubeconfig: Path, jobs: int, workers: int, timeout: float
+    client: Client, kubeconfig: Path, jobs: int, workers: int, timeout: float, resync: float, steady: float
 ) -> dict[str, Any]:
     namespace = f"bench-op-{int(time.time())}"
     client.create(Namespace(metadata={"name": namespace}))
-    template = yaml.safe_load((REPO / "examples/lora-single-gpu.yaml").read_text())
-    manifests = []
-    for i in range(jobs):
-        body = copy.deepcopy(template)
-        body["metadata"] = {"name": f"burst-{i}", "namespace": namespace}
-        body["spec"]["dataset"] = {"preset": "geo3k", "maxPromptLength": 1024, "maxResponseLength": 1024}
-        manifests.append(body)
-    operator = OperatorProcess(kubeconfig, Path(f"/tmp/{namespace}-operator.log"), resync_seconds=60)
+    manifests = burst_jobs(namespace, jobs)
+    log_file = Path(f"/tmp/{namespace}-operator.log")
+    operator = OperatorProcess(kubeconfig, log_file, resync_seconds=resync)
     operator.start()
     names = [m["metadata"]["name"] for m in manifests]
     rayjobs = Watcher("rayjobs", namespace, [f"{n}-1" for n in names], rayjob_running, timeout)
@@ -285,34 +291,86 @@ def run_operator_burst(
     rayjobs.start()
     grpojobs.start()
     time.sleep(3)  # both watches open before the first create
-    cpu_before = cpu_seconds(operator.proc.pid)  # type: ignore[union-attr]
-    sampler = CpuSampler({operator.proc.pid: "grpo-operator", os.getpid(): "benchmark client"})  # type: ignore[union-attr]
+    pid = operator.proc.pid  # type: ignore[union-attr]
+    named = {**cluster_pids(kubeconfig), pid: "grpo-operator", os.getpid(): "benchmark client"}
+    sampler = CpuSampler(named)
     sampler.start()
     time.sleep(0.3)
+    before = scrape(operator)
     answered: dict[str, float] = {}
+    load_before = os.getloadavg()
     started = create_all(client, manifests, workers, answered)
     grpojobs.wait()
     rayjobs.wait()
-    sampler.stop = True
+    after = scrape(operator)
     create_to_rayjob = [rayjobs.added[f"{n}-1"] - started[n] for n in names]
     status_lag = [grpojobs.reached[n] - rayjobs.reached[f"{n}-1"] for n in names]
-    peak = peak_rss_mib(operator.proc.pid)  # type: ignore[union-attr]
-    cpu = cpu_seconds(operator.proc.pid) - cpu_before  # type: ignore[union-attr]
+    first, all_running = min(started.values()), max(grpojobs.reached.values())
+    whole = sampler.used_between(first, all_running)
+    steady_state = measure_steady(operator, sampler, named, jobs, steady) if steady else None
+    sampler.stop = True
+    peak = peak_rss_mib(pid)
     operator.stop()
     client.delete(Namespace, namespace)
+    apiserver = whole.get("kube-apiserver (this cluster)", 0.0)
+    operator_cpu = whole.get("grpo-operator", 0.0)
     return {
         "namespace": namespace,
+        "operator_log": str(log_file),
+        "resync_seconds": resync,
         "create_to_rayjob": summary(create_to_rayjob),
+        "waited_over_10s": sum(1 for v in create_to_rayjob if v > 10),
         "rayjob_status_to_grpojob_status": summary(status_lag),
-        "operator_peak_rss_mib": round(peak, 1),
-        "operator_cpu_seconds": round(cpu, 1),
-        "burst_seconds": round(max(grpojobs.reached.values()) - min(started.values()), 1),
-        "creates_sent_over_seconds": round(max(started.values()) - min(started.values()), 2),
-        # CPU seconds by process from the first create to the last RayJob: who the burst ran on.
-        "cpu_until_last_rayjob": sampler.used_between(
-            min(started.values()), max(rayjobs.added[f"{n}-1"] for n in names)
+        "rayjobs_created_by_trigger": {
+            k: int(v) for k, v in by_label(after["grpo_rayjobs_created_total"], "trigger").items()
+        },
+        "requeued": {k: int(v) for k, v in by_label(after["grpo_reconciles_requeued_total"], "why").items()},
+        "requests_per_job": requests_per_job(
+            before["grpo_api_requests_total"], after["grpo_api_requests_total"], jobs
         ),
+        "operator_peak_rss_mib": round(peak, 1),
+        # CPU seconds from the first create to the last job Running, by process.
+        "apiserver_cpu_s": apiserver,
+        "apiserver_cpu_ms_per_job": round(1000 * apiserver / jobs, 1),
+        "operator_cpu_s": operator_cpu,
+        "operator_cpu_ms_per_job": round(1000 * operator_cpu / jobs, 1),
+        "cpu_until_all_running": whole,
+        "burst_seconds": round(all_running - first, 1),
+        "creates_sent_over_seconds": round(max(started.values()) - first, 2),
+        "load_average_before_after": [round(load_before[0], 1), round(os.getloadavg()[0], 1)],
+        # CPU seconds by process from the first create to the last RayJob: who the burst ran on.
+        "cpu_until_last_rayjob": sampler.used_between(first, max(rayjobs.added[f"{n}-1"] for n in names)),
+        "steady_state": steady_state,
         "timeline": timeline(started, answered, grpojobs, rayjobs, names),
+    }
+
+
+def measure_steady(
+    operator: OperatorProcess, sampler: CpuSampler, named: dict[int, str], jobs: int, minutes: float
+) -> dict[str, Any]:
+    """Every job Running, nothing changing: what the operator and the API server spend per minute."""
+    time.sleep(30)  # the burst's tail (children, KubeRay's last status writes) out of the window
+    start, before = time.monotonic(), scrape(operator)
+    time.sleep(60 * minutes)
+    end, after = time.monotonic(), scrape(operator)
+    used = sampler.used_between(start, end)
+    delta = {
+        k: after["grpo_api_requests_total"].get(k, 0.0) - before["grpo_api_requests_total"].get(k, 0.0)
+        for k in after["grpo_api_requests_total"]
+    }
+    per_minute = 60 / (end - start)
+    return {
+        "minutes": round((end - start) / 60, 1),
+        "jobs": jobs,
+        "operator_cpu_s_per_minute": round(used.get("grpo-operator", 0.0) * per_minute, 2),
+        "apiserver_cpu_s_per_minute": round(used.get("kube-apiserver (this cluster)", 0.0) * per_minute, 2),
+        "api_requests_per_minute": round(sum(delta.values()) * per_minute, 1),
+        "api_requests_per_minute_by_verb": {
+            k: round(v * per_minute, 1) for k, v in by_label(delta, "verb", "resource").items() if v
+        },
+        "rayjobs_created_by_trigger": {
+            k: int(v) for k, v in by_label(after["grpo_rayjobs_created_total"], "trigger").items()
+        },
     }
 
 
@@ -324,11 +382,9 @@ def run_floor(client: Client, jobs: int, workers: int, timeout: float) -> dict[s
     namespace = f"bench-floor-{int(time.time())}"
     client.create(Namespace(metadata={"name": namespace}))
     settings = load_settings(environ={})
-    template = yaml.safe_load((REPO / "examples/lora-single-gpu.yaml").read_text())
     manifests = []
-    for i in range(jobs):
-        body = copy.deepcopy(template)
-        body["metadata"] = {"name": f"floor-{i}", "namespace": namespace, "uid": f"0000-{i}"}
+    for i, body in enumerate(burst_jobs(namespace, jobs, stem="floor")):
+        body["metadata"]["uid"] = f"0000-{i}"
         rayjob = build_rayjob(GRPOJob.model_validate(body), settings, attempt=1)
         rayjob["metadata"].pop("ownerReferences")
         manifests.append(rayjob)
@@ -343,37 +399,75 @@ def run_floor(client: Client, jobs: int, workers: int, timeout: float) -> dict[s
     return {"namespace": namespace, "create_to_rayjob": summary(latencies)}
 
 
+def wait_gone(client: Client, namespace: str, timeout: float) -> float:
+    """Seconds until a deleted namespace is gone (its Ray clusters with it), at most `timeout`."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        try:
+            client.get(Namespace, namespace)
+        except ApiError as error:
+            if error.status.code == 404:
+                break
+        time.sleep(2)
+    return round(time.monotonic() - started, 1)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=200)
     parser.add_argument("--workers", type=int, default=16, help="client threads creating objects")
     parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--resync-seconds", type=float, default=60.0, help="the operator's resync period")
+    parser.add_argument(
+        "--steady-minutes",
+        type=float,
+        default=0.0,
+        help="afterwards, measure this long with every job Running",
+    )
     parser.add_argument(
         "--kubeconfig",
         type=Path,
         default=Path(os.environ.get("KUBECONFIG", REPO / ".cache/cluster/kubeconfig")),
     )
-    parser.add_argument("--out", type=Path, help="write the JSON result here too")
+    parser.add_argument("--out", type=Path, help="write the whole JSON result (per-job timeline too) here")
+    parser.add_argument("--summary", type=Path, help="write the result without the timeline here")
     args = parser.parse_args()
     os.environ["KUBECONFIG"] = str(args.kubeconfig)
-    client = Client()
-    nodes = bench_nodes((args.jobs + 7) // 8)
-    for node in nodes:
-        client.apply(codecs.from_dict(node), field_manager="grpo-bench", force=True)
+    client = Client(timeout=httpx2.Timeout(60.0))  # a loaded API server answers late
+    nodes = burst_nodes(args.jobs)
+    add_nodes(client, nodes)
     try:
-        wait_until_ready(client, [node["metadata"]["name"] for node in nodes])
-        result = {
+        memory = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30)
+        result: dict[str, Any] = {
             "jobs": args.jobs,
-            "machine": f"{os.cpu_count()} CPUs, {round(os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30)} GiB",
-            "operator": run_operator_burst(client, args.kubeconfig, args.jobs, args.workers, args.timeout),
-            "floor_direct_rayjobs": run_floor(client, args.jobs, args.workers, args.timeout),
+            "machine": f"{os.cpu_count()} CPUs, {memory} GiB",
+            "command": " ".join(sys.argv),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
+        floor = run_floor(client, args.jobs, args.workers, args.timeout)
+        floor["deleted_in_seconds"] = wait_gone(client, floor["namespace"], args.timeout)
+        result["floor_direct_rayjobs"] = floor
+        result["operator"] = run_operator_burst(
+            client,
+            args.kubeconfig,
+            args.jobs,
+            args.workers,
+            args.timeout,
+            args.resync_seconds,
+            args.steady_minutes,
+        )
+        operator_p99 = result["operator"]["create_to_rayjob"]["p99_s"]
+        result["p99_over_floor_p99"] = round(operator_p99 / floor["create_to_rayjob"]["p99_s"], 2)
+        result["operator"]["deleted_in_seconds"] = wait_gone(
+            client, result["operator"]["namespace"], args.timeout
+        )
     finally:
-        for node in nodes:
-            client.delete(Node, node["metadata"]["name"])
+        remove_nodes(client, nodes)
     if args.out:
         args.out.write_text(json.dumps(result, indent=2) + "\n")
     result["operator"].pop("timeline")  # per-job detail goes to --out only
+    if args.summary:
+        args.summary.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
     return 0
 

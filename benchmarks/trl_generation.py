@@ -2,8 +2,10 @@
 
 One process, one model: Qwen3-VL-4B's shapes with random bf16 weights (speed and memory do not
 depend on the values), LoRA r=16 on the vision and language layers as the single-GPU LoRA recipe, 2 sequences of a
-`--prompt-tokens` prompt (a 448x448 image and text) and `--new-tokens` new tokens. A random model
-never emits its end token, so every completion runs to the full length.
+`--prompt-tokens` prompt (a 448x448 image and text) and `--new-tokens` new tokens. Every path is
+told to ignore its end tokens (`--ignore-eos`, on by default: vLLM's `ignore_eos`, transformers'
+`min_new_tokens`), so every completion runs to the full length and the paths do the same work;
+each path's completion lengths and the sampling parameters its generator received are reported.
 
 Part 1, decoding only (transformers' `generate` on the peft model, one step timed by a logits
 processor that synchronises the device, so prefill is left out):
@@ -246,9 +248,10 @@ def part_engine(
 ) -> tuple[dict[str, Any], Any]:
     """`args.steps` GRPO steps through the engine with one generation path."""
     import torch
+    from grpo_trainer.engines.trl.generation import sampling
     from grpo_trainer.engines.trl.metrics import read_records
     from grpo_trainer.engines.trl.runner import RunRequest, train
-    from grpo_trainer.engines.trl.settings import TrlSettings
+    from grpo_trainer.engines.trl.settings import TrlSettings, build_trl_config
     from trl_memory_4b import random_reward, time_generation
 
     out = Path(args.out) / f"engine-{path}"
@@ -267,6 +270,10 @@ def part_engine(
         bf16=cuda,
         generation=path,
         vllm_gpu_memory_utilization=args.vllm_memory,
+        vllm_memory_gib=args.vllm_memory_gib,
+        vllm_sleep=args.vllm_sleep,
+        # Like for like: every path decodes --new-tokens tokens per completion.
+        ignore_eos=args.ignore_eos,
     )
     if cuda:
         torch.cuda.empty_cache()
@@ -285,12 +292,19 @@ def part_engine(
     steps = [r for r in read_records(out / "metrics.jsonl") if "data" in r]
     step_seconds = [r["data"].get("timing_s/step") for r in steps]
     lengths = [r["data"].get("response_length/mean") for r in steps]
+    shortest = [r["data"].get("response_length/min") for r in steps]
+    longest = [r["data"].get("response_length/max") for r in steps]
     generation = [generation_seconds.get(s, 0.0) for s in range(1, result.global_step + 1)]
     report = {
         "steps": result.global_step,
         "step_seconds": step_seconds,
         "generation_seconds": generation,
         "completion_mean_length": lengths,
+        "completion_min_length": shortest,
+        "completion_max_length": longest,
+        # What TRL hands this path's generator (vLLM's SamplingParams or transformers' generate).
+        "sampling": sampling(path, build_trl_config(settings)[0]),
+        "vllm_sleep": args.vllm_sleep if path == "vllm" else None,
         "ms_per_token": [1000 * g / args.new_tokens for g in generation],
         "peak_allocated_gib": torch.cuda.max_memory_allocated() / GIB if cuda else None,
         "peak_device_used_gib": device_memory.peak / GIB if cuda else None,
@@ -361,6 +375,24 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3, help="GRPO steps per engine path (part 2)")
     parser.add_argument("--paths", default="eager,compiled,vllm", help="engine paths, in order")
     parser.add_argument("--vllm-memory", type=float, default=0.1, help="vLLM's share of the device")
+    parser.add_argument(
+        "--vllm-memory-gib",
+        type=float,
+        default=None,
+        help="vLLM's memory in GiB (weights, KV cache, graphs); wins over --vllm-memory",
+    )
+    parser.add_argument(
+        "--vllm-sleep",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="vLLM frees its weights and KV cache while the policy trains (TRL's sleep mode)",
+    )
+    parser.add_argument(
+        "--ignore-eos",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="every path decodes --new-tokens per completion (like for like); --no-ignore-eos: as training",
+    )
     parser.add_argument("--lora-b-std", type=float, default=3e-4, help="LoRA B entries (~60 steps at 5e-6)")
     parser.add_argument("--budget", type=float, default=510, help="seconds; later parts are skipped past it")
     args = parser.parse_args()
@@ -435,6 +467,9 @@ def main() -> None:
                 f"  step seconds {run['step_seconds']}, ms/token {[round(v, 1) for v in run['ms_per_token']]}"
             )
             say(f"  peak allocated {run['peak_allocated_gib']}, device {run['peak_device_used_gib']} GiB")
+            say(
+                f"  completion lengths mean {run['completion_mean_length']}, min {run['completion_min_length']}"
+            )
         except Exception as error:
             report["engine"][path] = {
                 "error": f"{type(error).__name__}: {error}",

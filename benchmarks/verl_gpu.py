@@ -639,6 +639,13 @@ def tiny_sizes(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     return sizes
 
 
+def as_a_retry(work: Path) -> None:
+    """A later attempt of a finished job only exports: drop the completion mark so this one trains
+    on, as a retried attempt after a crash between its last step and the end would."""
+    for marker in work.rglob("training-complete.json"):
+        marker.unlink()
+
+
 def start_tiny(args: argparse.Namespace) -> int:
     work = WORK / "tiny"
     if args.attempt == 1 and not args.keep:
@@ -653,10 +660,7 @@ def start_tiny(args: argparse.Namespace) -> int:
     if args.smoke:
         return smoke(work, job, args.out)
     if args.attempt > 1:
-        # A later attempt of a finished job only exports: drop the mark so this one trains on, as
-        # a retried attempt after a crash between a checkpoint and the end would.
-        for marker in work.rglob("training-complete.json"):
-            marker.unlink()
+        as_a_retry(work)
     command, env = grpo_train_command(["run", "--spec", str(job), "--workdir", str(work), "--no-report"])
     launch(Attempt("tiny", args.attempt), command, {**env, **ENGINE_ENV, "GRPO_ATTEMPT": str(args.attempt)})
     return 0
@@ -688,7 +692,9 @@ def sizes_4b(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def inputs_4b(args: argparse.Namespace) -> tuple[Path, Path, Path]:
+def inputs_4b(args: argparse.Namespace, part: str) -> tuple[Path, Path, Path]:
+    """The model, data and job of a 4B run; the shapes it starts with are kept beside them for the
+    summaries of later calls (which run with their own flags)."""
     work = WORK / "shapes-4b"  # raw-4b runs on the same model and data
     model = build_model(work / "models" / "qwen3-vl-4b-random", "4b", args.smoke)
     rows = max(64, 16 * args.gpus * (args.steps + 1))
@@ -703,13 +709,19 @@ def inputs_4b(args: argparse.Namespace) -> tuple[Path, Path, Path]:
         work / f"job-{args.prompts}.yaml",
         spec("verl-4b", model, data, args.gpus, steps=args.steps, **sizes_4b(args)),
     )
+    shapes = {k: v for k, v in sizes_4b(args).items() if k != "overrides"}
+    write_json(
+        work / f"{part}.shapes.json", {**shapes, "prompts": args.prompts, "image_side": args.image_side}
+    )
     return work, model, job
 
 
 def start_4b(args: argparse.Namespace) -> int:
-    work, _, job = inputs_4b(args)
+    work, _, job = inputs_4b(args, "shapes-4b")
     if args.smoke:
         return smoke(work, job, args.out)
+    if args.attempt > 1:  # no checkpoint at 4B: the retry trains from step 1 on the same volume
+        as_a_retry(work)
     command, env = grpo_train_command(["run", "--spec", str(job), "--workdir", str(work), "--no-report"])
     launch(
         Attempt("shapes-4b", args.attempt), command, {**env, **ENGINE_ENV, "GRPO_ATTEMPT": str(args.attempt)}
@@ -781,7 +793,7 @@ def raw_overrides(
 
 
 def start_raw(args: argparse.Namespace) -> int:
-    work, model, job = inputs_4b(args)
+    work, model, job = inputs_4b(args, "raw-4b")
     if args.smoke:
         return smoke(work, job, args.out)
     # The same parquet files our job trains on (prepared by the trainer's geo3k preset, untimed).
@@ -880,7 +892,8 @@ def summary(part: str) -> dict[str, Any]:
             and out["export"].get("step") == 4
         )
     else:
-        out["shapes"] = {k: v for k, v in sizes_4b(ARGS).items() if k != "overrides"}
+        shapes = work / f"{part}.shapes.json"
+        out["shapes"] = json.loads(shapes.read_text()) if shapes.is_file() else None
         out["ok"] = all(a["exit_code"] == 0 and len(a["steps"]) >= 1 for a in found.values()) and bool(found)
     return out
 
@@ -951,6 +964,31 @@ def logged_phases(archive: Path, attempt: str) -> dict[str, float | None]:
     return {}
 
 
+def startup_against_cold(cold: dict[str, Any], retry: dict[str, Any]) -> dict[str, Any]:
+    """What a retry pays before its first step, against the cold attempt: the time until step 1
+    began (its line's stamp less its own step time), each phase's share, and the ratio."""
+
+    def before_first_step(run: dict[str, Any]) -> float:
+        first = run["steps"][0]
+        return round(run["startup_s"]["first_step"] - run["timing_s"][first]["timing_s/step"], 1)
+
+    def phases(run: dict[str, Any]) -> dict[str, float]:
+        marks = run["startup_s"]
+        names = [name for name in marks if name != "first_step"]
+        ends = [marks[name] for name in names]
+        starts = [0.0, *ends[:-1]]
+        return {name: round(end - start, 1) for name, start, end in zip(names, starts, ends, strict=True)}
+
+    cold_s, retry_s = before_first_step(cold), before_first_step(retry)
+    return {
+        "cold_s": cold_s,
+        "retry_s": retry_s,
+        "ratio": round(retry_s / cold_s, 3),
+        "cold_phases_s": phases(cold),
+        "retry_phases_s": phases(retry),
+    }
+
+
 def record(source: Path, gpus: int) -> int:
     """Here: the committed summary of a 4B run (docs/benchmarks/data/verl-4b-<N>gpu.json) from the
     `wait` summaries a device call brought back (`shapes-4b-summary.json`, `raw-4b-summary.json`)."""
@@ -1002,7 +1040,8 @@ def record(source: Path, gpus: int) -> int:
         "raw_verl": run(raw) if raw else None,
     }
     if "attempt_2" in ours["attempts"]:
-        summary["ours_retry"] = run(ours, "attempt_2")
+        summary["ours_retry"] = retry = run(ours, "attempt_2")
+        summary["retry_startup"] = startup_against_cold(summary["ours"], retry)
     if raw:
         ours_s, raw_s = (
             summary["ours"]["steady_state"]["step_s"],
@@ -1015,11 +1054,7 @@ def record(source: Path, gpus: int) -> int:
     return 0
 
 
-ARGS = argparse.Namespace()
-
-
 def main(argv: list[str] | None = None) -> int:
-    global ARGS
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -1050,7 +1085,7 @@ def main(argv: list[str] | None = None) -> int:
         default="geo3k",
         help="tiny: the builtin geo3k, or a user batch reward that logs each call's size",
     )
-    args = ARGS = parser.parse_args(argv)
+    args = parser.parse_args(argv)
     if args.verb == "prepare":
         return prepare()
     if args.verb == "record":  # here, with the folder a device call's files came back to

@@ -1,16 +1,20 @@
 """`kubectl grpo`: see and steer GRPOJobs from where you work (`kubectl-grpo` on PATH).
 
+    kubectl grpo list [-A] [-o wide|json|yaml|name]   the jobs of a namespace, or of all of them
     kubectl grpo validate -f JOB.yaml [--offline]     the API server's verdict (dry run), else the same rules here
     kubectl grpo plan (-f JOB.yaml | JOB)             every setting the trainer will use, and why
-    kubectl grpo status JOB                           phase, progress, metrics, health, checkpoint, log
+    kubectl grpo status JOB [-o json|yaml]            phase, progress, metrics, health, checkpoint, log
     kubectl grpo logs JOB [-f] [--attempt N]          an attempt's output, also after its Ray cluster is gone
-    kubectl grpo plot JOB [--output PNG]              reward, validation score, response length
+    kubectl grpo plot JOB [--png FILE] [-o json]      reward, validation score, response length
     kubectl grpo suspend JOB | resume JOB             tear the Ray cluster down, keep the checkpoints; resume
     kubectl grpo checkpoints JOB                      the checkpoints on the job's volume
+    kubectl grpo dashboard JOB [--port N]             the job's Ray dashboard on localhost
 
-Files on the job's volume (logs, metrics, checkpoints) are read through a short-lived Pod that
-mounts it read-only, or, with `--workdir DIR`, from a folder standing for the pods' /grpo tree.
-Errors are one line on stderr; exit codes: 0 ok, 1 error, 2 usage, 3 the job would be refused.
+kubectl's flags (-n, -A, --context, --kubeconfig, -o) go before or after the command. Files on
+the job's volume (logs, metrics, checkpoints) are read through a short-lived Pod that mounts it
+read-only, or, with `--workdir DIR`, from a folder standing for the pods' /grpo tree; after the
+job is deleted, `--claim CLAIM` reads the volume it left (`logs`, `checkpoints`, `plot`). Errors
+are one line on stderr.
 """
 
 from __future__ import annotations
@@ -24,31 +28,54 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
-from grpo_operator.api.contract import CONFIG_ERROR, attempt_log_file, job_dir
-from grpo_operator.api.v1alpha1 import GRPOJob, JobPaths
+from grpo_operator.api.contract import (
+    CHECKPOINT_MOUNT,
+    CONFIG_ERROR,
+    JOB_UID_CHARS,
+    attempt_log_file,
+    job_dir,
+)
+from grpo_operator.api.v1alpha1 import GROUP, VERSION, GRPOJob, JobPaths
 from grpo_operator.config import Settings
+from grpo_operator.preflight import judge as preflight_judge
+from grpo_operator.preflight import references
 from grpo_operator.validation import validate
 from grpo_operator.verdict import manifest_problems, parse
 from grpo_trainer.spec import grpojob_document
 from lightkube import ApiError
 
-from . import drawing
+from . import drawing, listing, portforward
 from .cluster import Cluster, NoVerdictError, PluginError, one_line
 from .history import history_from_metrics
-from .reader import DEFAULT_IMAGE
+from .portforward import RAY_DASHBOARD_PORT
+from .reader import DEFAULT_IMAGE, ReadTarget
 from .show import describe
+from .version import extra_for, plugin_version
 from .volume import LocalVolume, PodVolume, Volume
 
 TERMINAL = ("Succeeded", "Failed")
+OUTPUTS = ("json", "yaml", "wide", "name")
+USAGE = 2
+EXIT_CODES = """exit codes:
+  0    done
+  1    an error (the message says which; nothing was changed half-way)
+  2    a usage mistake (an unknown flag, a missing argument, an output the command has not)
+  3    the job would be refused (validate), or the file asked for is not on the volume
+  130  interrupted (Ctrl-C)"""
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
     try:
+        args = _parser().parse_args(argv)
+    except SystemExit as done:  # --help, --version, or a usage error already printed in one line
+        return int(done.code or 0)
+    try:
+        _check_options(args)
         return int(args.handler(args))
     except PluginError as error:
         print(f"error: {error}", file=sys.stderr)
@@ -60,6 +87,16 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except ModuleNotFoundError as error:
+        extra = extra_for(error.name)
+        if extra is None:
+            raise
+        print(
+            f"error: `kubectl grpo {args.command}` needs grpo-kubectl[{extra}] "
+            f"(pip install 'grpo-kubectl[{extra}]')",
+            file=sys.stderr,
+        )
+        return 1
     except Exception as error:  # a bug: still one line, the traceback on request
         if os.environ.get("GRPO_DEBUG"):
             traceback.print_exc()
@@ -70,17 +107,56 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage mistake is one line and exit code 2, as kubectl's own are."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE, f"error: {message} (see {self.prog} --help)\n")
+
+
+def _global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    """kubectl's flags, accepted before or after the command (`kubectl grpo -n ns status x` and
+    `kubectl grpo status x -n ns`). The command's copy has no default, so it never undoes the
+    top level's."""
+
+    def default(value: Any) -> Any:
+        return value if top else argparse.SUPPRESS
+
+    parser.add_argument("-n", "--namespace", default=default(None), help="namespace (default: the context's)")
+    parser.add_argument(
+        "-A", "--all-namespaces", action="store_true", default=default(False), help="every namespace (list)"
+    )
+    parser.add_argument(
+        "--kubeconfig", default=default(None), help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)"
+    )
+    parser.add_argument(
+        "--context", default=default(None), help="kubeconfig context (default: the current one)"
+    )
+    parser.add_argument(
+        "-o", "--output", choices=OUTPUTS, default=default(None), help="output format: " + "|".join(OUTPUTS)
+    )
+
+
+def _version() -> str:
+    return f"kubectl-grpo {plugin_version()} (GRPOJob API {GROUP}/{VERSION})"
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kubectl grpo", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser = _Parser(
+        prog="kubectl grpo",
+        description=__doc__.split("\n\n")[0],
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=_version())
+    _global_options(parser, top=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
     def command(
         name: str, handler: Callable[[argparse.Namespace], int], help_: str
     ) -> argparse.ArgumentParser:
-        cmd = sub.add_parser(name, help=help_, description=help_)
-        cmd.add_argument("-n", "--namespace", help="namespace (default: the kubeconfig context's)")
-        cmd.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
-        cmd.add_argument("--context", help="kubeconfig context (default: the current one)")
+        cmd = sub.add_parser(name, help=help_, description=help_, epilog=EXIT_CODES)
+        _global_options(cmd, top=False)
         cmd.set_defaults(handler=handler)
         return cmd
 
@@ -92,6 +168,16 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument(
             "--image", default=DEFAULT_IMAGE, help="image of the reader pod (default: %(default)s)"
         )
+        cmd.add_argument("--claim", help="read this claim (a deleted job's kept volume) instead of the job's")
+        cmd.add_argument(
+            "--job",
+            dest="folder",
+            metavar="NAME-UID8",
+            help="with --claim: the job's folder on it (default: the one folder named after JOB)",
+        )
+
+    listing = command("list", _list, "the GRPOJobs of a namespace (-A: of every namespace)")
+    listing.set_defaults(formats=("wide", "json", "yaml", "name"))
 
     check = command("validate", _validate, "the cluster's verdict on a GRPOJob, before applying it")
     check.add_argument(
@@ -105,17 +191,18 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("job", nargs="?", help="a GRPOJob in the cluster (or give -f)")
     plan.add_argument("-f", "--filename", help="a GRPOJob manifest")
     plan.add_argument("--verl-version", help="verl jobs: plan for this verl release")
-    plan.add_argument("--attempt", type=int, help="plan this attempt (default: 1)")
-    plan.add_argument("--json", action="store_true", help="machine-readable output")
+    plan.add_argument("--attempt", type=_positive, help="plan this attempt (default: 1)")
+    plan.add_argument("--json", action="store_true", help="machine-readable output (same as -o json)")
+    plan.set_defaults(formats=("json",))
 
     status = command("status", _status, "a job's phase, progress, metrics, health and where its log is")
     status.add_argument("job")
-    status.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    status.set_defaults(formats=("json", "yaml"))
 
     logs = command("logs", _logs, "an attempt's output, kept on the job's volume")
-    logs.add_argument("job")
+    logs.add_argument("job", nargs="?", help="the GRPOJob (with --claim: its name, the job may be gone)")
     logs.add_argument("-f", "--follow", action="store_true", help="keep printing as the trainer writes")
-    logs.add_argument("--attempt", type=int, help="which attempt (default: the current one)")
+    logs.add_argument("--attempt", type=_positive, help="which attempt (default: the current one)")
     volume_options(logs)
 
     plot = command("plot", _plot, "reward, validation score and response length: a PNG and a terminal chart")
@@ -124,8 +211,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     plot.add_argument("--metrics-file", action="append", help="plot these metrics files instead (no cluster)")
     plot.add_argument("--full", action="store_true", help="every step, from the metrics files on the volume")
-    plot.add_argument("-o", "--output", help="the PNG (default: <job>-curves.png; 'none' for none)")
+    plot.add_argument("--png", help="the PNG (default: <job>-curves.png; 'none' for none)")
     plot.add_argument("--no-terminal", action="store_true", help="do not draw in the terminal")
+    plot.set_defaults(formats=("json", "yaml"))
     volume_options(plot)
 
     suspend = command("suspend", _suspend, "tear the job's Ray cluster down and keep its checkpoints")
@@ -134,12 +222,64 @@ def _parser() -> argparse.ArgumentParser:
     resume.add_argument("job")
 
     ckpts = command("checkpoints", _checkpoints, "the checkpoints on the job's volume")
-    ckpts.add_argument("job")
+    ckpts.add_argument("job", nargs="?", help="the GRPOJob (with --claim: its name, the job may be gone)")
     volume_options(ckpts)
+
+    dashboard = command(
+        "dashboard", _dashboard, "the job's Ray dashboard on localhost (kubectl port-forward)"
+    )
+    dashboard.add_argument("job")
+    dashboard.add_argument(
+        "--port",
+        type=_port,
+        default=RAY_DASHBOARD_PORT,
+        help="local port (default: %(default)s; 0: any free one)",
+    )
+    dashboard.add_argument(
+        "--address", default="127.0.0.1", help="local address to listen on (default: %(default)s)"
+    )
     return parser
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected 1 or more, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535, got {value}")
+    return value
+
+
 # --- helpers -----------------------------------------------------------------------------------
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """kubectl's flags are accepted everywhere; the ones a command has no use for are refused."""
+    formats = getattr(args, "formats", ())
+    if args.output and args.output not in formats:
+        has = f"it has {', '.join(formats)}" if formats else "it prints text only"
+        raise PluginError(f"-o {args.output}: not an output of `kubectl grpo {args.command}` ({has})", USAGE)
+    if args.all_namespaces and args.command != "list":
+        raise PluginError(f"-A: `kubectl grpo {args.command}` works on one job; give -n NAMESPACE", USAGE)
+    if args.all_namespaces and args.namespace:
+        raise PluginError("give -n NAMESPACE or -A, not both", USAGE)
+
+
+def _dump(document: Any, output: str) -> str:
+    if output == "yaml":
+        return yaml.safe_dump(document, sort_keys=False, default_flow_style=False).rstrip("\n")
+    return json.dumps(document, indent=2)
 
 
 def _cluster(args: argparse.Namespace) -> Cluster:
@@ -181,7 +321,74 @@ def _volume(args: argparse.Namespace, cluster: Cluster | None, job: GRPOJob | No
         return LocalVolume(args.workdir)
     if cluster is None or job is None:
         raise PluginError("no cluster to read the job's volume through; give --workdir")
-    return PodVolume(cluster, job, args.image)
+    return PodVolume(cluster, ReadTarget.of_job(job), args.image)
+
+
+@dataclass(frozen=True)
+class _Source:
+    """Where a command reads a job's files: the volume, the job's folders on it, and the job
+    itself when it still exists (None when read from its kept claim alone)."""
+
+    name: str
+    volume: Volume
+    paths: JobPaths
+    cluster: Cluster | None
+    body: dict[str, Any] | None
+
+
+def _source(args: argparse.Namespace) -> _Source:
+    if args.claim:
+        return _claim_source(args)
+    if args.folder:
+        raise PluginError("--job NAME-UID8 goes with --claim CLAIM", USAGE)
+    if not args.job:
+        raise PluginError("give a job name (or --claim CLAIM for the volume a deleted job left)", USAGE)
+    cluster, body = _job_if_reachable(args)
+    job = GRPOJob.model_validate(body) if body else None
+    return _Source(args.job, _volume(args, cluster, job), _job_paths(args.job, body), cluster, body)
+
+
+def _claim_source(args: argparse.Namespace) -> _Source:
+    """A claim by name: the job may be gone (its claim kept), so no job is read or owns the pod."""
+    name = args.job or (args.folder or "").rsplit("-", 1)[0]
+    if not name:
+        raise PluginError("with --claim, give the job's name or --job NAME-UID8 (its folder)", USAGE)
+    cluster = None if args.workdir else _cluster(args)
+    if args.workdir:
+        volume: Volume = LocalVolume(args.workdir)
+    else:
+        assert cluster is not None
+        volume = PodVolume(cluster, ReadTarget(cluster.namespace, args.claim, name), args.image)
+    folder = args.folder or _only_folder(volume, name, args.claim)
+    return _Source(name, volume, JobPaths.in_folder(f"{CHECKPOINT_MOUNT}/{folder}"), cluster, None)
+
+
+def _only_folder(volume: Volume, name: str, claim: str) -> str:
+    """The job's folder on a claim: `<name>-<uid8>`; several when the name was used again."""
+    found = [
+        entry
+        for _, entry in volume.listing(CHECKPOINT_MOUNT)
+        if entry == name or re.fullmatch(rf"{re.escape(name)}-[0-9a-f]{{{JOB_UID_CHARS}}}", entry)
+    ]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise PluginError(f"no folder of a job named {name} on claim {claim}", code=3)
+    raise PluginError(
+        f"claim {claim} holds {len(found)} jobs named {name} ({', '.join(found)}): give --job with one", USAGE
+    )
+
+
+def _attempts_on_volume(source: _Source) -> int:
+    """The newest attempt that left a log or metrics on the volume (no job to ask)."""
+    numbers = [
+        int(match.group(1))
+        for _, entry in source.volume.listing(source.paths.metrics_dir)
+        if (match := re.fullmatch(r"attempt-(\d+)\.(?:log|jsonl)", entry))
+    ]
+    if not numbers:
+        raise PluginError(f"no attempt has left a log in {source.paths.metrics_dir}", code=3)
+    return max(numbers)
 
 
 # --- commands ----------------------------------------------------------------------------------
@@ -211,9 +418,48 @@ def _validate(args: argparse.Namespace) -> int:
             if job.spec.checkpoint.claim_name and job.spec.resources.nodes > 1:
                 modes = cluster.claim_access_modes(job.spec.checkpoint.claim_name)
             problems = [str(p) for p in validate(job, Settings(), claim_access_modes=modes)]
-            return _verdict(problems, "the API server accepts it (dry run); the operator's checks")
+            problems += _preflight(cluster, job, _sent_along(args.filename))
+            return _verdict(
+                problems, "the API server accepts it (dry run); the operator's checks and what the job names"
+            )
     problems = [str(p) for p in manifest_problems(manifest)]
     return _verdict(problems, f"checked {how}: the CRD's schema and CEL rules, then the operator's checks")
+
+
+def _sent_along(path: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """The objects of the file beside its GRPOJob (an example with its reward ConfigMap): applied
+    with it, so they count as there."""
+    if path == "-":
+        return {}
+    try:
+        documents = list(yaml.safe_load_all(Path(path).read_text(encoding="utf-8")))
+    except (OSError, yaml.YAMLError):
+        return {}
+    return {
+        (d["kind"], d["metadata"]["name"]): d
+        for d in documents
+        if isinstance(d, dict)
+        and d.get("kind") in ("ConfigMap", "Secret", "PersistentVolumeClaim")
+        and isinstance(d.get("metadata"), dict)
+        and d["metadata"].get("name")
+    }
+
+
+def _preflight(cluster: Cluster, job: GRPOJob, along: dict[tuple[str, str], dict[str, Any]]) -> list[str]:
+    """The operator's preflight with the user's credentials: every claim, ConfigMap, Secret and key
+    the job names, and the custom reward file (a missing object would keep the job waiting)."""
+    found: dict[tuple[str, str], Any] = dict(along)
+    for ref in references(job):
+        if (ref.kind, ref.name) not in found:
+            found[(ref.kind, ref.name)] = cluster.read_object(ref.kind, ref.name)
+    verdict = preflight_judge(job, found)
+    problems = [str(p) for p in verdict.problems]
+    problems += [
+        f"{ref.field}: {ref.kind} {ref.name!r} does not exist in namespace {cluster.namespace} "
+        "(the job would wait Pending for it)"
+        for ref in verdict.missing
+    ]
+    return problems
 
 
 def _verdict(problems: list[str], checked: str) -> int:
@@ -243,14 +489,31 @@ def _plan(args: argparse.Namespace) -> int:
         argv = ["plan", "--spec", str(spec)]
         argv += ["--verl-version", args.verl_version] if args.verl_version else []
         argv += ["--attempt", str(args.attempt)] if args.attempt else []
-        argv += ["--json"] if args.json else []
+        argv += ["--json"] if args.json or args.output == "json" else []
         return grpo_train(argv)
 
 
+def _list(args: argparse.Namespace) -> int:
+    cluster = _cluster(args)
+    bodies = cluster.list_jobs(all_namespaces=args.all_namespaces)
+    if args.output in ("json", "yaml"):
+        print(_dump(listing.as_list(bodies), args.output))
+    elif args.output == "name":
+        for body in bodies:
+            print(f"grpojob.{GROUP}/{body['metadata']['name']}")
+    elif not bodies:
+        where = "any namespace" if args.all_namespaces else f"namespace {cluster.namespace}"
+        print(f"No GRPOJobs found in {where}.", file=sys.stderr)
+    else:
+        print(listing.table(bodies, namespaces=args.all_namespaces, wide=args.output == "wide"))
+    return 0
+
+
 def _status(args: argparse.Namespace) -> int:
+    """Text for a person; -o json|yaml the status object itself (`kubectl get -o yaml` has the rest)."""
     body = _cluster(args).job_body(args.job)
-    if args.output == "json":
-        print(json.dumps(body.get("status") or {}, indent=2))
+    if args.output:
+        print(_dump(body.get("status") or {}, args.output))
     else:
         print(describe(body))
     return 0
@@ -269,16 +532,21 @@ def _job_if_reachable(args: argparse.Namespace) -> tuple[Cluster | None, dict[st
 
 
 def _logs(args: argparse.Namespace) -> int:
-    cluster, body = _job_if_reachable(args)
-    if body is None and args.attempt is None:
-        raise PluginError(f"give --attempt: grpojob {args.job} cannot be read from a cluster")
-    job = GRPOJob.model_validate(body) if body else None
-    volume = _volume(args, cluster, job)
-    attempt = args.attempt or (body or {}).get("status", {}).get("attempt")
+    source = _source(args)
+    body, name = source.body, source.name
+    if body is None and args.attempt is None and not args.claim:
+        raise PluginError(f"give --attempt: grpojob {name} cannot be read from a cluster")
+    current = ((body or {}).get("status") or {}).get("attempt")
+    attempt = args.attempt or current or (_attempts_on_volume(source) if args.claim else None)
     if not attempt:
-        raise PluginError(f"grpojob {args.job} has not started an attempt yet")
-    path = attempt_log_file(_metrics_dir(args.job, body), attempt)
-    _print_lines(volume.follow(path, _finished(cluster, args.job)) if args.follow else volume.read(path))
+        raise PluginError(f"grpojob {name} has not started an attempt yet")
+    if current and attempt > current:  # (no status yet: the volume says whether a log is there)
+        had = f"its attempts are 1 to {current}" if current > 1 else "it has had attempt 1 only"
+        raise PluginError(f"--attempt {attempt}: grpojob {name} has no such attempt ({had})", USAGE)
+    path = attempt_log_file(source.paths.metrics_dir, attempt)
+    live = source.cluster if body is not None else None  # a deleted job's log does not grow
+    volume = source.volume
+    _print_lines(volume.follow(path, _finished(live, name)) if args.follow else volume.read(path))
     return 0
 
 
@@ -313,8 +581,13 @@ def _plot(args: argparse.Namespace) -> int:
                 raise PluginError(f"cannot read {file}: {error.strerror or error}") from error
         title = args.job or ", ".join(Path(f).name for f in args.metrics_file)
         history = history_from_metrics(lines)
-    elif not args.job:
-        raise PluginError("give a job name or --metrics-file")
+    elif not args.job and not args.claim:
+        raise PluginError("give a job name, --claim CLAIM or --metrics-file")
+    elif args.claim:  # a deleted job's kept volume: every step from its metrics files
+        source = _source(args)
+        title = f"{args.claim}: {source.name}"
+        attempts = _attempts_on_volume(source)
+        history = history_from_metrics(source.volume.metrics_lines(source.paths.metrics_dir, attempts))
     else:
         cluster = _cluster(args)
         body = cluster.job_body(args.job)
@@ -327,6 +600,9 @@ def _plot(args: argparse.Namespace) -> int:
             )
         else:
             history = status.get("history") or []
+    if args.output:  # the points themselves, for a notebook or a spreadsheet
+        print(_dump(history, args.output))
+        return 0
     found = drawing.curves(history)
     if not found:
         raise PluginError(f"no points to plot yet for {title}: the trainer has not reported a step")
@@ -335,9 +611,9 @@ def _plot(args: argparse.Namespace) -> int:
         for curve in found:
             print()
             print(drawing.terminal_chart(curve))
-    if (args.output or "").lower() != "none":
+    if (args.png or "").lower() != "none":
         name = re.sub(r"[^A-Za-z0-9_.-]+", "-", args.job or "metrics")
-        path = drawing.write_png(found, Path(args.output or f"{name}-curves.png"), title)
+        path = drawing.write_png(found, Path(args.png or f"{name}-curves.png"), title)
         print(f"wrote {path}", file=sys.stderr)
     return 0
 
@@ -355,13 +631,11 @@ def _resume(args: argparse.Namespace) -> int:
 
 
 def _checkpoints(args: argparse.Namespace) -> int:
-    cluster, body = _job_if_reachable(args)
-    job = GRPOJob.model_validate(body) if body else None
-    volume = _volume(args, cluster, job)
-    folder = _job_paths(args.job, body).checkpoint_dir
+    source = _source(args)
+    folder = source.paths.checkpoint_dir
     entries = [
         (stamp, name)
-        for stamp, name in volume.listing(folder)
+        for stamp, name in source.volume.listing(folder)
         if name.startswith(("global_step_", "checkpoint-"))
     ]
     if not entries:
@@ -374,3 +648,20 @@ def _checkpoints(args: argparse.Namespace) -> int:
         saved = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(stamp))
         print(f"{step:>8}  {saved:<20}  {folder}/{name}")
     return 0
+
+
+def _dashboard(args: argparse.Namespace) -> int:
+    """`kubectl port-forward` to the head's Service: the dashboard's in-cluster address
+    (status.dashboardURL) is reachable from pods only."""
+    cluster = _cluster(args)
+    body = cluster.job_body(args.job)
+    service, port = portforward.dashboard_service(args.job, body)
+    return portforward.forward(
+        cluster.namespace,
+        service,
+        remote=port,
+        local=args.port,
+        address=args.address,
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+    )

@@ -13,15 +13,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx2 as httpx
-from grpo_operator.api.v1alpha1 import GRPOJob
-from grpo_operator.children.pvc import checkpoint_claim
+from grpo_operator.preflight import UNREADABLE
 from grpo_trainer.kube import GRPOJobResource
 from lightkube import ApiError, Client, KubeConfig
 from lightkube.core.exceptions import ConfigError
-from lightkube.resources.core_v1 import PersistentVolumeClaim, Pod
+from lightkube.resources.core_v1 import ConfigMap, PersistentVolumeClaim, Pod, Secret
 from lightkube.types import PatchType
 
-from .reader import CONTAINER, build_reader_pod
+from .reader import CONTAINER, ReadTarget, build_reader_pod
 
 FIELD_MANAGER = "kubectl-grpo"
 
@@ -86,8 +85,33 @@ class Cluster:
             ) from error
         return found.to_dict() if hasattr(found, "to_dict") else dict(found)
 
+    def list_jobs(self, *, all_namespaces: bool = False) -> list[dict[str, Any]]:
+        """The jobs of this namespace (or of every one), sorted as kubectl sorts them."""
+        where = "*" if all_namespaces else self.namespace
+        try:
+            found = self._call(
+                "listing jobs", lambda: list(self.client.list(GRPOJobResource, namespace=where))
+            )
+        except ApiError as error:
+            scope = "any namespace" if all_namespaces else f"namespace {self.namespace}"
+            raise PluginError(f"cannot list grpojobs in {scope}: {error.status.message}") from error
+        bodies = [item.to_dict() if hasattr(item, "to_dict") else dict(item) for item in found]
+        return sorted(bodies, key=lambda b: (b["metadata"].get("namespace", ""), b["metadata"]["name"]))
+
     def set_suspend(self, name: str, suspend: bool) -> None:
-        self.job_body(name)  # a clear "not found" first
+        """Suspend or resume; refused with the reason when it would change nothing."""
+        body = self.job_body(name)  # a clear "not found" first
+        phase = (body.get("status") or {}).get("phase")
+        verb = "suspend" if suspend else "resume"
+        if phase in ("Succeeded", "Failed"):
+            raise PluginError(
+                f"grpojob {name} has finished ({phase}): there is nothing to {verb}, and a finished "
+                "job's spec cannot change; to train again, apply the job under a new name"
+            )
+        if not suspend and not ((body.get("spec") or {}).get("runPolicy") or {}).get("suspend"):
+            raise PluginError(
+                f"grpojob {name} is not suspended (phase {phase or 'Pending'}): nothing to resume"
+            )
         try:
             self._call(
                 "patching the job",
@@ -136,6 +160,26 @@ class Cluster:
             return message
         raise NoVerdictError(f"the dry run failed: {code} {message}")
 
+    def read_object(self, kind: str, name: str) -> Any:
+        """A claim, ConfigMap or Secret of this namespace as a dict; None when it does not exist,
+        preflight.UNREADABLE when these credentials may not read it (then it is not judged)."""
+        resource = {"PersistentVolumeClaim": PersistentVolumeClaim, "ConfigMap": ConfigMap, "Secret": Secret}[
+            kind
+        ]
+        try:
+            found = self._call(
+                f"reading {kind} {name}", self.client.get, resource, name, namespace=self.namespace
+            )
+        except ApiError as error:
+            if error.status.code == 404:
+                return None
+            if error.status.code == 403:
+                return UNREADABLE
+            raise PluginError(
+                f"cannot read {kind} {self.namespace}/{name}: {error.status.message}"
+            ) from error
+        return found.to_dict()
+
     def claim_access_modes(self, name: str) -> list[str]:
         try:
             claim = self.client.get(PersistentVolumeClaim, name, namespace=self.namespace)
@@ -146,19 +190,27 @@ class Cluster:
     # --- reading the volume through a Pod ------------------------------------------------------
 
     def read_through_pod(
-        self, job: GRPOJob, script: str, *, image: str, follow: bool = False, start_timeout: float = 120.0
+        self,
+        target: ReadTarget,
+        script: str,
+        *,
+        image: str,
+        follow: bool = False,
+        start_timeout: float = 120.0,
     ) -> Iterator[str]:
         """Lines a reader Pod prints; the Pod is deleted however the reading ends."""
-        claim = checkpoint_claim(job)
+        claim = target.claim
         try:
             self.client.get(PersistentVolumeClaim, claim, namespace=self.namespace)
         except ApiError as error:
             if error.status.code == 404:
-                raise PluginError(
-                    f"the job's volume (claim {claim}) does not exist: the job has not started, or its "
-                    "claim was deleted with it"
-                ) from error
-        manifest = build_reader_pod(job, script, image=image, deadline=86400 if follow else 600)
+                why = (
+                    "the job has not started, or its claim was deleted with it"
+                    if target.job is not None
+                    else f"no such claim in namespace {self.namespace}"
+                )
+                raise PluginError(f"the job's volume (claim {claim}) does not exist: {why}") from error
+        manifest = build_reader_pod(target, script, image=image, deadline=86400 if follow else 600)
         try:
             pod = self._call("creating a reader pod", self.client.create, Pod.from_dict(manifest))
         except ApiError as error:

@@ -7,13 +7,23 @@ is read with the pods/log API, the same as `kubectl logs`. The Pod is owned by t
 garbage collector removes it with the job if the plugin is killed) and ends by itself after
 `deadline` seconds.
 
+Once the GRPOJob is deleted its claim stays (checkpoint.retention: Retain, the default); the
+reader then mounts the claim by name (`--claim`), owned by nothing.
+
 Scheduling: a ReadWriteOnce volume attaches to one node, so while the job's head pod exists the
 reader prefers its node; once the cluster is gone any node the volume can reach will do.
+
+Security: the Pod passes the `restricted` Pod Security level (which the README asks training
+namespaces to enforce): a numeric non-root user, RuntimeDefault seccomp, no privilege
+escalation, every capability dropped, a read-only root filesystem. Its user is the trainer
+images' (1000), which owns the files it reads; it sets no fsGroup, which would have the kubelet
+change the ownership of a whole checkpoint volume.
 """
 
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 from typing import Any
 
 from grpo_operator.api.contract import CHECKPOINT_MOUNT, ROTATED_SUFFIX
@@ -24,20 +34,53 @@ from grpo_operator.children.pvc import checkpoint_claim
 DEFAULT_IMAGE = "busybox:1.36"
 COMPONENT = "volume-reader"
 CONTAINER = "read"
+READER_USER = 1000
+"""The trainer images' user and group (the chart's profiles' runAsUser): the owner of the files."""
+
+
+@dataclass(frozen=True)
+class ReadTarget:
+    """Whose volume a reader Pod mounts: a live job's, or a claim whose job is gone."""
+
+    namespace: str
+    claim: str
+    name: str
+    """The job's name: the Pod's name prefix and its grpo.dev/job label."""
+    job: GRPOJob | None = None
+    """The live job (the Pod's owner, its pull secrets); None for a claim alone."""
+
+    @classmethod
+    def of_job(cls, job: GRPOJob) -> ReadTarget:
+        return cls(job.namespace, checkpoint_claim(job), job.name, job)
+
+    def labels(self) -> dict[str, str]:
+        if self.job is not None:
+            return labels(self.job, COMPONENT)
+        return {JOB_LABEL: self.name, COMPONENT_LABEL: COMPONENT, "app.kubernetes.io/component": COMPONENT}
+
+    def pull_secrets(self) -> list[dict[str, str]]:
+        pods = getattr(self.job.spec, "pods", None) if self.job else None
+        return [{"name": s} for s in (pods.image_pull_secrets if pods else None) or []]
 
 
 def build_reader_pod(
-    job: GRPOJob, script: str, *, image: str = DEFAULT_IMAGE, deadline: int = 600
+    target: ReadTarget | GRPOJob, script: str, *, image: str = DEFAULT_IMAGE, deadline: int = 600
 ) -> dict[str, Any]:
     """The Pod that runs `script` (sh) with the job's volume mounted where the trainer mounts it."""
-    pull_secrets = [
-        {"name": s} for s in (getattr(job.spec, "pods", None) and job.spec.pods.image_pull_secrets) or []
-    ]
+    if isinstance(target, GRPOJob):
+        target = ReadTarget.of_job(target)
+    pull_secrets = target.pull_secrets()
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "activeDeadlineSeconds": deadline,
         "terminationGracePeriodSeconds": 0,
         "automountServiceAccountToken": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": READER_USER,
+            "runAsGroup": READER_USER,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
         "containers": [
             {
                 "name": CONTAINER,
@@ -46,13 +89,18 @@ def build_reader_pod(
                 "command": ["sh", "-c", script],
                 "volumeMounts": [{"name": "checkpoints", "mountPath": CHECKPOINT_MOUNT, "readOnly": True}],
                 "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
-                "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "capabilities": {"drop": ["ALL"]},
+                    "readOnlyRootFilesystem": True,
+                    "runAsNonRoot": True,
+                },
             }
         ],
         "volumes": [
             {
                 "name": "checkpoints",
-                "persistentVolumeClaim": {"claimName": checkpoint_claim(job), "readOnly": True},
+                "persistentVolumeClaim": {"claimName": target.claim, "readOnly": True},
             }
         ],
         "affinity": {
@@ -61,7 +109,9 @@ def build_reader_pod(
                     {
                         "weight": 100,
                         "podAffinityTerm": {
-                            "labelSelector": {"matchLabels": {JOB_LABEL: job.name, COMPONENT_LABEL: "head"}},
+                            "labelSelector": {
+                                "matchLabels": {JOB_LABEL: target.name, COMPONENT_LABEL: "head"}
+                            },
                             "topologyKey": "kubernetes.io/hostname",
                         },
                     }
@@ -73,17 +123,14 @@ def build_reader_pod(
     }
     if pull_secrets:
         spec["imagePullSecrets"] = pull_secrets
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "generateName": f"{job.name}-read-",
-            "namespace": job.namespace,
-            "labels": labels(job, COMPONENT),
-            "ownerReferences": [{**owner_reference(job), "controller": False}],
-        },
-        "spec": spec,
+    meta: dict[str, Any] = {
+        "generateName": f"{target.name}-read-",
+        "namespace": target.namespace,
+        "labels": target.labels(),
     }
+    if target.job is not None:
+        meta["ownerReferences"] = [{**owner_reference(target.job), "controller": False}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
 def cat_script(path: str) -> str:

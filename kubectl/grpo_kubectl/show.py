@@ -8,7 +8,7 @@ from grpo_operator.api.v1alpha1.spec import EngineSpec, ResourcesSpec, RunPolicy
 from pydantic import BaseModel
 
 
-def _duration(seconds: float | None) -> str:
+def duration(seconds: float | None) -> str:
     if seconds is None:
         return "-"
     seconds = int(seconds)
@@ -65,7 +65,7 @@ def _progress(name: str, spec: dict[str, Any], status: dict[str, Any]) -> list[s
         f"  progress   step {progress.get('steps') or progress.get('step', 0)}"
         + (f" ({percent:g}%)" if isinstance(percent, int | float) else "")
         + (f", epoch {progress['epoch']}" if progress.get("epoch") is not None else "")
-        + f", ETA {_duration(progress.get('etaSeconds'))}"
+        + f", ETA {duration(progress.get('etaSeconds'))}"
         + (f", last step at {progress['lastStepAt']}" if progress.get("lastStepAt") else "")
     ]
 
@@ -77,7 +77,7 @@ def _metrics(name: str, spec: dict[str, Any], status: dict[str, Any]) -> list[st
     return [
         f"  metrics    reward {_num(metrics.get('reward'))}  val {_num(metrics.get('valScore'))}  "
         f"length {_num(metrics.get('responseLength'))}  entropy {_num(metrics.get('entropy'))}  "
-        f"kl {_num(metrics.get('kl'))}  step {_duration(metrics.get('stepSeconds'))}  "
+        f"kl {_num(metrics.get('kl'))}  step {duration(metrics.get('stepSeconds'))}  "
         f"tokens/s/device {_num(metrics.get('tokensPerSecondPerDevice'))}"
     ]
 
@@ -121,11 +121,25 @@ def _conditions(status: dict[str, Any]) -> list[str]:
     ]
 
 
+def _what_followed(item: dict[str, Any], status: dict[str, Any]) -> str:
+    """What became of a failed attempt: a later attempt, one on its way, or the end of the job."""
+    current = status.get("attempt") or item["attempt"]
+    if item["attempt"] < current:
+        return f"retried as attempt {item['attempt'] + 1}"
+    if not item.get("retryable"):
+        return "not retryable"
+    if status.get("phase") in ("Pending", "Restarting", "Running"):
+        return "retrying"
+    failed = next((c for c in status.get("conditions") or [] if c.get("type") == "Failed"), None)
+    why = failed.get("reason") if failed and failed.get("status") == "True" else None
+    return f"retryable, not retried: {why}" if why else "retryable, not retried"
+
+
 def _failed_attempts(name: str, status: dict[str, Any]) -> list[str]:
     failed = status.get("failedAttempts") or []
     lines = ["  failed attempts"] if failed else []
     for item in failed:
-        again = "retried" if item.get("retryable") else "not retried"
+        again = _what_followed(item, status)
         lines.append(f"    {item['attempt']}: {item['reason']} ({again}): {item.get('message', '')}")
         if item.get("logFile"):
             lines.append(f"       log: kubectl grpo logs {name} --attempt {item['attempt']}")

@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Protocol
 
 from grpo_operator.api.contract import ROTATED_SUFFIX, metrics_file, under_workdir
-from grpo_operator.api.v1alpha1 import GRPOJob
 
 from .cluster import Cluster, PluginError
-from .reader import cat_script, follow_script, list_script
+from .reader import ReadTarget, cat_script, follow_script, list_script
 
 
 class Volume(Protocol):
@@ -98,11 +97,11 @@ class LocalVolume:
 class PodVolume:
     """The volume through a reader Pod on the cluster (one Pod per read)."""
 
-    def __init__(self, cluster: Cluster, job: GRPOJob, image: str) -> None:
-        self.cluster, self.job, self.image = cluster, job, image
+    def __init__(self, cluster: Cluster, target: ReadTarget, image: str) -> None:
+        self.cluster, self.target, self.image = cluster, target, image
 
     def _run(self, script: str, follow: bool = False) -> Iterator[str]:
-        return self.cluster.read_through_pod(self.job, script, image=self.image, follow=follow)
+        return self.cluster.read_through_pod(self.target, script, image=self.image, follow=follow)
 
     def read(self, path: str) -> Iterator[str]:
         return self._run(cat_script(path))

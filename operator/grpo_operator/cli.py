@@ -79,6 +79,7 @@ def _run(args: argparse.Namespace) -> int:
     async def main() -> None:
         nonlocal lost
         api = Api(credentials, settings.field_manager)
+        api.observer = metrics.count_request  # requests by verb and resource, on /metrics
         leader = None
         if settings.leader_election:
             namespace, identity = settings.lease_place()

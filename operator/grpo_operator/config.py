@@ -139,15 +139,23 @@ class Settings(_Model):
     log_format: Literal["json", "plain"] = "json"
     entrypoint: str = "grpo-train run --spec"
     """Trainer entrypoint; the resolved spec file is appended."""
-    submission_mode: Literal["HTTPMode", "K8sJobMode"] = "HTTPMode"
+    submission_mode: Literal["HTTPMode", "K8sJobMode", "SidecarMode"] = "HTTPMode"
     """How KubeRay submits the entrypoint. HTTPMode posts it to the head's job API directly, with no
-    submitter pod to schedule on the accelerator pool's taints."""
+    submitter pod to schedule on the accelerator pool's taints. SidecarMode adds a submitter
+    container to the head pod, which follows the driver: `kubectl logs <head> -c ray-job-submitter`
+    is the live log (KubeRay 1.5 gives that container no securityContext, so a namespace enforcing
+    the `restricted` Pod Security level refuses the head pod)."""
     network_policy: bool = True
     """A NetworkPolicy per job: its Ray pods take connections only from each other and from
     `ray_clients` (on the head's dashboard port, where Ray's job API listens)."""
     ray_clients: list[dict[str, Any]] = Field(default_factory=_default_ray_clients)
     """NetworkPolicy peers that may reach the Ray head's dashboard port (8265): KubeRay, which
     submits the job and follows it there. The chart adds the operator's own pods."""
+    metrics_scrapers: list[dict[str, Any]] = Field(default_factory=list)
+    """NetworkPolicy peers that may reach every Ray pod's metrics port (8080, Ray's Prometheus
+    exporter; `ray_metrics_port`): your Prometheus. Empty: the per-job policy keeps it closed."""
+    ray_metrics_port: int = 8080
+    """The port KubeRay gives Ray's metrics exporter (`--metrics-export-port`, its default)."""
     leader_election: bool = True
     """Only the replica holding the Lease below reconciles (several replicas are then safe)."""
     lease_name: str = "grpo-operator"

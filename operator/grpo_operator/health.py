@@ -22,11 +22,13 @@ from .api.v1alpha1 import GRPOJob
 
 HEALTHY = "TrainingHealthy"
 STALLED = "Stalled"
+UNREADABLE = "UnreadableProgress"
 
 
 @dataclass(frozen=True)
 class Verdict:
-    healthy: bool
+    healthy: bool | None
+    """None: the operator cannot tell (the condition is Unknown)."""
     reason: str
     message: str
 
@@ -42,7 +44,17 @@ def judge(job: GRPOJob, running_since: datetime | None, now: datetime) -> Verdic
     if trainer is not None and trainer.attempt == status.attempt and not trainer.healthy:
         return Verdict(False, trainer.reason, trainer.message)
     progress = status.progress
-    last_step = parse_rfc3339(progress.last_step_at) if progress else None
+    try:
+        last_step = parse_rfc3339(progress.last_step_at) if progress else None
+    except ValueError:
+        # The trainer's field, not the operator's: never a failing reconcile, only an Unknown
+        # verdict (and a Warning when it turns so) until the trainer writes a time again.
+        return Verdict(
+            None,
+            UNREADABLE,
+            f"status.progress.lastStepAt={progress.last_step_at!r} is not an RFC 3339 time: "
+            "the stall check is off until the trainer writes one",
+        )
     if last_step is None or (running_since is not None and last_step < running_since):
         return None
     step_seconds = status.metrics.step_seconds if status.metrics else None

@@ -32,11 +32,12 @@ from .children.paths import job_paths
 from .children.rayjob import cluster_ttl
 from .health import judge
 from .rayjob_status import DEPLOYMENT_FAILED, FINISHED_JOB, RayJobStatus
+from .startup import Trouble
 from .validation import describe
 
 TERMINAL: frozenset[str] = frozenset({"Succeeded", "Failed"})
 CONDITION_TYPES = ("Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed", "Healthy")
-_SIGNATURE = re.compile(r"[0-9a-f]{1,64}")
+_SIGNATURE = re.compile(contract.SIGNATURE_PATTERN)
 
 
 @dataclass(frozen=True)
@@ -98,44 +99,38 @@ def observe_rayjob(rayjob: dict[str, Any]) -> Outcome:
 def _set_condition(
     conditions: list[dict[str, Any]],
     ctype: str,
-    status: bool,
+    status: bool | None,
     reason: str,
     message: str,
     now: str,
     generation: int | None,
 ) -> list[dict[str, Any]]:
-    """Conditions with `ctype` set; lastTransitionTime moves only when the status flips."""
-    wanted = "True" if status else "False"
-    out = []
-    found = False
-    for cond in conditions:
-        if cond["type"] != ctype:
-            out.append(cond)
-            continue
-        found = True
-        changed = cond["status"] != wanted
-        out.append(
-            {
-                "type": ctype,
-                "status": wanted,
-                "reason": reason,
-                "message": message,
-                "lastTransitionTime": now if changed else cond["lastTransitionTime"],
-                **({"observedGeneration": generation} if generation is not None else {}),
-            }
-        )
-    if not found:
-        out.append(
-            {
-                "type": ctype,
-                "status": wanted,
-                "reason": reason,
-                "message": message,
-                "lastTransitionTime": now,
-                **({"observedGeneration": generation} if generation is not None else {}),
-            }
-        )
+    """Conditions with `ctype` set (None: Unknown); lastTransitionTime moves only when the status flips."""
+    wanted = "Unknown" if status is None else "True" if status else "False"
+    before = next((c for c in conditions if c["type"] == ctype), None)
+    changed = before is None or before["status"] != wanted
+    cond = {
+        "type": ctype,
+        "status": wanted,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": now if changed else before["lastTransitionTime"],
+        **({"observedGeneration": generation} if generation is not None else {}),
+    }
+    out = [c for c in conditions if c["type"] != ctype] + [cond]
     return sorted(out, key=lambda c: CONDITION_TYPES.index(c["type"]))
+
+
+def _observed(conditions: list[dict[str, Any]], generation: int | None) -> list[dict[str, Any]]:
+    """Every condition as judged at `generation`.
+
+    Each pass re-judges the whole status from the spec it read, so a condition the pass left as
+    it was still holds for that spec: without this, `kubectl wait` ignores a condition whose
+    observedGeneration is older than the job's generation, and waits forever after any edit.
+    """
+    if generation is None:
+        return conditions
+    return [{**c, "observedGeneration": generation} for c in conditions]
 
 
 class _Status:
@@ -149,7 +144,7 @@ class _Status:
         self.generation = job.metadata.get("generation")
         self.events: list[tuple[str, str, str]] = []
 
-    def condition(self, ctype: str, status: bool, why: str, message: str) -> None:
+    def condition(self, ctype: str, status: bool | None, why: str, message: str) -> None:
         self.fields["conditions"] = _set_condition(
             self.fields["conditions"],
             ctype,
@@ -187,7 +182,15 @@ class _Status:
             self.fields["dashboardURL"] = cut(seen.dashboard_url, NAME_LIMIT)
 
     def plan(self, *, create_attempt: int | None = None, delete_rayjob: str | None = None) -> Plan:
-        return Plan(dict(self.fields), create_attempt, delete_rayjob, self.events)
+        return Plan(self.observed(), create_attempt, delete_rayjob, self.events)
+
+    def observed(self) -> dict[str, Any]:
+        """The fields, stamped with the generation they were computed from."""
+        fields = dict(self.fields)
+        fields["conditions"] = _observed(fields["conditions"], self.generation)
+        if self.generation is not None:
+            fields["observedGeneration"] = self.generation
+        return fields
 
 
 def _start_attempt(st: _Status, job: GRPOJob, attempt: int) -> int:
@@ -273,11 +276,12 @@ def _health(st: _Status, job: GRPOJob, now: datetime) -> None:
     if verdict is None:
         return
     before = next((c for c in st.fields["conditions"] if c["type"] == "Healthy"), None)
-    was_healthy = before is None or before["status"] == "True"
+    was = "True" if before is None else before["status"]
     st.condition("Healthy", verdict.healthy, verdict.reason, verdict.message)
-    if was_healthy and not verdict.healthy:
+    now = next(c for c in st.fields["conditions"] if c["type"] == "Healthy")["status"]
+    if now != was and now in ("False", "Unknown"):
         st.events.append(("Warning", reason(verdict.reason), verdict.message))
-    elif before is not None and not was_healthy and verdict.healthy:
+    elif now != was and now == "True" and before is not None:
         st.events.append(("Normal", "Recovered", verdict.message))
 
 
@@ -312,9 +316,33 @@ def _end(st: _Status, job: GRPOJob, current: str | None, rayjob: dict[str, Any] 
     """
     succeeded = st.fields.get("phase") == "Succeeded" and rayjob is not None
     wanted_gone = holds_cluster(rayjob) or (succeeded and _success_goes_early(job))
+    if not _cluster_may_live(st, job, rayjob, going=wanted_gone):
+        st.fields.pop("dashboardURL", None)
     if not wanted_gone or being_deleted(rayjob):
         return st.plan()
     return st.plan(delete_rayjob=current)
+
+
+def _cluster_may_live(st: _Status, job: GRPOJob, rayjob: dict[str, Any] | None, *, going: bool) -> bool:
+    """Whether a finished job's Ray cluster may still be there (so its dashboard address is true):
+    not once its RayJob is gone or going, nor after KubeRay's TTL for it has run out."""
+    if rayjob is None or being_deleted(rayjob) or going:
+        return False
+    ended = parse_rfc3339(st.fields.get("completionTime"))
+    ttl = cluster_ttl(job)
+    return bool(ttl) and ended is not None and (parse_rfc3339(st.now) - ended).total_seconds() < ttl
+
+
+def _over_deadline(st: _Status, job: GRPOJob, now: datetime) -> str:
+    """Why the job is past runPolicy.activeDeadlineSeconds; empty while it is not."""
+    deadline = job.spec.run_policy.active_deadline_seconds
+    started = parse_rfc3339(st.fields.get("startTime"))
+    if not started or not deadline:
+        return ""
+    elapsed = (now - started).total_seconds()
+    if elapsed <= deadline:
+        return ""
+    return f"the job ran {int(elapsed)} s, over runPolicy.activeDeadlineSeconds={deadline}"
 
 
 def plan(
@@ -322,8 +350,15 @@ def plan(
     rayjob: dict[str, Any] | None,
     problems: list[Problem],
     now: datetime,
+    waiting: str = "",
+    trouble: Trouble | None = None,
 ) -> Plan:
-    """The next status and action for `job`, given its current attempt's RayJob."""
+    """The next status and action for `job`, given its current attempt's RayJob.
+
+    `waiting`: what the job's first attempt waits for (preflight.py: a claim, ConfigMap or
+    Secret it names that does not exist yet); the RayJob is not made until it is there.
+    `trouble`: what keeps the current attempt's pods from running (startup.py), while its Ray
+    cluster starts."""
     st = _Status(job, now)
     phase = st.fields.get("phase")
     attempt = st.fields.get("attempt") or 0
@@ -336,19 +371,14 @@ def plan(
 
     run_policy = job.spec.run_policy
 
-    started = parse_rfc3339(st.fields.get("startTime"))
-    if started and run_policy.active_deadline_seconds:
-        elapsed = (now - started).total_seconds()
-        if elapsed > run_policy.active_deadline_seconds:
-            st.finish(
-                "Failed",
-                "DeadlineExceeded",
-                f"the job ran {int(elapsed)} s, over runPolicy.activeDeadlineSeconds={run_policy.active_deadline_seconds}",
-            )
-            return _end(st, job, current, rayjob)
+    over = _over_deadline(st, job, now)
+    if over:
+        st.finish("Failed", "DeadlineExceeded", over)
+        return _end(st, job, current, rayjob)
 
     if run_policy.suspend:
         message = "runPolicy.suspend is true: the Ray cluster is torn down and the checkpoints are kept"
+        st.fields.pop("dashboardURL", None)
         st.phase("Suspended", "Suspended", message)
         st.condition("Suspended", True, "Suspended", message)
         st.clear("Running", "Restarting", reason="Suspended", message=message)
@@ -362,10 +392,7 @@ def plan(
         return st.plan(create_attempt=nxt)
 
     if not attempt:
-        nxt = _start_attempt(st, job, 1)
-        # `Created` waits until the children exist (children_created, after they are applied).
-        st.phase("Pending", "Created", f"created Ray job {rayjob_name(job.name, nxt)}")
-        return st.plan(create_attempt=nxt)
+        return _first_attempt(st, job, waiting)
 
     if rayjob is None:
         if phase in ("Running", "Restarting", "Pending") and st.fields.get("rayClusterName"):
@@ -395,6 +422,63 @@ def plan(
     # starting or queued: keep Restarting while a retry spins up, Pending otherwise
     if phase != "Restarting":
         st.phase("Pending", outcome.reason, outcome.message)
+    if outcome.state == "starting":
+        return _starting(st, job, attempt, rayjob, trouble, now)
+    return st.plan()
+
+
+def _starting(
+    st: _Status, job: GRPOJob, attempt: int, rayjob: dict[str, Any], trouble: Trouble | None, now: datetime
+) -> Plan:
+    """An attempt whose cluster has not started: say why (Running=False with the pods' reason and
+    one Warning per new reason), and fail it at runPolicy.startDeadlineSeconds."""
+    if trouble is not None:
+        before = next((c for c in st.fields["conditions"] if c["type"] == "Running"), None)
+        message = f"attempt {attempt} has not started: {trouble.message}"
+        st.condition("Running", False, trouble.reason, message)
+        if before is None or (before["status"], before["reason"]) != ("False", reason(trouble.reason)):
+            st.events.append(("Warning", reason(trouble.reason), message))
+    # KubeRay's startTime: when it began deploying this RayJob (again after a Kueue admission).
+    made = parse_rfc3339(
+        (rayjob.get("status") or {}).get("startTime")
+        or (rayjob.get("metadata") or {}).get("creationTimestamp")
+    )
+    limit = job.spec.run_policy.start_deadline_seconds
+    if made is None or (now - made).total_seconds() <= limit:
+        return st.plan()
+    why = trouble.message if trouble else "its Ray cluster never became ready (no pod reported a reason)"
+    return _fail_attempt(
+        st,
+        job,
+        attempt,
+        Outcome(
+            "failed",
+            "StartDeadlineExceeded",
+            f"not started within runPolicy.startDeadlineSeconds={limit}: {why}",
+            retryable=False,
+        ),
+    )
+
+
+WAITING_FOR_INPUTS = "WaitingForInputs"
+
+
+def _first_attempt(st: _Status, job: GRPOJob, waiting: str) -> Plan:
+    if waiting:
+        return _wait_for_inputs(st, waiting)
+    nxt = _start_attempt(st, job, 1)
+    # `Created` waits until the children exist (children_created, after they are applied).
+    st.phase("Pending", "Created", f"created Ray job {rayjob_name(job.name, nxt)}")
+    return st.plan(create_attempt=nxt)
+
+
+def _wait_for_inputs(st: _Status, waiting: str) -> Plan:
+    """Pending, with `Created=False` saying what is missing, and one Warning each time that changes."""
+    before = next((c for c in st.fields["conditions"] if c["type"] == "Created"), None)
+    st.fields["phase"] = "Pending"
+    st.condition("Created", False, WAITING_FOR_INPUTS, waiting)
+    if before is None or (before["reason"], before["message"]) != (WAITING_FOR_INPUTS, waiting):
+        st.events.append(("Warning", WAITING_FOR_INPUTS, waiting))
     return st.plan()
 
 
@@ -424,7 +508,7 @@ def _created(
     st.condition("Created", value, why, message)
     if st.fields["conditions"] == before:
         return None
-    return {"conditions": st.fields["conditions"]}
+    return {"conditions": st.observed()["conditions"]}
 
 
 def fail(

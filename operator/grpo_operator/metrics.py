@@ -2,7 +2,8 @@
 
 Label cardinality is bounded by what exists: the per-job gauges carry `namespace` and `name`
 and are kept for exactly the GRPOJobs the operator watches — a job's series appear with its first
-watch event and go with its deletion. Handler metrics carry handler names and outcomes only.
+watch event and go with its deletion. Handler metrics carry handler names and outcomes only; the
+API request counter carries verbs, resource kinds and status codes, never object names.
 
 The per-job values come from the job objects the watch already delivers (the trainer's progress
 and metrics in their status), recorded as they arrive and turned into samples at scrape time, so
@@ -18,6 +19,8 @@ from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
+    Counter,
+    Gauge,
     Histogram,
     PlatformCollector,
     ProcessCollector,
@@ -42,6 +45,12 @@ _JOB_GAUGES = (
         ("metrics", "responseLength"),
     ),
     ("grpo_job_entropy", "Mean token entropy of the newest step", ("metrics", "entropy")),
+    ("grpo_job_kl", "KL divergence from the reference policy at the newest step", ("metrics", "kl")),
+    (
+        "grpo_job_eta_seconds",
+        "Seconds the trainer expects the run still to take, at the recent pace",
+        ("progress", "etaSeconds"),
+    ),
     ("grpo_job_step_seconds", "Duration of the newest step", ("metrics", "stepSeconds")),
     (
         "grpo_job_tokens_per_second_per_device",
@@ -69,7 +78,7 @@ class JobView:
     @property
     def healthy(self) -> bool | None:
         for condition in self.status.get("conditions") or []:
-            if condition.get("type") == "Healthy":
+            if condition.get("type") == "Healthy" and condition.get("status") in ("True", "False"):
                 return condition.get("status") == "True"
         return None
 
@@ -109,8 +118,18 @@ class _JobCollector(Collector):
                 phase.add_metric([namespace, name, candidate], 1.0 if view.phase == candidate else 0.0)
             if view.healthy is not None:
                 healthy.add_metric([namespace, name], 1.0 if view.healthy else 0.0)
+        info = GaugeMetricFamily(
+            "grpo_job_ray_cluster_info",
+            "1 for the job's current Ray cluster and its in-cluster dashboard address (for links)",
+            labels=[*JOB_LABELS, "ray_cluster", "dashboard_url"],
+        )
+        for (namespace, name), view in sorted(jobs.items()):
+            cluster, url = view.status.get("rayClusterName"), view.status.get("dashboardURL")
+            if cluster:
+                info.add_metric([namespace, name, str(cluster), str(url or "")], 1.0)
         yield phase
         yield healthy
+        yield info
         for metric, help_, path in _JOB_GAUGES:
             family = GaugeMetricFamily(metric, help_, labels=JOB_LABELS)
             for (namespace, name), view in sorted(jobs.items()):
@@ -144,17 +163,75 @@ class Metrics:
             buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120),
             registry=self.registry,
         )
+        # Labelled by reason only (the trainer's and KubeRay's classification: a few dozen words at
+        # most), not by job: "how often do our jobs run out of memory" across the fleet.
+        self.attempt_failures = Counter(
+            "grpo_job_attempt_failures",
+            "Failed attempts of GRPOJobs, by the reason recorded in status.failedAttempts",
+            ["reason"],
+            registry=self.registry,
+        )
+        self._failures_seen: set[tuple[str, int]] = set()
+        self._identities: dict[tuple[str, str], str] = {}
+
+        self.api_requests = Counter(
+            "grpo_api_requests",
+            "Requests the operator sent to the API server, by verb, resource and answer "
+            "(0: no answer). kopf's own watches are not counted",
+            ["verb", "resource", "code"],
+            registry=self.registry,
+        )
+        self.rayjobs_created = Counter(
+            "grpo_rayjobs_created",
+            "RayJobs the operator created, by what brought their job to the reconcile that created them "
+            "(job, rayjob, retry, resync, deadline, takeover): on a healthy operator, never the resync",
+            ["trigger"],
+            registry=self.registry,
+        )
+        self.requeued = Counter(
+            "grpo_reconciles_requeued",
+            "Reconciles the queue scheduled again by itself, by why (failed, not_leading, coalesced)",
+            ["why"],
+            registry=self.registry,
+        )
+        self.queued = Gauge(
+            "grpo_reconciles_queued",
+            "Jobs waiting for a reconcile, running one, or due for a retry",
+            registry=self.registry,
+        )
+
+    def count_request(self, verb: str, resource: str, code: int) -> None:
+        """One request the operator's API client sent (k8s.Api.observer)."""
+        self.api_requests.labels(verb, resource, str(code)).inc()
 
     def observe(self, body: dict[str, Any]) -> None:
         """Record a job as the watch delivered it (every event: the trainer's reports included)."""
         meta = body.get("metadata") or {}
         status = dict(body.get("status") or {})
         self.jobs[(meta["namespace"], meta["name"])] = JobView(status.get("phase"), status)
+        self._count_failures(meta, status)
+
+    def _count_failures(self, meta: dict[str, Any], status: dict[str, Any]) -> None:
+        """Each failed attempt counts once, when the watch first shows it (keyed by the job's uid,
+        so a job re-created under the same name counts anew). After an operator restart the
+        failures of the jobs still there count again, as any counter starts again then."""
+        identity = str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
+        self._identities[(meta["namespace"], meta["name"])] = identity
+        for item in status.get("failedAttempts") or []:
+            if not isinstance(item, dict) or not isinstance(item.get("attempt"), int):
+                continue
+            key = (identity, item["attempt"])
+            if key not in self._failures_seen:
+                self._failures_seen.add(key)
+                self.attempt_failures.labels(str(item.get("reason") or "Unknown")).inc()
 
     def forget(self, namespace: str, name: str) -> None:
         """The job is gone: its series go too."""
         self.phases.pop((namespace, name), None)
         self.jobs.pop((namespace, name), None)
+        # Its failures stay counted; the record of which were counted goes.
+        identity = self._identities.pop((namespace, name), None)
+        self._failures_seen = {key for key in self._failures_seen if key[0] != identity}
 
     def serve(self, port: int) -> None:
         start_http_server(port, registry=self.registry)

@@ -44,6 +44,16 @@ def _resource_problems(job: GRPOJob, settings: Settings) -> list[Problem]:
                 f"the {res.accelerator} profile has no productLabel, so a product cannot be selected",
             )
         )
+    if profile is not None and profile.device_resource in res.extra_resources:
+        # The schema refuses the well-known device resources; a profile of the operator's settings
+        # may name another, and a second entry for it would replace devicesPerNode in the pod.
+        problems.append(
+            Problem(
+                "spec.resources.extraResources",
+                f"{profile.device_resource} is the {res.accelerator} pool's device, which "
+                f"resources.devicesPerNode asks for ({res.devices_per_node}): remove it from extraResources",
+            )
+        )
     if profile is not None and profile.device_type == "cpu" and spec.engine.name == "verl":
         problems.append(
             Problem(

@@ -86,6 +86,7 @@ def test_install_creates_the_operator_and_its_identity(cluster: Cluster, release
     assert sorted(d["kind"] for d in manifest) == [
         "ClusterRole",
         "ClusterRole",  # <release>-editor, aggregated into edit and admin
+        "ClusterRole",  # <release>-logreader (the reader pod of kubectl grpo logs), the same
         "ClusterRole",  # <release>-viewer, aggregated into view
         "ClusterRoleBinding",
         "ConfigMap",

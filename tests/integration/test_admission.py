@@ -219,6 +219,23 @@ FIELD_CASES: list[tuple[str, Any, bool]] = [
     ("reward.kwargs", {"a" * 64: "x"}, False),
     ("checkpoint.resume", "/grpo/checkpoints/x/global_step_20", True),
     ("checkpoint.resume", "global_step_20", False),
+    # What Kubernetes itself would refuse later, on a pod nobody watches: refused here instead.
+    ("resources.extraResources", {"rdma/hca_shared_devices_a": "1"}, True),
+    ("resources.extraResources", {"rdma/hca_shared_devices_a": "2k"}, True),
+    ("resources.extraResources", {"hugepages-2Mi": "1Gi", "ephemeral-storage": "100Gi"}, True),
+    ("resources.extraResources", {"huawei.com/Ascend910": "1"}, False),
+    ("resources.extraResources", {"nvidia.com/gpu": "1"}, False),
+    ("resources.extraResources", {"rdma/hca_shared_devices_a": "0.5"}, False),
+    ("resources.extraResources", {"rdma/hca_shared_devices_a": "500m"}, False),
+    ("resources.extraResources", {"fpga": "1"}, False),
+    ("reward", {"custom": {"configMap": "my-reward", "key": ".reward.py"}}, True),
+    ("reward", {"custom": {"configMap": "my-reward", "key": "..reward.py"}}, False),
+    ("logging.wandb", {"project": "p", "secretName": "wandb", "secretKey": "..data"}, False),
+    ("logging.wandb", {"project": "p", "secretName": "wandb", "secretKey": "."}, False),
+    ("env", [{"name": "A", "valueFrom": {"secretKeyRef": {"name": "s", "key": "..k"}}}], False),
+    ("model.source", "hf://Qwen/Qwen3-VL-4B-Instruct.git", False),
+    ("model.source", "modelscope://Qwen/Qwen3-VL-4B-Instruct.git", False),
+    ("model.source", "hf://Qwen/Qwen3-VL-4B-Instruct.gitx", True),
 ]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from grpo_operator.api.contract import UNKNOWN, Failure
 from support.cluster import Cluster
 from support.jobs import (
     CHILD_KINDS,
@@ -102,6 +103,38 @@ def test_retryable_failure_restarts_then_fails_after_backoff_limit(
     assert condition(failed, "Failed")["reason"] == "BackoffLimitExceeded"
     assert failed["status"]["attempt"] == 2
     assert sorted(owned_children(cluster, namespace, job)["rayjobs.ray.io"]) == [f"{job}-1", f"{job}-2"]
+
+
+def test_a_crash_that_repeats_stops_the_retries_and_describe_shows_its_cause(
+    cluster: Cluster, namespace: str, operator: OperatorProcess, job_api: RayJobAPI
+) -> None:
+    # The line the trainer ends on when it read the engine's root exception from its log.
+    crash = Failure(
+        UNKNOWN,
+        "EngineCrashed",
+        "RuntimeError: split_with_sizes expects split_sizes to sum exactly to 1278 in update_actor",
+        signature="a1b2c3d4e5f6",
+    )
+    job_api.configure_namespace(
+        namespace,
+        [
+            ("PENDING", 0),
+            ("RUNNING", 2),
+            ("FAILED", 4, f"Job entrypoint command failed with exit code 1.\n{crash.line()}"),
+        ],
+    )
+    job = apply_job(cluster, namespace, example("geo3k-ascend-910b", **{"runPolicy.backoffLimit": 3}))
+    failed = cluster.wait_for("grpojob", job, namespace, phase_is("Failed"), timeout=180, what="Failed")
+    # Attempt 2 crashed as attempt 1 did: the third and fourth attempts are not spent.
+    assert failed["status"]["attempt"] == 2
+    assert condition(failed, "Failed")["reason"] == "RepeatedFailure"
+    attempts = failed["status"]["failedAttempts"]
+    assert [(a["attempt"], a["signature"]) for a in attempts] == [(1, "a1b2c3d4e5f6"), (2, "a1b2c3d4e5f6")]
+    assert all("split_with_sizes" in a["message"] for a in attempts)
+    assert sorted(owned_children(cluster, namespace, job)["rayjobs.ray.io"]) == [f"{job}-1", f"{job}-2"]
+    described = cluster.kubectl("describe", f"grpojob/{job}", "-n", namespace).stdout
+    assert "RepeatedFailure" in described
+    assert "split_with_sizes expects split_sizes to sum exactly to 1278 in update_actor" in described
 
 
 def test_configuration_error_is_not_retried(

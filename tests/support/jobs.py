@@ -5,6 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from grpo_operator.api.v1alpha1 import GRPOJob
+from grpo_operator.preflight import references
+
 from support.cluster import Cluster
 from support.examples import example_document, with_changes
 
@@ -42,9 +45,29 @@ def create_source_claims(cluster: Cluster, namespace: str, body: dict[str, Any])
         )
 
 
-def apply_job(cluster: Cluster, namespace: str, body: dict[str, Any]) -> str:
-    """Apply a GRPOJob as a user would, its source claims first; returns its name."""
+def create_inputs(cluster: Cluster, namespace: str, body: dict[str, Any]) -> None:
+    """What a user makes before applying the job: its data claims and the Secrets it names (the
+    operator's preflight waits for them, as a pod would). ConfigMaps come with the example's file."""
     create_source_claims(cluster, namespace, body)
+    job = GRPOJob.model_validate({**body, "metadata": {**body["metadata"], "namespace": namespace}})
+    secrets: dict[str, set[str]] = {}
+    for ref in references(job):
+        if ref.kind == "Secret" and not ref.optional:
+            secrets.setdefault(ref.name, set()).update([ref.key] if ref.key else [])
+    for name, keys in sorted(secrets.items()):
+        cluster.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": name, "namespace": namespace},
+                "stringData": {key: "test-only" for key in sorted(keys)} or {"token": "test-only"},
+            }
+        )
+
+
+def apply_job(cluster: Cluster, namespace: str, body: dict[str, Any]) -> str:
+    """Apply a GRPOJob as a user would, its source claims and Secrets first; returns its name."""
+    create_inputs(cluster, namespace, body)
     cluster.apply(body, namespace=namespace)
     return body["metadata"]["name"]
 

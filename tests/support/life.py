@@ -14,7 +14,7 @@ from typing import Any
 
 from support.cluster import Cluster
 from support.jobs import CHILD_KINDS as JOB_CHILD_KINDS
-from support.jobs import EXAMPLES, condition, create_source_claims, example
+from support.jobs import EXAMPLES, condition, create_inputs, example
 
 # `kubectl get grpojobs -o wide`: the CRD's printer columns, the wide-only ones last.
 COLUMNS = [
@@ -36,9 +36,9 @@ CHILD_KINDS = set(JOB_CHILD_KINDS)
 
 
 def apply_example(cluster: Cluster, namespace: str, name: str) -> str:
-    """`kubectl apply -f examples/<name>.yaml` after creating the claims it reads; its job's name."""
+    """`kubectl apply -f examples/<name>.yaml` after creating the claims and Secrets it reads; its job's name."""
     body = example(name)
-    create_source_claims(cluster, namespace, body)
+    create_inputs(cluster, namespace, body)
     cluster.kubectl("apply", "--namespace", namespace, "-f", str(EXAMPLES[name]))
     return str(body["metadata"]["name"])
 

@@ -54,3 +54,29 @@ def wait_no_processes_with_env(entry: str, timeout: float) -> None:
                 f"processes with {entry} still run after {timeout} s: { ({pid: cmdline(pid) for pid in pids}) }"
             )
         time.sleep(0.5)
+
+
+def processes_with(marker: str) -> list[int]:
+    """Live (not zombie) pids whose command line holds `marker` (a test's unique string)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in command and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def gone(marker: str, within_s: float = 5.0) -> bool:
+    """Whether every process with `marker` in its command line ends within `within_s`."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if not processes_with(marker):
+            return True
+        time.sleep(0.1)
+    return False

@@ -88,6 +88,12 @@ CASES = [
     Case(
         "unknown-accelerator", {"spec.resources.accelerator": "tpu"}, "spec.resources.accelerator", "server"
     ),
+    Case(
+        "priority-without-queue",
+        {"spec.resources.workloadPriorityClass": "research-high"},
+        "spec.resources",
+        "server",
+    ),
     Case("mistyped-field", {"spec.algorithm.groupSise": 8}, "spec.algorithm.groupSise", "server"),
     Case(
         "responses-do-not-split-over-devices",

@@ -19,6 +19,8 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+from grpo_operator.api.contract import SIGNATURE_LENGTH
+
 MESSAGE_LIMIT = 300
 """Characters of the exception's message kept in the failure line (the rest is in the log)."""
 
@@ -59,10 +61,10 @@ class RootCause:
         return f"{text} {place}".strip()
 
     def signature(self) -> str:
-        """12 hex characters that stay the same when the same code fails the same way again."""
+        """Hex characters that stay the same when the same code fails the same way again."""
         normalised = _NUMBER.sub("N", self.message)[:120]
         key = "\0".join([self.exception, normalised, self.function or "", self.task or ""])
-        return hashlib.sha256(key.encode()).hexdigest()[:12]
+        return hashlib.sha256(key.encode()).hexdigest()[:SIGNATURE_LENGTH]
 
 
 def _clean(line: str) -> str:

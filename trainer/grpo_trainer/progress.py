@@ -244,9 +244,13 @@ def duration(seconds: int | None) -> str | None:
 
 
 def eta_seconds(state: TrainingState) -> int | None:
+    """Seconds left at the recent pace; None when unknown, and once the last step is done (an ETA
+    of `0s` on a finished job reads as a job about to finish)."""
     if state.total_steps is None or not state.step_seconds:
         return None
     remaining = max(state.total_steps - state.step, 0)
+    if not remaining:
+        return None
     return round(remaining * sum(state.step_seconds) / len(state.step_seconds))
 
 
@@ -268,8 +272,12 @@ def status_patch(state: TrainingState, now: str) -> dict[str, Any]:
         updated_at=now,
         last_step_at=state.last_step_at,
     )
+    wire = progress.to_wire()
+    if eta is None:
+        # A merge patch keeps what it does not name: null removes an ETA written before.
+        wire.update({"eta": None, "etaSeconds": None})
     status: dict[str, Any] = {
-        "progress": progress.to_wire(),
+        "progress": wire,
         "metrics": Metrics(**{k: rounded(v) for k, v in state.latest.items()}).to_wire(),
         "history": [HistoryPoint(**p).to_wire() for p in downsample(state.history)],
     }

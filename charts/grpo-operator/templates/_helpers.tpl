@@ -144,6 +144,12 @@ per-namespace Roles. Every rule says why it exists.
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["get", "create", "patch"]
+# The Secrets a job names (hub credentials, the W&B key, env valueFrom): read once before its
+# first RayJob, only to see that each exists and holds the key named, so a missing one is a
+# condition on the job instead of a pod stuck in ContainerCreating. Values are never kept or logged.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
 # The checkpoint claim: created once, read for its access modes, never changed or deleted.
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
@@ -168,10 +174,17 @@ per-namespace Roles. Every rule says why it exists.
   resources: ["priorityclasses"]
   verbs: ["get"]
 {{- end }}
-# Events on GRPOJobs for every phase change and invalid spec; kopf posts new ones only.
+# Events on GRPOJobs for every phase change and invalid spec; kopf posts new ones only. Listed
+# (Warning ones) while an attempt's pods do not start: the kubelet's FailedMount, KubeRay's
+# FailedToCreateHeadPod (Pod Security) are the reasons the job's status then carries.
 - apiGroups: [""]
   resources: ["events"]
-  verbs: ["create"]
+  verbs: ["create", "list"]
+# An attempt's pods, listed by label while its Ray cluster has not started: their scheduling and
+# container states say why (unschedulable, image pull back-off).
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list"]
 {{- end }}
 
 {{/*

@@ -67,6 +67,12 @@ FAILURE_MARKER = "GRPO_FAILURE"
 "message"[, "signature"]}`."""
 FAILURE_MESSAGE_LIMIT = 512
 """Characters of the message the line carries: Ray keeps only the tail of the log in the RayJob."""
+SIGNATURE_LENGTH = 12
+"""Hex characters of the crash signature the trainer writes (a prefix of a SHA-256)."""
+SIGNATURE_MAX_LENGTH = 64
+SIGNATURE_PATTERN = rf"[0-9a-f]{{1,{SIGNATURE_MAX_LENGTH}}}"
+"""What the operator and the status schema accept as a signature: lowercase hex, up to a whole
+SHA-256, so a trainer that writes a longer one still stops a repeated crash."""
 _FAILURE_LINE = re.compile(FAILURE_MARKER + r" (\{.*\})")
 # Ray: "Job entrypoint command failed with exit code N, last available logs ...".
 _EXIT_CODE = re.compile(r"exit code (-?\d+)")

@@ -251,6 +251,19 @@ def schema_for(model: type[Any]) -> dict[str, Any]:
     return schema
 
 
+FINISHED_RULE = {
+    "rule": "!has(oldSelf.status) || !has(oldSelf.status.phase) || "
+    "!(oldSelf.status.phase in ['Succeeded', 'Failed']) || self.spec == oldSelf.spec",
+    "message": "the job has finished (status.phase is Succeeded or Failed), so its spec can no longer "
+    "change: its status describes the run that ended; to train again, apply the job under a new "
+    "name (or delete it first)",
+    "fieldPath": ".spec",
+    "reason": "FieldValueForbidden",
+}
+"""A finished job's spec is frozen (metadata, such as labels, may still change). The operator
+never starts a finished job again, so an edit it accepted would only make the status lie."""
+
+
 def build_crd() -> dict[str, Any]:
     """The complete CustomResourceDefinition object."""
     spec_schema = schema_for(GRPOJobSpec)
@@ -287,6 +300,7 @@ def build_crd() -> dict[str, Any]:
                             "type": "object",
                             "description": "A GRPO post-training job for a vision-language model, run on KubeRay.",
                             "required": ["spec"],
+                            "x-kubernetes-validations": [FINISHED_RULE],
                             "properties": {
                                 "apiVersion": {
                                     "type": "string",

@@ -7,12 +7,14 @@ the operator and the trainer both write these.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 STATUS_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 """metav1.Time: what every timestamp in the GRPOJob's status and in the trainer's records uses."""
 _MICRO_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 _FOLDER_FORMAT = "%Y%m%dT%H%M%SZ"
+_LEAP_SECOND = re.compile(r"(?<=T\d\d:\d\d):60")
 
 
 def rfc3339(moment: datetime | None = None) -> str:
@@ -21,10 +23,21 @@ def rfc3339(moment: datetime | None = None) -> str:
 
 
 def parse_rfc3339(value: str | None) -> datetime | None:
-    """A metav1.Time back into an aware datetime; None for an empty value."""
+    """Any timestamp the schema's `date-time` admits, as an aware datetime; None for an empty value.
+
+    The operator writes metav1.Time, but others write the status too (the trainer, a person, a
+    script): the API server admits every RFC 3339 form — fractional seconds of any length, an
+    offset instead of `Z`, lower-case `t` and `z`, a leap second — and a few ISO 8601 ones (a space
+    for `T`, no seconds, no zone: read as UTC). ValueError for what is none of these.
+    """
     if not value:
         return None
-    return datetime.strptime(value, STATUS_FORMAT).replace(tzinfo=UTC)
+    text = value.strip().upper()
+    leap = _LEAP_SECOND.search(text)
+    if leap:  # 23:59:60 is RFC 3339's leap second; datetime has none, so it is read as :59
+        text = text[: leap.start()] + ":59" + text[leap.end() :]
+    moment = datetime.fromisoformat(text)
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def micro_rfc3339(moment: datetime) -> str:

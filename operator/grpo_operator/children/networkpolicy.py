@@ -5,8 +5,9 @@ and the GCS on every address, and whoever reaches them can run code in the train
 hold the job's secrets, its token and the checkpoint volume. So only the job's own pods (every
 attempt's head, workers and, in K8sJobMode, submitter) reach its pods at all, and the Ray clients
 named in the settings (KubeRay, the operator) reach the head's dashboard port, where the job API
-is. Egress stays open: the trainer downloads models and data. NetworkPolicies add up, so an admin
-opens more (a metrics scraper, say) with a policy of their own.
+is. The metrics scrapers named in the settings (Prometheus) reach every Ray pod's metrics port,
+which serves numbers only. Egress stays open: the trainer downloads models and data.
+NetworkPolicies add up, so an admin opens more with a policy of their own.
 """
 
 from __future__ import annotations
@@ -31,6 +32,13 @@ def build_network_policy(job: GRPOJob, settings: Settings) -> dict[str, Any] | N
             {
                 "from": [dict(peer) for peer in settings.ray_clients],
                 "ports": [{"protocol": "TCP", "port": DASHBOARD_PORT}],
+            }
+        )
+    if settings.metrics_scrapers:
+        ingress.append(
+            {
+                "from": [dict(peer) for peer in settings.metrics_scrapers],
+                "ports": [{"protocol": "TCP", "port": settings.ray_metrics_port}],
             }
         )
     return {

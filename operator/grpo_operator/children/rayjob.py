@@ -22,6 +22,7 @@ from .paths import job_paths, metrics_file
 from .pvc import checkpoint_access_mode, checkpoint_claim
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 WORKER_GROUP = "workers"
 
 
@@ -347,5 +348,9 @@ def build_rayjob(job: GRPOJob, settings: Settings, attempt: int) -> dict[str, An
         # it on admission (and suspends it to preempt). The operator sets suspend only here, at
         # creation, and never applies an existing RayJob again, so it never fights Kueue for it.
         meta["labels"][QUEUE_LABEL] = res.queue_name
+        if res.workload_priority_class:
+            # Kueue reads the Workload's priority from this label on the RayJob, at each attempt's
+            # creation: a retried attempt is a new Workload that queues anew at this priority.
+            meta["labels"][PRIORITY_CLASS_LABEL] = res.workload_priority_class
         spec["suspend"] = True
     return {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": meta, "spec": spec}

@@ -1,18 +1,28 @@
 """The reconcile queue: which pass runs when, apart from what a pass does (handlers/reconcile.py).
 
-As controller-runtime's work queue and kopf's own keep their queueing out of the reconcile: one
-pass per job at a time (a per-job lock keeps two triggers for the same job from interleaving),
-a failed pass tried again with a backoff that grows with each failure in a row, a pass that read a
-stale job started over from a fresh read, and the urgency gate (handlers/urgency.py) that lets
-work leading to a new job's RayJob go first. Standby replicas drop every trigger.
+As controller-runtime's work queue and kopf's own keep their queueing out of the reconcile:
+
+- one pass per job at a time. A trigger for a job that already has a pass running or waiting is
+  folded into that job's next pass instead of queueing a pass of its own: in a burst, RayJob
+  status events and retries for one job cost one pass, not one each;
+- nothing the event path takes on is left for the resync. A pass that fails, or that this
+  replica could not carry out because it was not leading at that moment (a lapse of the Lease
+  under load), is queued again by the queue itself with a backoff that grows with each failure
+  in a row. Only a replica that has never led drops triggers: on taking over it visits every job;
+- a pass that read a stale job is started over from a fresh read;
+- the urgency gate (handlers/urgency.py) lets work leading to a new job's RayJob go first.
+
+The queue also remembers when each job last had a pass that went through, so the resync visits
+only jobs nothing has brought forward for a whole period (handlers/resync.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections import defaultdict
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..k8s import NotLeaderError
@@ -24,19 +34,70 @@ RETRY_BACKOFF_SECONDS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 """Waits before a failed reconcile of a job is tried again (the last one repeats)."""
 STALE_READ_ATTEMPTS = 3
 """Passes started over from a fresh read before the reconcile counts as failed."""
+EVENT_TRIGGERS = ("job", "rayjob", "retry")
+"""Triggers of the event path, in the order a folded pass is named after them."""
+
+Key = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """Why a job is due for a pass, and what the trigger saves the pass from reading.
+
+    `body`: a just-created job as its event delivered it; `rayjob` with `owner_uid`: the RayJob a
+    RayJob event delivered, and the uid of the job that owns it (Reconciler.once).
+    """
+
+    trigger: str
+    owner_uid: str | None = None
+    body: dict[str, Any] | None = None
+    rayjob: dict[str, Any] | None = None
+
+    def folded(self, newer: Trigger) -> Trigger:
+        """One pass for both triggers: the newer event bodies, and the earlier event-path name."""
+        names = [t for t in EVENT_TRIGGERS if t in (self.trigger, newer.trigger)]
+        trigger = names[0] if names else self.trigger
+        body = newer.body if newer.body is not None else self.body
+        if self.owner_uid is not None and self.owner_uid == newer.owner_uid:
+            return Trigger(trigger, newer.owner_uid, body, newer.rayjob or self.rayjob)
+        # A RayJob body is used only with the uid of the job that owns it: a RayJob of an earlier
+        # job of the same name must not drive this one. Folded with anything else, it is read afresh.
+        return Trigger(trigger, None, body, None)
 
 
 class JobQueue:
     """Every trigger's way to a reconcile pass (see the module docstring)."""
 
-    def __init__(self, reconciler: Reconciler, leading: Callable[[], bool] = lambda: True) -> None:
+    def __init__(
+        self,
+        reconciler: Reconciler,
+        leading: Callable[[], bool] = lambda: True,
+        clock: Callable[[], float] = time.monotonic,
+        backoff: tuple[float, ...] = RETRY_BACKOFF_SECONDS,
+    ) -> None:
         self.reconciler = reconciler
         self.leading = leading
-        """Whether this replica may act (k8s/leader.py); standby replicas drop every trigger."""
-        self._locks: defaultdict[tuple[str, str], asyncio.Lock] = defaultdict(asyncio.Lock)
-        self._retries: dict[tuple[str, str], asyncio.TimerHandle] = {}
-        self._failures: dict[tuple[str, str], int] = {}
+        """Whether this replica may act (k8s/leader.py); a replica that never led drops every trigger."""
+        self._clock = clock
+        self._backoff = backoff
+        self._has_led = False
+        self._next: dict[Key, Trigger] = {}
+        """Per job with a pass running or waiting: what its next pass is for."""
+        self._active: set[Key] = set()
+        self._retries: dict[Key, asyncio.TimerHandle] = {}
+        self._failures: dict[Key, int] = {}
+        self._last_ok: dict[Key, float] = {}
         self._tasks: set[asyncio.Future[None]] = set()
+
+    @property
+    def queued(self) -> int:
+        """Jobs with a pass running, waiting or due for a retry."""
+        return len(self._active | self._retries.keys())
+
+    def quiet_for(self, key: Key) -> float:
+        """Seconds since the job's last pass that went through (infinite when it never had one)."""
+        last = self._last_ok.get(key)
+        return float("inf") if last is None else self._clock() - last
 
     async def reconcile(
         self,
@@ -48,92 +109,121 @@ class JobQueue:
         body: dict[str, Any] | None = None,
         rayjob: dict[str, Any] | None = None,
     ) -> None:
-        """Bring one job forward (Reconciler.once says what `owner_uid`, `body` and `rayjob` are for).
+        """Bring one job forward (Trigger says what `owner_uid`, `body` and `rayjob` are for).
 
-        A reconcile that fails is scheduled again with backoff.
+        Returns when the job's passes are done, or at once when the trigger was folded into the
+        pass of another trigger for the same job. A pass that fails is scheduled again with backoff.
         """
+        key = (namespace, name)
         if not self.leading():
-            return  # the leader reconciles; on taking over it visits every job (wiring.take_over)
+            if self._has_led:
+                # A lapse (a renewal that came late): this replica leads again or exits, and
+                # either way the work must not wait for the resync.
+                self._retry_later(key, "not_leading")
+            return  # a standby replica: on taking over it visits every job (wiring.take_over)
+        self._has_led = True
+        wanted = Trigger(trigger, owner_uid, body, rayjob)
+        if key in self._active:
+            self._next[key] = self._next[key].folded(wanted) if key in self._next else wanted
+            self.reconciler.metrics.requeued.labels("coalesced").inc()
+            return
+        self._active.add(key)
+        self._next[key] = wanted
+        self._gauge()
+        try:
+            while key in self._next:
+                await self._one(key)
+        finally:
+            self._active.discard(key)
+            self._next.pop(key, None)
+            self._gauge()
+
+    async def _one(self, key: Key) -> None:
+        """The next pass of one job, with every trigger folded into it so far."""
         urgency = self.reconciler.urgency
-        # A job without status is new: its reconcile leads to a RayJob and goes first. Following a
-        # RayJob's status and the resync pass wait their turn; a user's change to a job does not.
-        new_job = body is not None and not body.get("status")
-        if trigger != "job":
+        # Following a RayJob's status and the resync wait their turn behind new jobs' RayJobs;
+        # a user's change to a job does not. Triggers that arrive meanwhile join this pass.
+        if self._next[key].trigger != "job":
             await urgency.wait_turn()
+        wanted = self._next.pop(key)
+        # A job without status is new: its reconcile leads to a RayJob and goes first.
+        release = urgency.hold() if wanted.body is not None and not wanted.body.get("status") else None
         started = self.reconciler.clock()
         outcome = "error"
-        key = (namespace, name)
         try:
-            async with self._locks[key]:
-                # Held only inside the lock, so work queued on this lock is never counted urgent.
-                release = urgency.hold() if new_job else None
-                try:
-                    outcome = await self._fresh_pass(namespace, name, owner_uid, body, rayjob, release)
-                finally:
-                    if release is not None:
-                        release()
-            if outcome == "gone":
-                self._forget(key)
+            outcome = await self._fresh_pass(key, wanted, release)
         except asyncio.CancelledError:
             raise
         except NotLeaderError:
-            outcome = "standby"  # lost the Lease mid-way: the new leader takes the job from here
+            outcome = "standby"  # lost the Lease mid-way: a lapse comes back, a loss ends the process
+            self._retry_later(key, "not_leading")
         except Exception as error:
             log.warning(
                 "reconcile of %s/%s failed: %s",
-                namespace,
-                name,
+                *key,
                 error,
-                extra={"job": name, "trigger": trigger},
+                extra={"job": key[1], "trigger": wanted.trigger},
             )
-            self._retry_later(namespace, name)
+            self._retry_later(key, "failed")
         else:
-            self._failures.pop(key, None)
+            if outcome == "gone":
+                self._forget(key)
+            else:
+                self._succeeded(key)
         finally:
+            if release is not None:
+                release()
             elapsed = (self.reconciler.clock() - started).total_seconds()
-            self.reconciler.metrics.handler_seconds.labels(trigger, outcome).observe(elapsed)
+            self.reconciler.metrics.handler_seconds.labels(wanted.trigger, outcome).observe(elapsed)
 
-    async def _fresh_pass(
-        self,
-        namespace: str,
-        name: str,
-        owner_uid: str | None,
-        body: dict[str, Any] | None,
-        rayjob: dict[str, Any] | None,
-        release: Callable[[], None] | None,
-    ) -> str:
+    async def _fresh_pass(self, key: Key, wanted: Trigger, release: Callable[[], None] | None) -> str:
         """One pass, started over from a fresh read while the job it read was stale."""
+        body, rayjob = wanted.body, wanted.rayjob
         for tries in range(1, STALE_READ_ATTEMPTS + 1):
             try:
-                return await self.reconciler.once(namespace, name, owner_uid, body, rayjob, release)
+                return await self.reconciler.once(
+                    *key, wanted.owner_uid, body, rayjob, release, trigger=wanted.trigger
+                )
             except StaleReadError:
                 if tries == STALE_READ_ATTEMPTS:
                     raise
                 body, rayjob = None, None  # read both afresh
         raise AssertionError("unreachable")
 
-    def _retry_later(self, namespace: str, name: str) -> None:
+    def _succeeded(self, key: Key) -> None:
+        self._failures.pop(key, None)
+        self._last_ok[key] = self._clock()
+        handle = self._retries.pop(key, None)
+        if handle is not None:
+            handle.cancel()  # this pass did what the retry was for
+            self._gauge()
+
+    def _retry_later(self, key: Key, why: str) -> None:
         """Reconcile the job again after a backoff that grows with each failure in a row."""
-        key = (namespace, name)
         if key in self._retries:
             return
         failures = self._failures.get(key, 0)
         self._failures[key] = failures + 1
-        delay = RETRY_BACKOFF_SECONDS[min(failures, len(RETRY_BACKOFF_SECONDS) - 1)]
+        delay = self._backoff[min(failures, len(self._backoff) - 1)]
+        self.reconciler.metrics.requeued.labels(why).inc()
 
         def fire() -> None:
             self._retries.pop(key, None)
-            task = asyncio.ensure_future(self.reconcile(namespace, name, trigger="retry"))
+            task = asyncio.ensure_future(self.reconcile(*key, trigger="retry"))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
         self._retries[key] = asyncio.get_running_loop().call_later(delay, fire)
+        self._gauge()
 
-    def _forget(self, key: tuple[str, str]) -> None:
-        """The job is gone: its lock, retries and what the reconciler knew of it."""
+    def _forget(self, key: Key) -> None:
+        """The job is gone: its retries and what the reconciler knew of it."""
         self.reconciler.forget(key)
-        self._locks.pop(key, None)
         self._failures.pop(key, None)
+        self._last_ok.pop(key, None)
         handle = self._retries.pop(key, None)
         if handle is not None:
             handle.cancel()
+
+    def _gauge(self) -> None:
+        self.reconciler.metrics.queued.set(self.queued)

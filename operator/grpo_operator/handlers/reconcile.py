@@ -6,9 +6,9 @@ so there is one code path to reason about. Deterministic names and server-side a
 repeat after a crash harmless.
 
 Level-triggered throughout: every pass over an unfinished job makes sure each of its children
-exists (from memory when this process has seen them all for the current attempt, by asking the
-API server otherwise, and again on every full resync), and a finished job is looked at until its
-Ray cluster is gone.
+exists (from memory when this process has seen them all for the current attempt within a resync
+period, by asking the API server otherwise), and a finished job is looked at until its Ray
+cluster is gone.
 """
 
 from __future__ import annotations
@@ -21,12 +21,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from .. import preflight
 from ..api.problem import Problem
 from ..api.timestamps import parse_rfc3339, rfc3339
 from ..api.v1alpha1 import GRPOJob
 from ..api.v1alpha1.status import CONDITION_MESSAGE_LIMIT, OPERATOR_STATUS_FIELDS, cut, diff
 from ..children.configmap import build_spec_configmap
-from ..children.meta import ownership, rayjob_name
+from ..children.meta import ATTEMPT_LABEL, JOB_LABEL, ownership, rayjob_name
 from ..children.networkpolicy import build_network_policy
 from ..children.pvc import build_checkpoint_pvc
 from ..children.rayjob import build_rayjob
@@ -40,9 +41,12 @@ from ..lifecycle import (
     children_waiting,
     fail,
     holds_cluster,
+    observe_rayjob,
     plan,
 )
 from ..metrics import Metrics
+from ..rayjob_status import RayJobStatus
+from ..startup import Trouble, trouble
 from ..validation import validate
 from .urgency import Urgency
 
@@ -94,8 +98,10 @@ class Reconciler:
         self.with_deadline: set[tuple[str, str]] = set()
         # Finished jobs whose current RayJob may still hold a Ray cluster: visited as often.
         self.draining: set[tuple[str, str]] = set()
-        # (uid, attempt) per job whose children this process has seen exist.
-        self._ensured: dict[tuple[str, str], tuple[str, int]] = {}
+        # Jobs this process last saw unfinished: the resync visits those that go quiet.
+        self.unfinished: set[tuple[str, str]] = set()
+        # Per job whose children this process has seen exist: (uid, attempt), and when it looked.
+        self._ensured: dict[tuple[str, str], tuple[str, int, datetime]] = {}
 
     @property
     def due_often(self) -> set[tuple[str, str]]:
@@ -103,7 +109,7 @@ class Reconciler:
         return self.with_deadline | self.draining
 
     def forget_children(self) -> None:
-        """Check every job's children with the API server again (the full resync calls this)."""
+        """Check every job's children with the API server again (taking the Lease over calls this)."""
         self._ensured.clear()
 
     def forget(self, key: tuple[str, str]) -> None:
@@ -111,6 +117,7 @@ class Reconciler:
         self.metrics.forget(*key)
         self.with_deadline.discard(key)
         self.draining.discard(key)
+        self.unfinished.discard(key)
         self._ensured.pop(key, None)
 
     async def once(
@@ -121,13 +128,16 @@ class Reconciler:
         body: dict[str, Any] | None,
         event_rayjob: dict[str, Any] | None,
         release: Callable[[], None] | None,
+        *,
+        trigger: str = "job",
     ) -> str:
         """One pass; returns its outcome (a metrics label). StaleReadError: start over from a fresh read.
 
         `owner_uid`, from a child's owner reference, must match the job's: a RayJob left over from
         an earlier job of the same name must not drive the new one. `body` (a just-created job) and
         `event_rayjob` (from a RayJob event) each save a read when they are current. `release`
-        ends this pass's hold on the urgency gate once its RayJob is created.
+        ends this pass's hold on the urgency gate once its RayJob is created. `trigger` names what
+        brought the job here, for the count of RayJobs by trigger.
         """
         key = (namespace, name)
         if body is None or body.get("status"):
@@ -159,8 +169,12 @@ class Reconciler:
         else:
             self.with_deadline.discard(key)
         problems = [] if terminal else await self._problems(job)
+        waiting = ""
+        if not terminal and not problems and not job.status.attempt:
+            problems, waiting = await self._preflight(job)
         rayjob = await self._current_rayjob(job, event_rayjob)
-        result = plan(job, rayjob, problems, self.clock())
+        trouble = await self._startup_trouble(job, rayjob) if not terminal else None
+        result = plan(job, rayjob, problems, self.clock(), waiting, trouble)
         phase = result.status.get("phase", "Pending")
         if phase in TERMINAL and holds_cluster(rayjob):
             # Before carrying out: if the delete fails, the frequent pass sends it again.
@@ -169,7 +183,10 @@ class Reconciler:
             self.draining.discard(key)
         if phase in TERMINAL:
             self._ensured.pop(key, None)
-        await self._carry_out(job, body, rayjob, result, release)
+            self.unfinished.discard(key)
+        else:
+            self.unfinished.add(key)
+        await self._carry_out(job, body, rayjob, result, release, trigger)
         self.metrics.phases[key] = phase
         if terminal:
             return "terminal"
@@ -200,6 +217,32 @@ class Reconciler:
             await self.api.priority_class_exists(priority) if priority and not job.status.attempt else None
         )
         return validate(job, self.settings, claim_access_modes=modes, priority_class_exists=exists)
+
+    async def _startup_trouble(self, job: GRPOJob, rayjob: dict[str, Any] | None) -> Trouble | None:
+        """While the current attempt's cluster starts: what its pods and Warning Events say."""
+        if rayjob is None or observe_rayjob(rayjob).state != "starting":
+            return None
+        attempt = job.status.attempt or 0
+        pods = await self.api.attempt_pods(job.namespace, f"{JOB_LABEL}={job.name},{ATTEMPT_LABEL}={attempt}")
+        events = await self.api.warning_events(job.namespace)
+        owners = {rayjob_name(job.name, attempt), RayJobStatus.of(rayjob).cluster_name} - {""}
+        return trouble(pods, events, frozenset(owners), self.clock())
+
+    async def _preflight(self, job: GRPOJob) -> tuple[list[Problem], str]:
+        """Before the first RayJob: what the job names, read (preflight.py judges it)."""
+        found: dict[tuple[str, str], Any] = {}
+        for ref in preflight.references(job):
+            if (ref.kind, ref.name) in found:
+                continue
+            manifest = {**ref.manifest, "metadata": {"name": ref.name, "namespace": job.namespace}}
+            try:
+                found[(ref.kind, ref.name)] = await self.api.read(manifest)
+            except ApiError as error:
+                if error.code != 403:
+                    raise
+                found[(ref.kind, ref.name)] = preflight.UNREADABLE  # no right to look: not judged
+        verdict = preflight.judge(job, found)
+        return verdict.problems, verdict.message if verdict.waiting else ""
 
     async def _write(self, job: GRPOJob, body: dict[str, Any], result: Plan) -> dict[str, Any]:
         """Patch the operator's status fields to the plan's; returns them as now stored.
@@ -234,6 +277,7 @@ class Reconciler:
         rayjob: dict[str, Any] | None,
         result: Plan,
         release: Callable[[], None] | None,
+        trigger: str,
     ) -> None:
         # Child names go into status before the children exist, so a crash in between is
         # recovered by the next reconcile instead of leaving an orphan the status never named.
@@ -244,7 +288,7 @@ class Reconciler:
         try:
             if result.status.get("phase") not in TERMINAL:
                 try:
-                    await self._children(job, status, result.create_attempt, release)
+                    await self._children(job, status, result.create_attempt, release, trigger)
                 except ChildRefusedError as refused:
                     failed = fail(job, status, rayjob, refused.reason, refused.message, self.clock())
                     await self._write(job, body, failed)
@@ -262,7 +306,7 @@ class Reconciler:
                         events.append(("Warning", why, str(error)))
                     raise
                 else:
-                    created = children_created(job, status, self.clock())
+                    created = children_created(job, status, self.clock()) if status.get("attempt") else None
                     if created:
                         await self._patch(job, body, created)
         finally:
@@ -275,58 +319,70 @@ class Reconciler:
         status: dict[str, Any],
         create_attempt: int | None,
         release: Callable[[], None] | None,
+        trigger: str,
     ) -> None:
         """Make sure every child of the current attempt exists; start `create_attempt` when asked."""
         key = (job.namespace, job.name)
         attempt = int(status.get("attempt") or 0)
+        if not attempt:
+            return  # waiting before its first attempt (preflight): nothing to make yet
+        now = self.clock()
+        ensured = self._ensured.get(key)
         if create_attempt:
-            await self._start_attempt(job, create_attempt, release)
-        elif self._ensured.get(key) == (job.uid, attempt):
+            await self._start_attempt(job, create_attempt, release, trigger)
+        elif (
+            ensured is not None
+            and ensured[:2] == (job.uid, attempt)
+            and (now - ensured[2]).total_seconds() < self.settings.resync_seconds
+        ):
+            # Seen within a period: a child deleted by hand comes back within one.
             return
         else:
             await self._put_others(job, create=False)
-        self._ensured[key] = (job.uid, attempt)
+        self._ensured[key] = (job.uid, attempt, now)
 
-    async def _start_attempt(self, job: GRPOJob, attempt: int, release: Callable[[], None] | None) -> None:
-        """Create the attempt's RayJob, then the job's other children.
+    async def _start_attempt(
+        self, job: GRPOJob, attempt: int, release: Callable[[], None] | None, trigger: str
+    ) -> None:
+        """Create the job's other children, then the attempt's RayJob.
 
-        The RayJob is urgent (handlers/urgency.py): in a burst of new jobs every RayJob is created
-        before any job's ConfigMap, PVC and RBAC, so KubeRay starts provisioning clusters while
-        the rest follows. A pod just waits for its claim, and KubeRay retries a pod whose service
-        account is not there yet.
+        The RayJob comes last: its pods name the trainer's ServiceAccount, mount the spec
+        ConfigMap and the checkpoint claim, so a RayJob made first has KubeRay post a Warning
+        (`FailedToCreateHeadPod ... serviceaccount not found`) and retry on every normal start.
+        The whole start is urgent (handlers/urgency.py): in a burst of new jobs, each job's
+        requests go ahead of the status writes of newer jobs, so clusters start provisioning early.
         """
         release = release or self.urgency.hold()
         try:
-            # Ahead of queued requests too: the status writes of newer jobs wait behind it.
-            await self._put(job, build_rayjob(job, self.settings, attempt), create=True, first=True)
+            await self._put_others(job, create=True, first=True)
+            if await self._put(job, build_rayjob(job, self.settings, attempt), create=True, first=True):
+                self.metrics.rayjobs_created.labels(trigger).inc()
             created = parse_rfc3339(job.metadata.get("creationTimestamp"))
             if attempt == 1 and created:
                 self.metrics.create_to_rayjob_seconds.observe((self.clock() - created).total_seconds())
         finally:
             release()
-        await self.urgency.wait_turn()
-        await self._put_others(job, create=True)
         log.info(
             "created Ray job %s", rayjob_name(job.name, attempt), extra={"job": job.name, "attempt": attempt}
         )
 
-    async def _put_others(self, job: GRPOJob, *, create: bool) -> None:
+    async def _put_others(self, job: GRPOJob, *, create: bool, first: bool = False) -> None:
         """The spec ConfigMap, the trainer's ServiceAccount, Role and RoleBinding, the claim and the
         NetworkPolicy."""
         account, role, binding = build_trainer_rbac(job)
         pvc = build_checkpoint_pvc(job, self.settings)
         policy = build_network_policy(job, self.settings)
         await asyncio.gather(
-            self._put(job, build_spec_configmap(job, self.settings), create=create),
-            self._put(job, account, create=create),
-            self._put(job, role, create=create),
+            self._put(job, build_spec_configmap(job, self.settings), create=create, first=first),
+            self._put(job, account, create=create, first=first),
+            self._put(job, role, create=create, first=first),
             # A claim's spec is immutable once bound: it is only ever created.
-            *([self._put(job, pvc, create=create, update=False)] if pvc is not None else []),
-            *([self._put(job, policy, create=create)] if policy is not None else []),
+            *([self._put(job, pvc, create=create, update=False, first=first)] if pvc is not None else []),
+            *([self._put(job, policy, create=create, first=first)] if policy is not None else []),
         )
         # Only after its Role: without the `bind` verb, the API server lets us bind a Role only
         # when it exists (and we hold what it grants).
-        await self._put(job, binding, create=create)
+        await self._put(job, binding, create=create, first=first)
 
     async def _put(
         self,
@@ -336,8 +392,9 @@ class Reconciler:
         create: bool,
         update: bool = True,
         first: bool = False,
-    ) -> None:
-        """Make `manifest` exist as this job's own object, never taking over someone else's.
+    ) -> bool:
+        """Make `manifest` exist as this job's own object, never taking over someone else's; True
+        when this call created it.
 
         `create`: this is when the object is expected to be new, so it is created straight away
         (one request in a burst), and an existing one of ours is brought up to date by server-side
@@ -348,7 +405,7 @@ class Reconciler:
             if create:
                 try:
                     await self.api.create(manifest, first=first)
-                    return
+                    return True
                 except ApiError as error:
                     if error.code != 409:
                         raise
@@ -357,7 +414,7 @@ class Reconciler:
                 existing = await self.api.read(manifest)
                 if existing is None:
                     await self.api.create(manifest, first=first)
-                    return
+                    return True
             if existing is None:
                 raise ChildWaitingError(f"{_kind_name(manifest)} vanished while it was being created")
             owner = ownership(existing, job)
@@ -373,6 +430,7 @@ class Reconciler:
                 )
             if update and create:
                 await self.api.apply(manifest, first=first)
+            return False
         except ApiError as error:
             if error.code in REJECTED:
                 raise ChildRefusedError(
@@ -388,6 +446,7 @@ class Reconciler:
         message = cut("; ".join(str(p) for p in problems), CONDITION_MESSAGE_LIMIT)
         now = rfc3339(self.clock())
         meta = body["metadata"]
+        generation = {"observedGeneration": meta["generation"]} if meta.get("generation") else {}
         status = {
             "phase": "Failed",
             "conditions": [
@@ -397,9 +456,11 @@ class Reconciler:
                     "reason": "InvalidSpec",
                     "message": message,
                     "lastTransitionTime": now,
+                    **generation,
                 }
             ],
             "completionTime": now,
+            **generation,
         }
         await self.api.patch_job_status(
             meta["namespace"], meta["name"], status, resource_version=meta.get("resourceVersion")

@@ -1,9 +1,17 @@
-"""The safety net: reconcile every unfinished job now and then, and jobs with deadlines often.
+"""The safety net: reconcile every unfinished job that nothing else has brought forward for a
+period, and jobs with deadlines often.
 
-Events drive the normal path; this loop catches what no event announces (a deadline passing,
-a missed watch event, an operator that was down while a RayJob changed, a child deleted by
-hand). Finished jobs whose Ray cluster is still up are visited as often as deadlines, until it
-is gone.
+Events drive the normal path, and the queue (handlers/queue.py) queues again whatever the event
+path could not finish; this loop catches what no event announces (a deadline passing, a missed
+watch event, an operator that was down while a RayJob changed, a child deleted by hand, a
+trainer that stopped reporting). Finished jobs whose Ray cluster is still up are visited as
+often as deadlines, until it is gone.
+
+It is a rolling pass, not a sweep: every few seconds it visits the unfinished jobs whose last
+pass is a period old. A job a RayJob event brought forward a moment ago is not visited again,
+so in a burst the resync adds no work, and with a thousand quiet jobs their visits spread over
+the period instead of arriving all at once. Once a period it lists the jobs, to find those no
+event ever brought to this process.
 """
 
 from __future__ import annotations
@@ -17,54 +25,58 @@ from ..lifecycle import TERMINAL
 from .queue import JobQueue
 
 log = logging.getLogger(__name__)
-DEADLINE_TICK_SECONDS = 5.0
+TICK_SECONDS = 5.0
 PARALLEL_RECONCILES = 16
 
 
 async def resync_once(queue: JobQueue, settings: Settings, *, full: bool, everything: bool = False) -> int:
-    """Reconcile unfinished jobs: all of them when `full`, else those with a deadline.
+    """Reconcile the jobs that are due; returns how many.
 
-    The deadline pass does not list: every job has been reconciled since this replica became the
-    leader (the `everything` pass), so the reconciler knows which unfinished jobs carry a deadline
-    and which finished ones still have a Ray cluster. Listing hundreds of jobs every few seconds
-    would compete with the jobs being started.
+    Due: unfinished jobs quiet for a period (from memory, plus those a list shows when `full`),
+    jobs with a deadline and finished jobs still holding a Ray cluster. `everything` (taking the
+    Lease over): every job the list shows, finished ones too, with every child looked for again.
     """
     reconciler = queue.reconciler
+    known = reconciler.unfinished
     if full or everything:
         jobs = await reconciler.api.list_jobs(settings.namespaces)
-        unfinished = {
+        known = known | {
             (job["metadata"]["namespace"], job["metadata"]["name"])
             for job in jobs
             if everything or (job.get("status") or {}).get("phase") not in TERMINAL
         }
-        due = sorted(unfinished | reconciler.draining)
-        # Every child is looked for again: one deleted by hand comes back within a resync period.
+    if everything:
         reconciler.forget_children()
+        quiet = known
     else:
-        due = sorted(reconciler.due_often)
+        quiet = {key for key in known if queue.quiet_for(key) >= settings.resync_seconds}
+    often = reconciler.due_often - quiet
     gate = asyncio.Semaphore(PARALLEL_RECONCILES)
 
-    async def one(namespace: str, name: str) -> None:
+    async def one(namespace: str, name: str, trigger: str) -> None:
         async with gate:
             try:
-                trigger = "takeover" if everything else "resync" if full else "deadline"
                 await queue.reconcile(namespace, name, trigger=trigger)
             except Exception:  # one bad job must not stop the others' safety net
                 log.exception("resync of %s/%s failed", namespace, name)
 
-    await asyncio.gather(*(one(ns, name) for ns, name in due))
-    return len(due)
+    quiet_trigger = "takeover" if everything else "resync"
+    await asyncio.gather(
+        *(one(ns, name, quiet_trigger) for ns, name in sorted(quiet)),
+        *(one(ns, name, "deadline") for ns, name in sorted(often)),
+    )
+    return len(quiet) + len(often)
 
 
 async def resync_forever(queue: JobQueue, settings: Settings) -> None:
-    last_full = time.monotonic()
+    last_list = time.monotonic()
     while True:
-        await asyncio.sleep(min(DEADLINE_TICK_SECONDS, settings.resync_seconds))
+        await asyncio.sleep(min(TICK_SECONDS, settings.resync_seconds))
         if not queue.leading():
             continue
-        full = time.monotonic() - last_full >= settings.resync_seconds
+        full = time.monotonic() - last_list >= settings.resync_seconds
         if full:
-            last_full = time.monotonic()
+            last_list = time.monotonic()
         try:
             await resync_once(queue, settings, full=full)
         except Exception:  # the API may be briefly away; try again next tick

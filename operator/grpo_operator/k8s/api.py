@@ -38,6 +38,7 @@ _PLURALS: dict[tuple[str, str], str] = {
     ("ray.io/v1", "RayJob"): "rayjobs",
     ("v1", "ConfigMap"): "configmaps",
     ("v1", "PersistentVolumeClaim"): "persistentvolumeclaims",
+    ("v1", "Secret"): "secrets",
     ("v1", "ServiceAccount"): "serviceaccounts",
     ("v1", "Event"): "events",
     ("rbac.authorization.k8s.io/v1", "Role"): "roles",
@@ -55,6 +56,30 @@ def collection_path(api_version: str, kind: str, namespace: str) -> str:
 def _object_path(manifest: dict[str, Any]) -> str:
     meta = manifest["metadata"]
     return f"{collection_path(manifest['apiVersion'], manifest['kind'], meta['namespace'])}/{meta['name']}"
+
+
+_VERBS = {"POST": "create", "PUT": "update", "DELETE": "delete"}
+APPLY_PATCH = "application/apply-patch+yaml"
+
+
+def request_kind(method: str, path: str, content_type: str = "application/json") -> tuple[str, str]:
+    """(verb, resource) of a request as the API server counts it: `get`/`list`, `create`,
+    `apply`/`patch`, `update`, `delete`; `configmaps`, `grpojobs/status`, ...
+
+    Bounded labels for the operator's request counter: object names and namespaces are dropped.
+    """
+    parts = path.split("?", 1)[0].strip("/").split("/")
+    rest = parts[2:] if parts[:1] == ["api"] else parts[3:]
+    if rest[:1] == ["namespaces"] and len(rest) >= 3:
+        rest = rest[2:]
+    resource = rest[0] if rest else ""
+    if len(rest) >= 3:
+        resource = f"{resource}/{rest[2]}"
+    if method == "GET":
+        return ("get" if len(rest) >= 2 else "list"), resource
+    if method == "PATCH":
+        return ("apply" if content_type == APPLY_PATCH else "patch"), resource
+    return _VERBS.get(method, method.lower()), resource
 
 
 _JOBS = (f"{GROUP}/{VERSION}", KIND)
@@ -93,6 +118,9 @@ class Api:
         self.retry = retry or RetryPolicy()
         self.guard: Callable[[], bool] | None = None
         """When set, writes are sent only while it returns True (the leader check)."""
+        self.observer: Callable[[str, str, int], None] | None = None
+        """When set, called with (verb, resource, status code; 0 for no answer) for every try of
+        every request: the operator's request counter (metrics.Metrics.count_request)."""
 
     @classmethod
     def from_environment(cls, field_manager: str, max_in_flight: int = MAX_IN_FLIGHT) -> Api:
@@ -124,10 +152,12 @@ class Api:
         body: dict[str, Any] | None = None,
         guarded: bool = True,
         missing_ok: bool = False,
+        first: bool = False,
     ) -> dict[str, Any] | None:
-        """A plain JSON request (the Lease's); `missing_ok`: None for a 404."""
+        """A plain JSON request (the Lease's); `missing_ok`: None for a 404; `first`: ahead of the
+        requests waiting for a slot."""
         try:
-            return await self._request(method, path, body=body, guarded=guarded)
+            return await self._request(method, path, body=body, guarded=guarded, first=first)
         except ApiError as error:
             if missing_ok and error.code == 404:
                 return None
@@ -145,6 +175,7 @@ class Api:
         guarded: bool = True,
     ) -> dict[str, Any]:
         data = json.dumps(body) if body is not None else None
+        kind = request_kind(method, path, content_type) if self.observer is not None else None
         refreshed = False
         retry = 0
         waited = 0.0
@@ -169,11 +200,15 @@ class Api:
                     status, raw = response.status, await response.read()
                     retry_after = retry_after_seconds(response.headers.get("Retry-After"))
             except (aiohttp.ClientError, TimeoutError) as error:
+                if kind is not None and self.observer is not None:
+                    self.observer(*kind, 0)
                 # No answer (refused, reset, timed out): the request may or may not have been applied.
                 # Every verb here is safe to repeat: applies and merge patches are idempotent, a
                 # repeated create answers 409, a repeated delete 404.
                 failure = error
             else:
+                if kind is not None and self.observer is not None:
+                    self.observer(*kind, status)
                 if status == 401 and not refreshed:
                     self._credentials.refresh()  # a rotated token: read it again, once
                     refreshed = True
@@ -230,6 +265,22 @@ class Api:
                 params = {"limit": "500", "continue": token}
         return out
 
+    async def attempt_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        """The pods matching a label selector (an attempt's: at most a few hundred)."""
+        page = await self._request(
+            "GET", f"/api/v1/namespaces/{namespace}/pods", params={"labelSelector": selector, "limit": "500"}
+        )
+        return list(page.get("items") or [])
+
+    async def warning_events(self, namespace: str) -> list[dict[str, Any]]:
+        """The namespace's newest Warning Events (what says why a pod does not start)."""
+        page = await self._request(
+            "GET",
+            f"/api/v1/namespaces/{namespace}/events",
+            params={"fieldSelector": "type=Warning", "limit": "500"},
+        )
+        return list(page.get("items") or [])
+
     async def get_rayjob(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await self._get_or_none(f"{collection_path(*_RAYJOBS, namespace)}/{name}")
 
@@ -255,7 +306,7 @@ class Api:
             "PATCH",
             _object_path(manifest),
             body=manifest,
-            content_type="application/apply-patch+yaml",
+            content_type=APPLY_PATCH,
             params={"fieldManager": self._manager, "force": "true"},
             first=first,
         )

@@ -118,7 +118,9 @@ class Leader:
         started = self._clock()
         terms = self.terms
         try:
-            lease = await self.api.request("GET", self._path, guarded=False, missing_ok=True)
+            # Ahead of the reconciles' requests waiting for a slot: in a burst, a renewal queued behind
+            # them would outlast the renew deadline, and a leader that lapses acts on nothing.
+            lease = await self.api.request("GET", self._path, guarded=False, missing_ok=True, first=True)
             now = micro_rfc3339(datetime.now(UTC))
             if lease is None:
                 await self.api.request(
@@ -137,6 +139,7 @@ class Leader:
                         },
                     },
                     guarded=False,
+                    first=True,
                 )
                 self._valid_until = started + terms.renew_deadline
                 return True
@@ -163,7 +166,7 @@ class Leader:
             lease["spec"] = spec
             # The resourceVersion in the body makes this a compare-and-swap: of two candidates
             # that both saw the Lease expire, one gets 409.
-            await self.api.request("PUT", self._path, body=lease, guarded=False)
+            await self.api.request("PUT", self._path, body=lease, guarded=False, first=True)
             self._valid_until = started + terms.renew_deadline
             return True
         except ApiError as error:

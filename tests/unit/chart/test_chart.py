@@ -79,3 +79,42 @@ def test_every_object_but_cluster_scoped_ones_lands_in_its_namespace() -> None:
                 assert namespace is None
             else:
                 assert namespace, f"{doc['kind']} {doc['metadata']['name']} has no namespace"
+
+
+def test_the_readme_asks_for_the_kubernetes_version_the_chart_requires() -> None:
+    import re
+
+    import yaml
+
+    floor = re.match(
+        r">=(\d+\.\d+)", yaml.safe_load((CHART / "Chart.yaml").read_text())["kubeVersion"]
+    ).group(1)
+    readme = (CHART / "README.md").read_text()
+    assert re.findall(r"Kubernetes (\d+\.\d+) or newer", readme) == [floor]
+
+
+def test_the_packaged_chart_is_the_chart(tmp_path) -> None:
+    """`helm package` (what a chart repository serves): everything the templates read is in it
+    (.helmignore drops none of it), and the package renders what the folder renders."""
+    import tarfile
+
+    result = helm("package", str(CHART), "--destination", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    [package] = tmp_path.glob("grpo-operator-*.tgz")
+    with tarfile.open(package) as archive:
+        names = set(archive.getnames())
+    for needed in (
+        "grpo-operator/Chart.yaml",
+        "grpo-operator/values.schema.json",
+        "grpo-operator/crds/grpo.dev_grpojobs.yaml",
+        "grpo-operator/dashboards/grpo-jobs.json",
+        "grpo-operator/files/pre_delete.py",
+        "grpo-operator/README.md",
+    ):
+        assert needed in names
+    values = ["--set", "grafanaDashboard.enabled=true", "--set", "serviceMonitor.enabled=true"]
+    args = ["template", "grpo", "--namespace", "grpo-system", "--kube-version", kube_version(), *values]
+    from_folder = helm(*args[:2], str(CHART), *args[2:])
+    from_package = helm(*args[:2], str(package), *args[2:])
+    assert from_package.returncode == 0, from_package.stderr
+    assert from_package.stdout == from_folder.stdout

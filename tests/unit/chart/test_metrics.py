@@ -62,8 +62,11 @@ def test_the_dashboard_is_a_configmap_for_grafanas_sidecar_and_plots_the_operato
             "metadata": {"name": "j", "namespace": "n"},
             "status": {
                 "phase": "Running",
-                "attempt": 1,
-                "progress": {"step": 1, "totalSteps": 2},
+                "attempt": 2,
+                "failedAttempts": [{"attempt": 1, "reason": "OutOfMemory", "retryable": True}],
+                "rayClusterName": "j-2-rc",
+                "dashboardURL": "j-2-rc-head-svc.n.svc.cluster.local:8265",
+                "progress": {"step": 1, "totalSteps": 2, "etaSeconds": 60},
                 "metrics": {
                     k: 1.0
                     for k in (
@@ -71,6 +74,7 @@ def test_the_dashboard_is_a_configmap_for_grafanas_sidecar_and_plots_the_operato
                         "valScore",
                         "responseLength",
                         "entropy",
+                        "kl",
                         "stepSeconds",
                         "tokensPerSecondPerDevice",
                     )
@@ -86,3 +90,102 @@ def test_the_dashboard_is_a_configmap_for_grafanas_sidecar_and_plots_the_operato
             assert name in served, f"the dashboard plots {name}, which the operator does not serve"
     titles = {p["title"] for p in dashboard["panels"]}
     assert {"Reward", "Validation score", "Tokens per second per device", "Unhealthy jobs"} <= titles
+    assert {"KL divergence", "Failed attempts by reason, per hour", "Time left", "Ray dashboards"} <= titles
+    # Each job's row links to its Ray dashboard, at the address the operator serves as a label.
+    [table] = [p for p in dashboard["panels"] if p["title"] == "Ray dashboards"]
+    links = [
+        link["url"]
+        for override in table["fieldConfig"]["overrides"]
+        for prop in override["properties"]
+        if prop["id"] == "links"
+        for link in prop["value"]
+    ]
+    assert "http://${__data.fields.dashboard_url}" in links
+    assert (
+        'dashboard_url="j-2-rc-head-svc.n.svc.cluster.local:8265"'
+        in generate_latest(metrics.registry).decode()
+    )
+    # Panels do not overlap.
+    cells = set()
+    for panel in dashboard["panels"]:
+        grid = panel["gridPos"]
+        mine = {
+            (x, y)
+            for x in range(grid["x"], grid["x"] + grid["w"])
+            for y in range(grid["y"], grid["y"] + grid["h"])
+        }
+        assert not cells & mine, f"{panel['title']} overlaps another panel"
+        cells |= mine
+
+
+def test_prometheus_keeps_each_jobs_namespace_as_the_dashboard_selects_it() -> None:
+    """Scrape the operator's real /metrics text the way Prometheus labels a ServiceMonitor target:
+    the job's `namespace` must survive (honorLabels), not become `exported_namespace`."""
+    from grpo_operator.metrics import Metrics
+    from prometheus_client import generate_latest
+    from support.prometheus import scrape, target_labels
+
+    docs = render({"serviceMonitor": {"enabled": True}})
+    (endpoint,) = only(docs, "ServiceMonitor")["spec"]["endpoints"]
+    service = only(docs, "Service", "-metrics")
+    metrics = Metrics()
+    metrics.observe(
+        {"metadata": {"name": "geo3k", "namespace": "team-a"}, "status": {"progress": {"step": 7}}}
+    )
+    text = generate_latest(metrics.registry).decode()
+    target = target_labels(service["metadata"]["namespace"], service["metadata"]["name"], endpoint["port"])
+
+    stored = scrape(text, target, honor_labels=endpoint.get("honorLabels", False))
+    [(_, labels, value)] = [s for s in stored if s[0] == "grpo_job_step"]
+    assert (labels["namespace"], labels["name"], value) == ("team-a", "geo3k", 7.0)
+    assert "exported_namespace" not in labels
+    # The operator's own series have no namespace of their own: they take the target's.
+    [(_, process, _)] = [s for s in stored if s[0] == "process_resident_memory_bytes"]
+    assert process["namespace"] == service["metadata"]["namespace"]
+    # What a ServiceMonitor without honorLabels would have stored: the bug this guards against.
+    [(_, renamed, _)] = [s for s in scrape(text, target, honor_labels=False) if s[0] == "grpo_job_step"]
+    assert (renamed["namespace"], renamed["exported_namespace"]) == (
+        service["metadata"]["namespace"],
+        "team-a",
+    )
+
+
+def test_ray_pods_are_scraped_only_when_asked_and_the_job_policy_lets_the_scraper_in() -> None:
+    import yaml
+    from grpo_operator.api.v1alpha1 import GRPOJob
+    from grpo_operator.children.networkpolicy import build_network_policy
+    from grpo_operator.config import Settings
+    from support.jobs import example
+
+    assert not of_kind(render(), "PodMonitor")
+    prometheus = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+        "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+    }
+    docs = render(
+        {
+            "rayPodMonitor": {"enabled": True, "labels": {"release": "prom"}},
+            "settings": {"metricsScrapers": [prometheus]},
+        }
+    )
+    monitor = only(docs, "PodMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    assert monitor["spec"]["namespaceSelector"] == {"any": True}
+    assert monitor["spec"]["selector"]["matchExpressions"] == [{"key": "grpo.dev/job", "operator": "Exists"}]
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert endpoint["port"] == "metrics"
+    namespaced = render(
+        {"rayPodMonitor": {"enabled": True}, "rbac": {"clusterWide": False, "namespaces": ["team-a"]}}
+    )
+    assert only(namespaced, "PodMonitor")["spec"]["namespaceSelector"] == {"matchNames": ["team-a"]}
+
+    # The settings the chart renders open Ray's metrics port of each job's pods to that peer only.
+    text = only(docs, "ConfigMap", "-settings")["data"]["settings.yaml"]
+    settings = Settings.model_validate(yaml.safe_load(text))
+    assert settings.metrics_scrapers == [prometheus]
+    job = GRPOJob.model_validate(
+        {**example("lora-single-gpu"), "metadata": {"name": "j", "namespace": "team-a"}}
+    )
+    rules = build_network_policy(job, settings)["spec"]["ingress"]
+    [scrape] = [rule for rule in rules if rule.get("ports") == [{"protocol": "TCP", "port": 8080}]]
+    assert scrape["from"] == [prometheus]

@@ -20,11 +20,13 @@ OPERATOR_RULES = {
     ("ray.io", "rayjobs"): {"get", "list", "watch", "create", "patch", "delete"},
     ("", "configmaps"): {"get", "create", "patch"},
     ("", "persistentvolumeclaims"): {"get", "create"},
+    ("", "secrets"): {"get"},
     ("", "serviceaccounts"): {"get", "create", "patch"},
     ("rbac.authorization.k8s.io", "roles"): {"get", "create", "patch"},
     ("rbac.authorization.k8s.io", "rolebindings"): {"get", "create", "patch"},
     ("networking.k8s.io", "networkpolicies"): {"get", "create", "patch"},
-    ("", "events"): {"create"},
+    ("", "events"): {"create", "list"},
+    ("", "pods"): {"list"},
 }
 LEADER_RULES = [
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
@@ -190,6 +192,15 @@ USER_ROLES = {
                 "deletecollection",
             },
             ("grpo.dev", "grpojobs/status"): {"get"},
+        },
+    ),
+    "grpo-grpo-operator-logreader": (
+        {"edit", "admin"},
+        {
+            ("grpo.dev", "grpojobs"): {"get"},
+            ("", "persistentvolumeclaims"): {"get"},
+            ("", "pods"): {"create", "get", "delete"},
+            ("", "pods/log"): {"get"},
         },
     ),
     "grpo-grpo-operator-viewer": (

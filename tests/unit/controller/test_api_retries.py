@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 from grpo_operator.k8s import Api, ApiError, Credentials
+from grpo_operator.k8s.api import request_kind
 from grpo_operator.k8s.transport import RetryPolicy, retry_after_seconds
 
 Answer = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -187,3 +188,63 @@ async def test_a_replica_that_is_not_the_leader_sends_no_write(server) -> None:
     leading = True
     await api.patch_job_status("ns", "demo", {"phase": "Running"})
     assert script.seen[-1] == "PATCH /apis/grpo.dev/v1alpha1/namespaces/ns/grpojobs/demo/status"
+
+
+async def test_every_try_is_counted_by_verb_resource_and_answer(server) -> None:
+    # The operator's request counter (grpo_api_requests_total) sees retries as the API server does.
+    script, make, _ = server
+    script.answers = [status(503), hang_up, hang_up, ok({"metadata": {"name": "demo"}})]
+    api = make(RetryPolicy())
+    counted: list[tuple[str, str, int]] = []
+    api.observer = lambda verb, resource, code: counted.append((verb, resource, code))
+    await api.get_job("ns", "demo")
+    script.answers = [ok({})]
+    await api.patch_job_status("ns", "demo", {"phase": "Running"})
+    assert counted[0] == ("get", "grpojobs", 503)
+    assert ("get", "grpojobs", 0) in counted  # the connection that was closed without an answer
+    assert counted[-2:] == [("get", "grpojobs", 200), ("patch", "grpojobs/status", 200)]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "content_type", "expected"),
+    [
+        (
+            "GET",
+            "/apis/grpo.dev/v1alpha1/namespaces/ns/grpojobs/demo",
+            "application/json",
+            ("get", "grpojobs"),
+        ),
+        ("GET", "/apis/grpo.dev/v1alpha1/grpojobs", "application/json", ("list", "grpojobs")),
+        ("GET", "/apis/grpo.dev/v1alpha1/namespaces/ns/grpojobs", "application/json", ("list", "grpojobs")),
+        (
+            "PATCH",
+            "/apis/grpo.dev/v1alpha1/namespaces/ns/grpojobs/demo/status",
+            "x",
+            ("patch", "grpojobs/status"),
+        ),
+        ("POST", "/api/v1/namespaces/ns/configmaps", "application/json", ("create", "configmaps")),
+        (
+            "PATCH",
+            "/apis/ray.io/v1/namespaces/ns/rayjobs/demo-1",
+            "application/apply-patch+yaml",
+            ("apply", "rayjobs"),
+        ),
+        (
+            "PUT",
+            "/apis/coordination.k8s.io/v1/namespaces/default/leases/op",
+            "application/json",
+            ("update", "leases"),
+        ),
+        ("DELETE", "/apis/ray.io/v1/namespaces/ns/rayjobs/demo-1", "application/json", ("delete", "rayjobs")),
+        (
+            "GET",
+            "/apis/scheduling.k8s.io/v1/priorityclasses/high",
+            "application/json",
+            ("get", "priorityclasses"),
+        ),
+    ],
+)
+def test_request_kinds_name_no_object(
+    method: str, path: str, content_type: str, expected: tuple[str, str]
+) -> None:
+    assert request_kind(method, path, content_type) == expected

@@ -164,6 +164,18 @@ def test_a_queue_name_hands_the_rayjob_to_kueue_suspended() -> None:
     assert rayjob["spec"]["shutdownAfterJobFinishes"] is True
 
 
+def test_a_workload_priority_class_goes_on_every_attempts_rayjob() -> None:
+    body = example_body(Path("examples/safegrpo-nvidia.yaml").resolve())
+    changes = {"resources.queueName": "team-a-gpus", "resources.workloadPriorityClass": "research-high"}
+    job = job_from(body, **changes)
+    for attempt in (1, 2):  # a retry is a new Workload: it must carry the priority too
+        labels = build_rayjob(job, SETTINGS, attempt)["metadata"]["labels"]
+        assert labels["kueue.x-k8s.io/priority-class"] == "research-high"
+        assert labels["kueue.x-k8s.io/queue-name"] == "team-a-gpus"
+    plain = build_rayjob(job_from(body, **{"resources.queueName": "q"}), SETTINGS, 1)
+    assert "kueue.x-k8s.io/priority-class" not in plain["metadata"]["labels"]
+
+
 def test_without_a_queue_the_rayjob_starts_at_once() -> None:
     rayjob = build_rayjob(job_from(example_body(EXAMPLES[0])), SETTINGS, 1)
     assert "suspend" not in rayjob["spec"]

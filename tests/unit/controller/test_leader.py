@@ -30,8 +30,14 @@ class LeaseStore:
         self.lease: dict[str, Any] | None = None
         self.version = 0
         self.down = False
+        self.queued_behind: list[str] = []
+        """Requests sent without going ahead of the reconciles' queue."""
 
-    async def request(self, method: str, path: str, *, body=None, guarded=True, missing_ok=False):
+    async def request(
+        self, method: str, path: str, *, body=None, guarded=True, missing_ok=False, first=False
+    ):
+        if not first:
+            self.queued_behind.append(method)
         if self.down:
             raise TimeoutError("the API server does not answer")
         if method == "GET":
@@ -81,6 +87,18 @@ async def test_a_renewed_lease_keeps_others_waiting_however_long() -> None:
         assert not await b._try()
     assert store.holder == "a"
     assert not b.leading
+
+
+async def test_acquiring_and_renewing_go_ahead_of_the_reconciles_requests() -> None:
+    # In a burst, a renewal queued behind hundreds of reconciles' requests would outlast the renew
+    # deadline: the leader would lapse mid-burst and drop work.
+    store, clock = LeaseStore(), Clock()
+    a = _leader(store, clock, "a")
+    await a._try()
+    clock.now += 2.0
+    await a._try()
+    assert store.lease is not None
+    assert not store.queued_behind
 
 
 async def test_a_lease_not_renewed_for_its_duration_is_taken_over() -> None:

@@ -636,3 +636,112 @@ def test_no_verdict_before_this_attempt_reports_a_step() -> None:
     job = _training(last_step_at="2026-11-29T09:00:00Z")  # before this attempt started running (10:00)
     result = plan(job, _rayjob("Running", "RUNNING"), [], NOW)
     assert "Healthy" not in [c["type"] for c in result.status["conditions"]]
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        # Every form here is one the API server admits under the schema's `date-time` (checked
+        # against it in tests/integration/test_status_truth.py).
+        "2026-11-29T11:00:00.123456Z",  # fractional seconds, as Go's RFC3339Nano writes them
+        "2026-11-29T11:00:00.123456789Z",
+        "2026-11-29T13:00:00+02:00",  # an offset instead of Z
+        "2026-11-29t11:00:00z",  # RFC 3339 allows lower case
+        "2026-11-29T11:00:00,5Z",  # a comma before the fraction
+        "2026-11-29T11:00:00.123456789012Z",  # more digits than a microsecond
+        "2026-11-29T16:45:00.1+05:45",
+        "2026-11-29T11:00:00-00:00",
+        "2026-11-29T10:59:60Z",  # a leap second (the API server refuses it; read all the same)
+    ],
+)
+def test_every_rfc3339_form_of_the_last_step_is_read(written: str) -> None:
+    # 11:00 in UTC whatever the form: an hour of silence at 5 min a step is a stall.
+    job = _training(last_step_at=written, step_seconds=300.0, stallMinimumSeconds=600)
+    condition = _healthy(plan(job, _rayjob("Running", "RUNNING"), [], NOW))
+    assert (condition["status"], condition["reason"]) == ("False", "Stalled")
+
+
+def test_a_last_step_the_operator_cannot_read_is_a_warning_not_a_failing_reconcile() -> None:
+    job = _training(last_step_at="yesterday at noon")
+    result = plan(job, _rayjob("Running", "RUNNING"), [], NOW)
+    condition = _healthy(result)
+    assert (condition["status"], condition["reason"]) == ("Unknown", "UnreadableProgress")
+    assert "status.progress.lastStepAt='yesterday at noon' is not an RFC 3339 time" in condition["message"]
+    assert result.events[-1][:2] == ("Warning", "UnreadableProgress")
+    assert result.status["phase"] == "Running"
+    body = job.model_dump(by_alias=True, exclude_none=True, mode="json")
+    body["status"]["conditions"] = result.status["conditions"]
+    again = plan(GRPOJob.model_validate(body), _rayjob("Running", "RUNNING"), [], NOW)
+    assert again.events == [], "one Warning when it turns, not one per reconcile"
+    body["status"]["progress"]["lastStepAt"] = "2026-11-29T11:59:00Z"
+    fixed = plan(GRPOJob.model_validate(body), _rayjob("Running", "RUNNING"), [], NOW)
+    assert _healthy(fixed)["status"] == "True"
+    assert fixed.events[-1][:2] == ("Normal", "Recovered")
+
+
+def _at_generation(job: GRPOJob, generation: int) -> GRPOJob:
+    body = job.model_dump(by_alias=True, exclude_none=True, mode="json")
+    body["metadata"]["generation"] = generation
+    return GRPOJob.model_validate(body)
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        _running_status(),
+        {**_running_status(), "phase": "Succeeded", "completionTime": "2026-11-29T11:30:00Z"},
+        {**_running_status(), "phase": "Suspended"},
+    ],
+    ids=["running", "succeeded", "suspended"],
+)
+def test_every_condition_follows_the_generation_it_was_judged_at(status: dict[str, Any]) -> None:
+    """kubectl wait skips a condition whose observedGeneration is older than the job's generation."""
+    job = _at_generation(_job(status), 4)
+    if status["phase"] == "Suspended":
+        job = _at_generation(_job(status, suspend=True), 4)
+    result = plan(job, _rayjob("Running", "RUNNING"), [], NOW)
+    assert result.status["observedGeneration"] == 4
+    assert result.status["conditions"]
+    assert {c["observedGeneration"] for c in result.status["conditions"]} == {4}
+    created = children_created(job, result.status, NOW)
+    assert created is None or {c["observedGeneration"] for c in created["conditions"]} == {4}
+
+
+def _finished(phase: str = "Succeeded", completed: str = "2026-11-29T11:59:00Z") -> dict[str, Any]:
+    return {
+        **_running_status(),
+        "phase": phase,
+        "completionTime": completed,
+        "dashboardURL": "demo-1-head-svc.team-a.svc.cluster.local:8265",
+    }
+
+
+@pytest.mark.parametrize(
+    ("status", "rayjob", "run_policy", "kept"),
+    [
+        (_finished(), None, {}, False),  # the RayJob is gone
+        (_finished(), _rayjob("Complete", "SUCCEEDED"), {}, False),  # no TTL: KubeRay deletes at once
+        (_finished(), _rayjob("Complete", "SUCCEEDED"), {"ttlSecondsAfterFinished": 600}, True),
+        (
+            _finished(completed="2026-11-29T11:00:00Z"),
+            _rayjob("Complete", "SUCCEEDED"),
+            {"ttlSecondsAfterFinished": 600},
+            False,
+        ),
+        (_finished("Failed"), _rayjob("Failed", "FAILED"), {"failedClusterRetentionSeconds": 600}, True),
+        (_finished("Failed"), _rayjob("Running", "RUNNING"), {}, False),  # the operator deletes it now
+    ],
+    ids=["rayjob-gone", "no-ttl", "within-ttl", "after-ttl", "kept-for-debugging", "being-taken-down"],
+)
+def test_the_dashboard_address_goes_with_the_cluster(
+    status: dict[str, Any], rayjob: dict[str, Any] | None, run_policy: dict[str, Any], kept: bool
+) -> None:
+    result = plan(_job(status, **run_policy), rayjob, [], NOW)
+    assert ("dashboardURL" in result.status) is kept
+
+
+def test_a_suspended_job_has_no_dashboard() -> None:
+    status = {**_running_status(), "dashboardURL": "demo-1-head-svc.team-a.svc.cluster.local:8265"}
+    result = plan(_job(status, suspend=True), _rayjob("Running", "RUNNING"), [], NOW)
+    assert result.status["phase"] == "Suspended"
+    assert "dashboardURL" not in result.status

@@ -68,3 +68,45 @@ def test_process_and_operator_metrics_are_served():
     assert "python_info" in text
     assert "grpo_handler_duration_seconds" in text
     assert 'grpo_jobs{phase="Running"} 0.0' in text
+
+
+def test_failed_attempts_count_once_each_by_reason_and_survive_the_jobs_deletion():
+    metrics = Metrics()
+    failed = [{"attempt": 1, "reason": "OutOfMemory", "retryable": True}]
+    body = {"metadata": {"name": "j", "namespace": "a", "uid": "u1"}, "status": {"failedAttempts": failed}}
+    metrics.observe(body)
+    metrics.observe(body)  # the same status again (every watch event): no second count
+    failed.append({"attempt": 2, "reason": "OutOfMemory", "retryable": True})
+    metrics.observe(body)
+    other = {"attempt": 1, "reason": "NodeLost", "retryable": True}
+    metrics.observe(
+        {"metadata": {"name": "k", "namespace": "a", "uid": "u2"}, "status": {"failedAttempts": [other]}}
+    )
+    metrics.forget("a", "j")
+    text = _text(metrics)
+    assert 'grpo_job_attempt_failures_total{reason="OutOfMemory"} 2.0' in text
+    assert 'grpo_job_attempt_failures_total{reason="NodeLost"} 1.0' in text
+    # The same name again is a new job (a new uid): its first failure counts.
+    metrics.observe(
+        {"metadata": {"name": "j", "namespace": "a", "uid": "u3"}, "status": {"failedAttempts": failed[:1]}}
+    )
+    assert 'grpo_job_attempt_failures_total{reason="OutOfMemory"} 3.0' in _text(metrics)
+
+
+def test_eta_kl_and_the_ray_cluster_for_links():
+    metrics = Metrics()
+    url = "j-1-rc-head-svc.a.svc.cluster.local:8265"
+    status = {
+        "progress": {"etaSeconds": 5400},
+        "metrics": {"kl": 0.012},
+        "rayClusterName": "j-1-rc",
+        "dashboardURL": url,
+    }
+    metrics.observe(_body("j", "a", **status))
+    text = _text(metrics)
+    assert 'grpo_job_eta_seconds{name="j",namespace="a"} 5400.0' in text
+    assert 'grpo_job_kl{name="j",namespace="a"} 0.012' in text
+    assert (
+        f'grpo_job_ray_cluster_info{{dashboard_url="{url}",name="j",namespace="a",ray_cluster="j-1-rc"}} 1.0'
+        in text
+    )

@@ -81,7 +81,7 @@ def _pods(rayjob: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
-@pytest.mark.parametrize("mode", ["HTTPMode", "K8sJobMode"])
+@pytest.mark.parametrize("mode", ["HTTPMode", "K8sJobMode", "SidecarMode"])
 def test_every_ray_pod_is_restricted_compatible(path: Path, mode: str) -> None:
     settings = SETTINGS.model_copy(update={"submission_mode": mode})
     rayjob = build_rayjob(job_from(example_body(path)), settings, 1)

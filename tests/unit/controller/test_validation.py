@@ -137,3 +137,18 @@ def test_a_priority_class_that_does_not_exist_is_named() -> None:
         "spec.resources.priorityClassName",
         "no PriorityClass 'urgent' in the cluster",
     )
+
+
+def test_extra_resources_may_not_name_the_profiles_own_device() -> None:
+    """A profile of the operator's settings may use a device resource the schema does not know."""
+    base = load_settings(environ={})
+    profile = base.profiles["nvidia"].model_copy(update={"device_resource": "example.com/gpu"})
+    settings = base.model_copy(update={"profiles": {**base.profiles, "nvidia": profile}})
+    job = job_from(minimal_body(), **{"resources.extraResources": {"example.com/gpu": "1"}})
+    [problem] = validate(job, settings)
+    assert problem.field == "spec.resources.extraResources"
+    assert problem.message.startswith(
+        "example.com/gpu is the nvidia pool's device, which resources.devicesPerNode"
+    )
+    fine = job_from(minimal_body(), **{"resources.extraResources": {"rdma/hca_shared_devices_a": "1"}})
+    assert validate(fine, settings) == []

@@ -106,7 +106,7 @@ def test_plot_from_metrics_files_writes_a_png_and_draws_the_curves(tmp_path, cap
     (metrics / "attempt-2.jsonl").write_text(_steps(21, 40))  # a retry from step 20's checkpoint
     png = tmp_path / "curves.png"
     files = [str(metrics / "attempt-1.jsonl"), str(metrics / "attempt-2.jsonl")]
-    assert main(["plot", "--metrics-file", files[0], "--metrics-file", files[1], "-o", str(png)]) == 0
+    assert main(["plot", "--metrics-file", files[0], "--metrics-file", files[1], "--png", str(png)]) == 0
     out = capsys.readouterr().out
     assert "step 1 .. 40   reward: last 0.4" in out
     assert "step 5 .. 40   validation score: last 0.2" in out
@@ -124,7 +124,7 @@ def test_a_retry_replaces_the_steps_it_repeats_at_full_resolution():
 def test_plot_with_nothing_to_draw_is_one_line(tmp_path, capsys, no_cluster):
     empty = tmp_path / "attempt-1.jsonl"
     empty.write_text("")
-    assert main(["plot", "--metrics-file", str(empty), "-o", "none"]) == 1
+    assert main(["plot", "--metrics-file", str(empty), "--png", "none"]) == 1
     assert capsys.readouterr().err.startswith("error: no points to plot yet")
 
 
@@ -242,5 +242,226 @@ def test_status_reads_like_a_report():
     assert text.splitlines()[0] == "ns/j: Running"
     assert "step 40/300 (13.3%), epoch 1, ETA 2h30m" in text
     assert "reward 0.8209  val 0.61" in text
-    assert "1: OutOfMemory (retried): CUDA out of memory" in text
+    assert "1: OutOfMemory (retried as attempt 2): CUDA out of memory" in text
     assert "kubectl grpo logs j --attempt 1" in text
+
+
+# --- kubectl's habits ----------------------------------------------------------------------------
+
+
+def test_the_failed_attempts_say_what_followed_each():
+    def text(phase: str, attempt: int, retryable: bool, failed_reason: str | None = None) -> str:
+        conditions = (
+            [{"type": "Failed", "status": "True", "reason": failed_reason, "message": ""}]
+            if failed_reason
+            else []
+        )
+        status = {
+            "phase": phase,
+            "attempt": attempt,
+            "conditions": conditions,
+            "failedAttempts": [
+                {"attempt": 1, "reason": "NodeLost", "retryable": True},
+                {"attempt": 2, "reason": "OutOfMemory", "retryable": retryable, "message": "m"},
+            ],
+        }
+        return describe({"metadata": {"name": "j", "namespace": "ns"}, "status": status})
+
+    ended = text("Failed", 2, True, "BackoffLimitExceeded")
+    assert "1: NodeLost (retried as attempt 2)" in ended
+    assert "2: OutOfMemory (retryable, not retried: BackoffLimitExceeded): m" in ended
+    assert "2: OutOfMemory (not retryable): m" in text("Failed", 2, False, "ConfigError")
+    assert "2: OutOfMemory (retrying): m" in text("Restarting", 2, True)
+    assert "2: OutOfMemory (retried as attempt 3): m" in text("Running", 3, True)
+
+
+def test_list_table_with_namespaces_and_wide_columns():
+    from datetime import UTC, datetime
+
+    from grpo_kubectl.listing import table
+
+    bodies = [
+        {
+            "metadata": {"name": "a", "namespace": "team-a", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "status": {
+                "phase": "Running",
+                "attempt": 1,
+                "progress": {"steps": "3/10", "eta": "2h"},
+                "metrics": {"reward": 0.123456},
+                "conditions": [{"type": "Running", "reason": "TrainerStarted", "lastTransitionTime": "x"}],
+            },
+        },
+        {"metadata": {"name": "longer-name", "namespace": "b"}},
+    ]
+    lines = table(
+        bodies, namespaces=True, wide=True, now=datetime(2026, 1, 1, 2, 30, tzinfo=UTC)
+    ).splitlines()
+    assert lines[0].split() == [
+        "NAMESPACE",
+        "NAME",
+        "PHASE",
+        "STEP",
+        "REWARD",
+        "VAL",
+        "ATTEMPT",
+        "AGE",
+        "ETA",
+        "REASON",
+    ]
+    assert lines[1].split() == [
+        "team-a",
+        "a",
+        "Running",
+        "3/10",
+        "0.1235",
+        "-",
+        "1",
+        "2h30m",
+        "2h",
+        "TrainerStarted",
+    ]
+    assert lines[2].split() == ["b", "longer-name", "-", "-", "-", "-", "-", "-", "-", "-"]
+    assert lines[0].index("NAME ") == lines[1].index(" a ") + 1  # columns line up
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["statu", "x"], "error: argument COMMAND: invalid choice: 'statu'"),
+        (
+            ["logs", "x", "-o", "yaml"],
+            "error: -o yaml: not an output of `kubectl grpo logs` (it prints text only)",
+        ),
+        (["-A", "status", "x"], "error: -A: `kubectl grpo status` works on one job; give -n NAMESPACE"),
+        (["list", "-A", "-n", "x"], "error: give -n NAMESPACE or -A, not both"),
+        (["logs", "x", "--attempt", "two"], "error: argument --attempt: expected a whole number, got 'two'"),
+        (["dashboard", "x", "--port", "70000"], "error: argument --port: expected a port from 0 to 65535"),
+    ],
+)
+def test_usage_mistakes_are_one_line_and_exit_2(argv, message, capsys, no_cluster):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message)
+    assert err.count("\n") == 1
+
+
+def test_flags_go_before_or_after_the_command(tmp_path, capsys, no_cluster):
+    metrics = _metrics_dir(tmp_path)
+    (metrics / "attempt-1.log").write_text("hello\n")
+    kubeconfig = str(tmp_path / "nothing")
+    for argv in (
+        [
+            "-n",
+            "team-a",
+            "--kubeconfig",
+            kubeconfig,
+            "logs",
+            JOB,
+            "--attempt",
+            "1",
+            "--workdir",
+            str(tmp_path),
+        ],
+        [
+            "logs",
+            JOB,
+            "-n",
+            "team-a",
+            "--attempt",
+            "1",
+            "--workdir",
+            str(tmp_path),
+            "--kubeconfig",
+            kubeconfig,
+        ],
+    ):
+        assert main(argv) == 0
+        assert capsys.readouterr().out == "hello\n"
+
+
+def test_version(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("kubectl-grpo ")
+
+
+def test_plot_points_as_json(tmp_path, capsys, no_cluster):
+    metrics = _metrics_dir(tmp_path)
+    (metrics / "attempt-1.jsonl").write_text(_steps(1, 3))
+    assert main(["plot", "--metrics-file", str(metrics / "attempt-1.jsonl"), "-o", "json"]) == 0
+    points = json.loads(capsys.readouterr().out)
+    assert [p["step"] for p in points] == [1, 2, 3]
+
+
+def test_the_dashboard_service_from_the_status():
+    from grpo_kubectl.cluster import PluginError
+    from grpo_kubectl.portforward import dashboard_service
+
+    url = {"status": {"dashboardURL": "j-1-raycluster-x-head-svc.ns.svc.cluster.local:8265"}}
+    assert dashboard_service("j", url) == ("j-1-raycluster-x-head-svc", 8265)
+    assert dashboard_service("j", {"status": {"dashboardURL": "http://h.ns.svc:9000"}}) == ("h", 9000)
+    assert dashboard_service("j", {"status": {"rayClusterName": "j-2-rc"}}) == ("j-2-rc-head-svc", 8265)
+    with pytest.raises(PluginError, match=r"has no Ray cluster now \(Suspended\)"):
+        dashboard_service("j", {"status": {"phase": "Suspended"}})
+
+
+# --- a deleted job's kept claim ------------------------------------------------------------------
+
+
+def _claim_copy(tmp_path: Path, folder: str) -> Path:
+    metrics = tmp_path / "grpo" / "checkpoints" / folder / "metrics"
+    metrics.mkdir(parents=True)
+    (metrics / "attempt-1.log").write_text("first attempt\n")
+    (metrics / "attempt-2.log").write_text("second attempt\n")
+    (metrics / "attempt-1.jsonl").write_text(_steps(1, 4))
+    (metrics / "attempt-2.jsonl").write_text(_steps(3, 6))
+    (tmp_path / "grpo" / "checkpoints" / folder / "checkpoints" / "global_step_6").mkdir(parents=True)
+    return metrics
+
+
+def test_a_claim_without_its_job_finds_the_jobs_folder_and_newest_attempt(tmp_path, capsys, no_cluster):
+    _claim_copy(tmp_path, f"{JOB}-0123abcd")
+    (tmp_path / "grpo" / "checkpoints" / "another-job-99999999").mkdir()
+    claim = ["--claim", "kept", "--workdir", str(tmp_path)]
+    assert main(["logs", JOB, *claim]) == 0
+    assert capsys.readouterr().out == "second attempt\n"
+    assert main(["logs", "--job", f"{JOB}-0123abcd", "--attempt", "1", *claim]) == 0
+    assert capsys.readouterr().out == "first attempt\n"
+    assert main(["checkpoints", JOB, *claim]) == 0
+    assert (
+        capsys.readouterr()
+        .out.splitlines()[1]
+        .endswith(f"/grpo/checkpoints/{JOB}-0123abcd/checkpoints/global_step_6")
+    )
+    assert main(["plot", JOB, *claim, "-o", "json"]) == 0
+    assert [p["step"] for p in json.loads(capsys.readouterr().out)] == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_name_used_twice_on_a_claim_asks_which(tmp_path, capsys, no_cluster):
+    _claim_copy(tmp_path, f"{JOB}-0123abcd")
+    _claim_copy(tmp_path, f"{JOB}-fedc9876")
+    assert main(["logs", JOB, "--claim", "kept", "--workdir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: claim kept holds 2 jobs named {JOB} ({JOB}-0123abcd, {JOB}-fedc9876): give --job with one\n"
+    )
+    assert main(["logs", "nobody", "--claim", "kept", "--workdir", str(tmp_path)]) == 3
+    assert capsys.readouterr().err == "error: no folder of a job named nobody on claim kept\n"
+    assert main(["logs", "--job", "x-12345678"]) == 2
+    assert capsys.readouterr().err == "error: --job NAME-UID8 goes with --claim CLAIM\n"
+
+
+def test_the_reader_pod_passes_the_restricted_pod_security_level():
+    from grpo_kubectl.reader import ReadTarget
+
+    for target in (_job(), ReadTarget("team-a", "kept-claim", JOB)):
+        pod = build_reader_pod(target, "true")
+        spec, container = pod["spec"], pod["spec"]["containers"][0]
+        assert spec["securityContext"]["runAsNonRoot"] is True
+        assert spec["securityContext"]["runAsUser"] == 1000
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert container["securityContext"]["allowPrivilegeEscalation"] is False
+        assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+        assert "fsGroup" not in spec["securityContext"]
+    alone = build_reader_pod(ReadTarget("team-a", "kept-claim", JOB), "true")
+    assert "ownerReferences" not in alone["metadata"]
+    assert alone["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] == "kept-claim"

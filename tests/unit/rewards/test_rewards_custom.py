@@ -263,3 +263,17 @@ def test_the_engine_checks_the_named_function_without_running_the_file(tmp_path:
         custom.check_defines(str(reward), "compute_score")
     with pytest.raises(ConfigError, match="cannot read the reward file"):
         custom.check_defines(str(tmp_path / "missing.py"), "compute_score")
+
+
+def test_a_huge_error_message_is_cut_in_the_warning_and_the_error(tmp_path: Path, caplog) -> None:
+    reward = tmp_path / "loud.py"
+    reward.write_text("def compute_score(*args, **kwargs):\n    raise ValueError('x' * 5_000_000)\n")
+    custom._last_report.clear()
+    with caplog.at_level("WARNING", logger=custom.__name__):
+        assert custom.compute_score("d", "a", "a", None, custom_path=str(reward)) == 0.0
+    [line] = [r.getMessage() for r in caplog.records if "the function raised" in r.getMessage()]
+    assert len(line) < custom.MESSAGE_LIMIT + 500
+    assert "more characters)" in line
+    with pytest.raises(custom.RewardFunctionError) as raised:
+        custom.compute_score("d", "a", "a", None, custom_path=str(reward), custom_on_error="raise")
+    assert len(str(raised.value)) < custom.MESSAGE_LIMIT + 500

@@ -140,7 +140,7 @@ def test_no_total_without_data_rows():
     progress = status_patch(state, NOW)["status"]["progress"]
     assert progress["steps"] == "3"
     assert "percent" not in progress
-    assert "etaSeconds" not in progress
+    assert progress["etaSeconds"] is None  # null: no ETA, and none left from an earlier patch
 
 
 def test_total_steps_matches_verl():
@@ -154,6 +154,15 @@ def test_eta_uses_recent_steps():
     for step in range(1, 13):
         state.add_line(step, verl_step(min(step, 9), seconds=1000.0 if step <= 2 else 10.0))
     assert eta_seconds(state) == 10
+
+
+def test_once_the_last_step_is_done_the_eta_is_removed_not_zero():
+    state = TrainingState(total_steps=3)
+    for step in range(1, 4):
+        state.add_line(step, verl_step(step, seconds=10.0))
+    progress = status_patch(state, NOW)["status"]["progress"]
+    assert (progress["eta"], progress["etaSeconds"]) == (None, None)
+    assert progress["steps"] == "3/3"
 
 
 @given(st.integers(min_value=0, max_value=5000), st.integers(min_value=2, max_value=HISTORY_LIMIT))

@@ -163,3 +163,28 @@ def test_a_trl_that_breaks_verl_is_shadowed_for_main_ppo_and_every_ray_worker(tm
     assert f"+ray_kwargs.ray_init.runtime_env.env_vars.PYTHONPATH='{SHADOWS}:/site'" in workers
     monkeypatch.setattr(launch, "trl_needs_shadow", lambda: False)
     assert "PYTHONPATH" not in engine_env(job, attempt(job), environ={"PYTHONPATH": "/site"})
+
+
+def test_a_custom_reward_that_cannot_import_fails_as_a_config_error_naming_the_file(
+    tmp_path, fake_verl, capsys
+):
+    """Before data preparation and before verl starts Ray: not a retried crash in a reward worker."""
+    job = geo3k_job(
+        tmp_path, reward={"builtin": None, "custom": {"configMap": "my-reward", "key": "score.py"}}
+    )
+    reward = Path(job.paths.reward_file)
+    reward.parent.mkdir(parents=True, exist_ok=True)
+    reward.write_text(
+        "import math\nimport reward_helpers_not_in_the_image\n\ndef compute_score(*a):\n    return 1.0\n"
+    )
+    assert run(job, attempt(job), VERL_091, writer=FakeAPI()) == CONFIG_ERROR
+    err = capsys.readouterr().err
+    assert (
+        "reward.custom: score.py cannot be imported (line 2): "
+        "ModuleNotFoundError: No module named 'reward_helpers_not_in_the_image'"
+    ) in err
+    assert '"reason": "ConfigError"' in err
+    assert '"retryable": false' in err
+    assert not Path(job.paths.metrics_dir, "attempt-1.jsonl").exists(), "verl never started"
+    reward.write_text("import math\n\ndef compute_score(*a):\n    return 1.0\n")
+    assert run(job, attempt(job), VERL_091, writer=FakeAPI()) == OK

@@ -6,6 +6,7 @@ import io
 import json
 from pathlib import Path
 
+import pytest
 from grpo_trainer.engines.trl.data import rows_from_parquet, trl_row
 from PIL import Image
 
@@ -58,3 +59,42 @@ def test_overlong_prompts_are_dropped(tiny_model_dir: Path) -> None:
     kept, dropped = filter_overlong_prompts([short, long], processor, limit)
     assert kept == [short]
     assert dropped == 1
+
+
+@pytest.mark.parametrize("side", ["left", "right", "middle"])
+def test_overlong_prompts_are_cut_on_the_side_truncation_names(tiny_model_dir: Path, side: str) -> None:
+    from grpo_trainer.engines.trl.data import fit_prompts, prompt_length
+    from grpo_trainer.engines.trl.runner import load_policy
+
+    _, processor = load_policy(str(tiny_model_dir), bf16=False)
+    short = trl_row(VERL_ROW)
+    text = "red " * 30 + "green " * 30 + "blue " * 30
+    long = {**short, "prompt": [{"role": "user", "content": text}]}
+    limit = prompt_length(processor, short) + 20
+    fitted = fit_prompts([short, long], processor, limit, filter_overlong=False, truncation=side)
+    assert (fitted.dropped, fitted.truncated) == (0, 1)
+    assert fitted.rows[0] == short
+    cut = fitted.rows[1]
+    assert prompt_length(processor, cut) <= limit
+    assert "images" in cut  # the image is never what is cut
+    words = cut["prompt"][0]["content"].split()
+    assert {"left": "blue", "right": "red", "middle": "red"}[side] == words[0]
+    assert {"left": "blue", "right": "red", "middle": "blue"}[side] == words[-1]
+
+
+def test_overlong_prompts_with_truncation_error_fail_naming_both_fields(tiny_model_dir: Path) -> None:
+    from grpo_trainer.engines.trl.data import fit_prompts, prompt_length
+    from grpo_trainer.engines.trl.runner import load_policy
+    from grpo_trainer.failures import DataError
+
+    _, processor = load_policy(str(tiny_model_dir), bf16=False)
+    short = trl_row(VERL_ROW)
+    long = {**short, "prompt": [{"role": "user", "content": "the " * 200}]}
+    with pytest.raises(DataError, match=r"dataset.truncation=error: 1 of 2 prompts .*filterOverlongPrompts"):
+        fit_prompts([short, long], processor, prompt_length(processor, short), filter_overlong=False)
+    # The image alone is over the limit: no cut of the text makes it fit.
+    with pytest.raises(DataError, match="the rest are images"):
+        fit_prompts([short], processor, 8, filter_overlong=False, truncation="left")
+    # Filtering (the default) drops instead, whatever truncation says.
+    kept = fit_prompts([short, long], processor, prompt_length(processor, short), truncation="left")
+    assert (kept.rows, kept.dropped) == ([short], 1)

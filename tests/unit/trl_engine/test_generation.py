@@ -23,13 +23,13 @@ from grpo_trainer.testing.learning import LearningPlan, learning_settings
 
 
 def test_auto_is_compiled_on_cuda_and_eager_elsewhere() -> None:
-    assert resolve("auto", "cuda")[0] == "compiled"
+    assert resolve("auto", "cuda", vllm_available=False)[0] == "compiled"
     assert resolve("auto", "cpu")[0] == "eager"
     assert resolve("auto", "npu")[0] == "eager"
     assert resolve("vllm", "cpu") == ("vllm", "spec.rollout.generation")
     with pytest.raises(ValueError, match=r"rollout\.generation"):
         resolve("fast", "cuda")
-    assert trl_config("eager", max_length=10, gpu_memory_utilization=0.3) == {}
+    assert trl_config("eager", max_prompt_length=8, max_completion_length=2, gpu_memory_utilization=0.3) == {}
 
 
 def _adapted(model_dir: Path, b_std: float, dtype: torch.dtype = torch.float32) -> Any:

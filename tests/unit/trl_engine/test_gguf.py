@@ -21,6 +21,7 @@ from gguf import GGMLQuantizationType, GGUFReader, LlamaFileType
 from grpo_trainer.engines.base import GgufFiles
 from grpo_trainer.engines.trl.gguf import export_gguf
 from grpo_trainer.engines.trl.gguf_tools import Tools, find_tools
+from grpo_trainer.engines.trl.modelfile import read_modelfile
 from grpo_trainer.testing.colour_task import QUESTION, render_square
 from grpo_trainer.testing.qwen_tokenizer import (
     QWEN_VOCAB_SIZE,
@@ -219,7 +220,12 @@ def test_a_trl_job_ends_with_gguf_files_and_a_sample(
     assert run(resolved, attempt, Options(report=False)) == 0
 
     gguf_dir = Path(resolved.paths.export_dir) / "gguf"
-    assert sorted(p.name for p in gguf_dir.iterdir()) == ["mmproj-f16.gguf", "model-q8_0.gguf"]
+    assert sorted(p.name for p in gguf_dir.iterdir()) == ["Modelfile", "mmproj-f16.gguf", "model-q8_0.gguf"]
+    # Ollama's import of the same two files, with the recipe's check sampling (spec.export.sample).
+    modelfile = read_modelfile(gguf_dir / "Modelfile")
+    assert modelfile.sources == ("model-q8_0.gguf", "mmproj-f16.gguf")
+    assert modelfile.parameters == {"temperature": 0.7, "min_p": 0.1}
+    assert "<|im_end|>" in modelfile.stops
     meta = fields(GGUFReader(gguf_dir / "model-q8_0.gguf"))
     assert (meta["general.architecture"], meta["general.file_type"]) == ("qwen3vl", LlamaFileType.MOSTLY_Q8_0)
     assert (Path(resolved.paths.export_dir) / "sample.json").is_file()

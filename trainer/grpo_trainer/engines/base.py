@@ -123,6 +123,8 @@ class GgufFiles:
     model: str
     projector: str
     quantization: str
+    modelfile: str | None = None
+    """Ollama's Modelfile beside them (engines/trl/modelfile.py)."""
 
 
 @dataclass(frozen=True)

@@ -24,15 +24,16 @@ The user's code runs in worker processes (`sandbox`), so the trainer survives wh
 | returns dicts with different keys | missing keys filled with 0 (verl needs the same keys throughout) |
 
 with one rate-limited warning per kind of failure in the log. `custom_on_error=raise` stops the
-run instead (RewardFunctionError). A file that cannot be imported, or lacks the function, raises at
+run instead, on any row of the table (RewardFunctionError, a configuration error naming the file;
+the TRL engine's default). A file that cannot be imported, or lacks the function, raises at
 once with the file's own error: a configuration error should stop the run.
 
 More kwargs: `custom_workers` (4 worker processes per trainer process; a call waiting for a free
 worker counts against its bound, so size it to the calls expected at once), `custom_memory_mb` (an
 address-space cap per worker; 0, the default, sets none).
 
-`load_function` and the adapters load a file in this process, for engines that call rewards
-in-process (the TRL engine). No dataclasses here: verl loads this file by path, without
+`load_function` and the adapters load a file in this process, for tools that trust it (tests,
+notebooks); both engines call users' files only through the sandbox. No dataclasses here: verl loads this file by path, without
 registering it in `sys.modules`.
 """
 
@@ -45,6 +46,7 @@ import importlib.util
 import inspect
 import logging
 import math
+import subprocess
 import sys
 import threading
 import time
@@ -56,17 +58,20 @@ from grpo_trainer.failures import ConfigError
 from grpo_trainer.rewards.batching import adapt_batch, as_batch, rows
 from grpo_trainer.rewards.equivalence import reserve_for
 from grpo_trainer.rewards.options import float_option, int_option, str_option
-from grpo_trainer.rewards.sandbox import DEFAULT_WORKERS, SandboxPool
+from grpo_trainer.rewards.sandbox import DEFAULT_WORKERS, RewardLoadError, SandboxPool
 
 __all__ = [
     "adapt_batch",
     "as_batch",
+    "check_imports",
+    "close_pools",
     "compute_score",
     "compute_score_batch",
     "function_kind",
     "load_batch_function",
     "load_function",
     "load_sample_function",
+    "start",
 ]
 
 _BATCH_PARAMETERS = frozenset({"data_sources", "solution_strs", "ground_truths", "extra_infos"})
@@ -135,6 +140,49 @@ def check_defines(path: str, name: str) -> None:
             f"reward.custom.function: {file.name} defines no {name!r} "
             f"(its functions: {', '.join(functions) or 'none'})"
         )
+
+
+IMPORT_CHECK_TIMEOUT_S = 120.0
+_IMPORT_CHECK = """
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("grpo_user_reward_check", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = module
+spec.loader.exec_module(module)
+"""
+
+
+def check_imports(path: str, timeout_s: float = IMPORT_CHECK_TIMEOUT_S) -> None:
+    """Refuse a reward file that cannot be imported (a module the image lacks, an error at import
+    time), by importing it in a child process, as the sandbox's workers will.
+
+    Before anything heavy, so the job fails as a configuration error naming the file and its
+    error, instead of verl's reward workers failing on it minutes later, after Ray is up, as a
+    crash that is retried. The trainer itself never runs the user's code.
+    """
+    file = Path(path.removeprefix("file://")).expanduser()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _IMPORT_CHECK, str(file)],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            cwd=str(file.parent),
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise ConfigError(
+            f"reward.custom: importing {file.name} took over {timeout_s:.0f} s (do slow set-up on the "
+            "first call, not at import)"
+        ) from exc
+    if done.returncode == 0:
+        return
+    lines = [line.strip() for line in done.stderr.strip().splitlines() if line.strip()]
+    error = lines[-1] if lines else f"exit status {done.returncode}"
+    marker = f'File "{file}", line '
+    where = [line.removeprefix(marker).split(",")[0] for line in lines if line.startswith(marker)]
+    at = f" (line {where[-1]})" if where else ""
+    raise ConfigError(f"reward.custom: {file.name} cannot be imported{at}: {error[:500]}")
 
 
 def function_kind(function: Callable[..., Any], name: str = "") -> str:
@@ -218,8 +266,25 @@ def _deadline(timeout_s: float) -> float:
     return time.monotonic() + max(0.0, timeout_s - reserve_for(timeout_s))
 
 
-class RewardFunctionError(RuntimeError):
-    """The user's function failed and `custom_on_error=raise` asks for the run to stop."""
+class RewardFunctionError(ConfigError):
+    """The user's function failed and `custom_on_error=raise` asks for the run to stop.
+
+    A configuration error: another attempt would run the same file on the same kind of responses.
+    """
+
+    reason = "RewardFunctionFailed"
+
+
+def start(**options: Any) -> str:
+    """Start the workers for these reward kwargs now and wait for the file to load; its kind.
+
+    For an engine that wants a file that does not import to fail the job before training, not at
+    the first reward call: raises ConfigError naming the file and the file's own error.
+    """
+    try:
+        return _resolve(options)[1]
+    except RewardLoadError as error:
+        raise ConfigError(f"reward.custom: {error}") from error
 
 
 class _Options(NamedTuple):
@@ -290,6 +355,15 @@ def _pool(
         return _pools[key]
 
 
+def close_pools() -> None:
+    """Stop every worker this process started (and their process groups): the end of a run."""
+    with _pools_lock:
+        found = [pool for pool, _ in _pools.values()]
+        _pools.clear()
+    for pool in found:
+        pool.close()
+
+
 def _as_list(value: Any) -> list[Any] | None:
     if isinstance(value, list | tuple):
         return list(value)
@@ -325,8 +399,7 @@ def _sanitize(value: Any, options: _Options) -> Any:
     if isinstance(value, dict):
         score = _number(value.get("score"))
         if score is None:
-            _report("score", f"a result's score is {value.get('score')!r}, not a finite number; scoring 0")
-            score = 0.0
+            score = _not_a_score(f"a result's score is {_short(value.get('score'))}", options)
         result: dict[str, Any] = {}
         for key, extra in value.items():
             if key != "score":
@@ -336,18 +409,38 @@ def _sanitize(value: Any, options: _Options) -> Any:
         return {**_remember_keys(result, options.keys), **result}
     score = _number(value)
     if score is None:
-        _report("score", f"the function returned {value!r}, not a finite number; scoring 0")
-        score = 0.0
+        score = _not_a_score(f"the function returned {_short(value)}", options)
     template = _remember_keys({}, options.keys)
     return {**template, "score": score} if template else score
+
+
+def _not_a_score(what: str, options: _Options) -> float:
+    """0 for a NaN, an infinity or a non-number, with a warning; or stop the run (`raise`)."""
+    text = f"custom reward {options.path}::{options.name}: {what}, not a finite number"
+    if options.on_error == "raise":
+        raise RewardFunctionError(text)
+    _report("score", text + "; scoring 0")
+    return 0.0
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _numeric_like(value: Any) -> bool:
     return isinstance(value, int | float) or hasattr(value, "__float__")
 
 
+MESSAGE_LIMIT = 2000
+"""Characters of a failing call's own message kept in its warning (or error): a function that raises
+with a 50 MB message must not put a 50 MB line in the log, nor in the job's status."""
+
+
 def _failed(failure: str, message: str, count: int, options: _Options) -> list[Any]:
     """Scores for calls that produced nothing usable: 0 with the usual keys, or stop the run."""
+    if len(message) > MESSAGE_LIMIT:
+        message = f"{message[:MESSAGE_LIMIT]}… ({len(message) - MESSAGE_LIMIT} more characters)"
     text = f"custom reward {options.path}::{options.name}: {_FAILURES.get(failure, failure)}: {message}"
     if options.on_error == "raise":
         raise RewardFunctionError(text)

@@ -7,6 +7,12 @@ included), "crash" (the process died: `os._exit`, a segfault, out of memory), "t
 by the deadline: the worker is killed and a fresh one started at once, so the next call does not
 pay for the import). Every thread of the process may call at the same time.
 
+Each worker leads a process group of its own, and every way a worker ends kills the whole group:
+a process the user's function starts (a helper server, a forked sleeper) dies with the worker
+that started it, when the pool retires or closes it, and when the trainer itself is gone (the
+worker's watchdog, `sandbox_worker._watch_parent`). A process that leaves the group on purpose
+(`setsid`) is the one thing this does not reach.
+
 A file that cannot be imported, or has no such function, raises `RewardLoadError` from `start`,
 with the file's own error: that is a configuration problem and should stop the run.
 """
@@ -20,6 +26,7 @@ import os
 import pickle
 import queue
 import select
+import signal
 import struct
 import subprocess
 import sys
@@ -58,8 +65,14 @@ class _Worker:
         command = [sys.executable, "-P", "-u", str(WORKER_FILE), "--file", path, "--function", name]
         if memory_mb > 0:
             command += ["--max-memory-mb", str(memory_mb)]
+        # process_group=0: the worker leads a group of its own, which `kill` ends as a whole.
         self.proc = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, close_fds=True
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=None,
+            close_fds=True,
+            process_group=0,
         )
         self.buffer = bytearray()
         self.kind: str | None = None
@@ -106,6 +119,12 @@ class _Worker:
             self.buffer.extend(chunk)
 
     def kill(self) -> None:
+        """End the worker and every process of its group (the user's function's children).
+
+        The group is signalled before the worker is reaped: until then its id cannot be reused.
+        """
+        with contextlib.suppress(OSError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(OSError):
             self.proc.kill()
         for stream in (self.proc.stdin, self.proc.stdout):

@@ -12,7 +12,9 @@ to standard error, so they cannot corrupt it): frames of a 4-byte big-endian len
     first frame out   {"ready": True, "kind": "batch" | "sample"}  or  {"ready": False, "error": str}
     request in        {"args": [...], "kwargs": {...}}
     reply out         {"ok": True, "value": ...}  or  {"ok": False, "error": "TypeName: message"}
-The process exits when its input closes or its parent is gone.
+The process exits when its input closes or its parent is gone, and takes its process group
+(the sandbox starts it as the group's leader) with it: whatever the user's function started dies
+too.
 
 Self-contained (standard library only), run by path from wherever the package is installed.
 """
@@ -25,6 +27,7 @@ import importlib.util
 import inspect
 import os
 import pickle
+import signal
 import struct
 import sys
 import threading
@@ -96,12 +99,23 @@ def _describe(error: BaseException) -> str:
     return text if len(text) <= 2000 else text[:2000] + "..."
 
 
+def end_group() -> None:
+    """Kill this worker's process group, itself last: nothing the user's function started outlives it.
+
+    Only when this process leads its group (as the sandbox starts it); run by hand from a shell,
+    it must not kill the shell's group.
+    """
+    if os.getpgrp() == os.getpid():
+        os.killpg(os.getpid(), signal.SIGKILL)
+    os._exit(0)
+
+
 def _watch_parent(parent: int) -> None:
     """Leave when the trainer process is gone, even in the middle of the user's function."""
     while True:
         time.sleep(1.0)
         if os.getppid() != parent:
-            os._exit(0)
+            end_group()
 
 
 def _limit_memory(megabytes: int) -> None:
@@ -116,6 +130,19 @@ def _limit_memory(megabytes: int) -> None:
         pass
 
 
+def _first_for_the_oom_killer() -> None:
+    """When the pod runs out of memory, the kernel kills this worker before the trainer.
+
+    A reward that allocates without bound then costs one call (the sandbox sees a crash), not
+    the training process; raising one's own score needs no privilege.
+    """
+    try:
+        with open("/proc/self/oom_score_adj", "w", encoding="ascii") as adj:
+            adj.write("1000")
+    except OSError:
+        pass
+
+
 def serve(path: str, name: str, memory_mb: int) -> None:
     # The protocol keeps the original descriptors; the user's code gets /dev/null and stderr.
     requests = os.fdopen(os.dup(0), "rb", buffering=0)
@@ -126,6 +153,7 @@ def serve(path: str, name: str, memory_mb: int) -> None:
     os.dup2(2, 1)
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
     _limit_memory(memory_mb)
+    _first_for_the_oom_killer()
     try:
         function = load(path, name)
     except BaseException as error:  # anything the file does on import is a configuration error
@@ -157,7 +185,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--function", required=True)
     parser.add_argument("--max-memory-mb", type=int, default=0)
     args = parser.parse_args(argv)
-    serve(args.file, args.function, args.max_memory_mb)
+    try:
+        serve(args.file, args.function, args.max_memory_mb)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        end_group()
     return 0
 
 

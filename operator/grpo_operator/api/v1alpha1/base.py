@@ -30,8 +30,9 @@ Service `-head-svc`, all within 63): `<job>-<attempt>` fits with attempt numbers
 LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 LABEL_KEY_PATTERN = rf"^({DNS_SUBDOMAIN}/)?[A-Za-z0-9]([-A-Za-z0-9_.]{{0,61}}[A-Za-z0-9])?$"
 """An optional DNS-subdomain prefix and a name of at most 63 characters."""
-DATA_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
-"""A key of a ConfigMap or Secret."""
+DATA_KEY_PATTERN = r"^\.?[-_a-zA-Z0-9][-._a-zA-Z0-9]*$"
+"""A key of a ConfigMap or Secret: Kubernetes refuses `.`, `..` and any key that starts with `..`
+(a pod's volume would refuse the path), so it may start with at most one dot."""
 INT32_MAX = 2147483647
 
 

@@ -9,10 +9,12 @@ the operator's settings at reconcile time.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal, Self
 
 from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
+from ..quantity import parse as parse_quantity
 from .base import (
     DNS_SUBDOMAIN,
     INT32_MAX,
@@ -43,16 +45,54 @@ SOURCE_HELP = (
 )
 _HUB_RULE = (
     "!(self.startsWith('hf://') || self.startsWith('modelscope://')) || "
-    "!(self.contains('--') || self.contains('..'))"
+    "!(self.contains('--') || self.contains('..') || self.endsWith('.git') || self.endsWith('.ipynb'))"
 )
-_HUB_MESSAGE = "a hub repository id (hf://org/name, modelscope://org/name) may not contain '--' or '..'"
+_HUB_MESSAGE = (
+    "a hub repository id (hf://org/name, modelscope://org/name) may not contain '--' or '..', nor end "
+    "in .git or .ipynb: name the repository itself, as on its page"
+)
 
 
 def _hub_id(value: str) -> str:
     """_HUB_RULE, for the parser."""
-    if value.startswith(("hf://", "modelscope://")) and ("--" in value or ".." in value):
+    if value.startswith(("hf://", "modelscope://")) and (
+        "--" in value or ".." in value or value.endswith((".git", ".ipynb"))
+    ):
         raise ValueError(_HUB_MESSAGE)
     return value
+
+
+DEVICE_RESOURCES = ("nvidia.com/gpu", "huawei.com/Ascend910", "huawei.com/Ascend310", "amd.com/gpu")
+"""Accelerator resources that resources.devicesPerNode asks for: naming one in extraResources too
+would silently replace the device count (the operator also refuses its profiles' own)."""
+_UNPREFIXED = r"^(ephemeral-storage|hugepages-[0-9]+[KMGT]i)$"
+"""Kubernetes' own resources a pod may request besides CPU and memory; every other resource is an
+extended one, which Kubernetes accepts only under a domain prefix and in whole numbers."""
+
+
+def _extra_resources(value: dict[str, str]) -> dict[str, str]:
+    """extraResources' CEL rules, for the parser (quantity() is Kubernetes' own CEL library)."""
+    for key, amount in value.items():
+        if key in DEVICE_RESOURCES:
+            raise ValueError(_DEVICE_MESSAGE)
+        if "/" not in key and not re.match(_UNPREFIXED, key) and key not in ("cpu", "memory"):
+            raise ValueError(_PREFIX_MESSAGE)
+        if "/" in key and parse_quantity(amount)[0].denominator != 1:
+            raise ValueError(_WHOLE_MESSAGE)
+    return value
+
+
+_DEVICE_MESSAGE = (
+    "resources.extraResources may not name an accelerator's device resource "
+    f"({', '.join(DEVICE_RESOURCES)}): resources.devicesPerNode asks for it"
+)
+_PREFIX_MESSAGE = (
+    "resources.extraResources: an extended resource needs its vendor's domain prefix "
+    "(rdma/hca_shared_devices_a, example.com/fpga); unprefixed are only ephemeral-storage and hugepages-<size>"
+)
+_WHOLE_MESSAGE = (
+    "resources.extraResources: an extended resource (vendor/name) is counted in whole numbers (1, 2, 8)"
+)
 
 
 Source = Annotated[
@@ -128,7 +168,7 @@ class CustomReward(ApiModel):
 
     config_map: ObjectName
     """ConfigMap holding the Python file."""
-    key: Annotated[str, Field(pattern=r"^[-._a-zA-Z0-9]+\.py$", max_length=253)] = "reward.py"
+    key: Annotated[str, Field(pattern=r"^\.?[-_a-zA-Z0-9][-._a-zA-Z0-9]*\.py$", max_length=253)] = "reward.py"
     """Key of the file in the ConfigMap."""
     function: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=128)] = "compute_score"
     """Function to call."""
@@ -249,8 +289,10 @@ class RolloutSpec(ApiModel):
     """How the trl engine generates rollouts: eager (transformers' generate, step by step), compiled
     (a static KV cache and torch.compile'd CUDA-graph decoding: the same sampling, much less launch
     overhead), vllm (TRL's colocated vLLM: a second copy of the weights, adapters merged into it,
-    rollouts corrected by importance sampling), or auto (compiled on CUDA, eager elsewhere). verl
-    always generates with rollout.engine; leave this at auto there."""
+    rollouts corrected by importance sampling), or auto (vllm on CUDA where it is installed and the
+    process fits 16 GB with its second copy of the weights, else compiled on CUDA, eager elsewhere;
+    `grpo-train plan` says which and why). verl always generates with rollout.engine; leave this at
+    auto there."""
 
 
 class LoraSpec(ApiModel):
@@ -363,6 +405,18 @@ class Toleration(ApiModel):
 class ResourcesSpec(ApiModel):
     """Where and on how much hardware the job runs."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel(
+                    "!has(self.workloadPriorityClass) || has(self.queueName)",
+                    "resources.workloadPriorityClass orders a job in its Kueue queue: set "
+                    "resources.queueName too",
+                )
+            ]
+        }
+    )
+
     accelerator: Annotated[
         Literal["nvidia", "ascend", "cpu"],
         Field(
@@ -425,6 +479,11 @@ class ResourcesSpec(ApiModel):
     """Kueue LocalQueue. Each attempt's RayJob is created suspended with Kueue's queue label, and
     Kueue starts it by unsuspending it when the queue admits it (and may suspend it again to
     preempt it: the attempt then waits in the queue instead of failing)."""
+    workload_priority_class: ObjectName | None = None
+    """Kueue WorkloadPriorityClass (kueue.x-k8s.io/priority-class on each attempt's RayJob): the
+    job's order in its queue and in preemption, apart from its pods' PriorityClass. A retry is a new
+    RayJob, so a new Kueue Workload: it queues anew at this priority (Kueue orders equal
+    priorities by creation time, so it goes behind the workloads already waiting)."""
     extra_resources: Annotated[
         dict[LabelKey, Quantity],
         Field(
@@ -435,10 +494,20 @@ class ResourcesSpec(ApiModel):
                         "self.all(k, !(k in ['cpu', 'memory']))",
                         "resources.extraResources is for devices such as RDMA NICs; CPU and memory have "
                         "cpuPerNode and memoryPerNode",
-                    )
+                    ),
+                    cel(f"self.all(k, !(k in {list(DEVICE_RESOURCES)}))", _DEVICE_MESSAGE),
+                    cel(
+                        f"self.all(k, k.contains('/') || k in ['cpu', 'memory'] || k.matches(r'{_UNPREFIXED}'))",
+                        _PREFIX_MESSAGE,
+                    ),
+                    cel(
+                        "self.all(k, !k.contains('/') || !isQuantity(self[k]) || quantity(self[k]).isInteger())",
+                        _WHOLE_MESSAGE,
+                    ),
                 ]
             },
         ),
+        AfterValidator(_extra_resources),
     ] = Field(default_factory=dict)
     """More resources each worker pod requests and is limited to, beside its accelerators: e.g.
     rdma/rdma_shared_device_a: 1 for RDMA between nodes."""
@@ -621,6 +690,10 @@ class RunPolicy(ApiModel):
 
     backoff_limit: Annotated[int, Field(ge=0, le=100)] = 3
     """Retries after a retryable failure; each retry resumes from the latest checkpoint."""
+    start_deadline_seconds: Annotated[int, Field(ge=60, le=INT32_MAX)] = 1800
+    """Fail an attempt whose Ray cluster has not started this long after its RayJob was made
+    (StartDeadlineExceeded, with the pods' own reasons: unschedulable, a volume that does not
+    mount, an image that does not pull). Time queued by Kueue does not count."""
     active_deadline_seconds: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = None
     """Fail the job (DeadlineExceeded) when it has run this long, all attempts together."""
     ttl_seconds_after_finished: Annotated[int, Field(ge=0, le=INT32_MAX)] | None = None

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from ..contract import SIGNATURE_MAX_LENGTH, SIGNATURE_PATTERN
 from .base import ApiModel
 
 Phase = Literal["Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed"]
@@ -78,7 +79,9 @@ class FailedAttempt(ApiModel):
     """The failure's own words (the trainer's failure line, or Ray's message)."""
     retryable: bool
     """Whether another attempt could fix it (a configuration or data error cannot)."""
-    signature: Annotated[str, Field(max_length=64, pattern=r"^[0-9a-f]*$")] | None = None
+    signature: (
+        Annotated[str, Field(max_length=SIGNATURE_MAX_LENGTH, pattern=f"^{SIGNATURE_PATTERN}$")] | None
+    ) = None
     """For a crash the trainer read from the engine's log: a short hash of the root exception and
     where it was raised. The same signature in two consecutive attempts ends the retries."""
     log_file: Annotated[str, Field(max_length=512)] | None = None

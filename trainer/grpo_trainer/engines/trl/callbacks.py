@@ -9,7 +9,7 @@ from typing import Any
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from .checkpoints import prune_checkpoints
-from .metrics import MetricsFile, verl_metrics
+from .metrics import MetricsFile, validation_metrics, verl_metrics
 
 
 class ProgressCallback(TrainerCallback):
@@ -19,8 +19,11 @@ class ProgressCallback(TrainerCallback):
     that is what a user waits for; TRL's own `step_time` is kept under `trl/step_time`.
     """
 
-    def __init__(self, metrics: MetricsFile, *, keep: int, save_at_end: bool = True) -> None:
+    def __init__(
+        self, metrics: MetricsFile, *, keep: int, save_at_end: bool = True, group_size: int = 1
+    ) -> None:
         self.metrics = metrics
+        self.group_size = group_size
         self.keep = keep
         self.save_at_end = save_at_end
         self._step_started: float | None = None
@@ -51,6 +54,12 @@ class ProgressCallback(TrainerCallback):
     ) -> None:
         # The Trainer's closing summary (train_runtime, ...) is not a step record.
         if not logs or "train_runtime" in logs:
+            return
+        if any(key.startswith("eval_") for key in logs):
+            # A validation round: its own line at the same step, so the status gets its score.
+            self.metrics.step(
+                state.global_step, validation_metrics(logs, step=state.global_step, group=self.group_size)
+            )
             return
         data = verl_metrics(logs, step=state.global_step, step_seconds=self._last_step_seconds)
         data["training/total_steps"] = float(state.max_steps)

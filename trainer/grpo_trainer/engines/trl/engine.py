@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
+import importlib.util
 import logging
+import os
 from typing import Any
 
 from grpo_operator.api.batch import Batch, batch_problems
@@ -31,10 +33,10 @@ from ..base import (
 )
 from .checkpoints import checkpoint_at, latest_checkpoint, prune_checkpoints
 from .export import ExportPlan, GgufChoice
+from .generation import model_weights_gib, vllm_installed
 from .generation import resolve as resolve_generation
-from .generation import vllm_installed
 from .gguf_tools import LLAMA_CPP_PYTHON, find_tools
-from .job import RECIPE, reasons, reward_funcs_for, settings_from_job
+from .job import RECIPE, generation_choice, reasons, reporting_env, reward_funcs_for, settings_from_job
 from .settings import TrlSettings, build_trl_config, split_overrides
 
 log = logging.getLogger(__name__)
@@ -48,14 +50,16 @@ class TrlEngine:
 
     def plan(self, job: ResolvedJob, attempt: Attempt, inputs: RunInputs) -> RunPlan:
         """Every GRPOConfig and LoraConfig value this job gets, with where it comes from."""
-        grpo, lora = build_trl_config(settings_from_job(job))
-        why = reasons(job)
+        weights = model_weights_gib(inputs.model_path)
+        grpo, lora = build_trl_config(settings_from_job(job, weights))
+        why = reasons(job, weights)
         settings = [Setting(key, value, why.get(key, RECIPE)) for key, value in sorted(grpo.items())]
         settings += [
             Setting(f"lora.{key}", value, why.get(f"lora.{key}", RECIPE))
             for key, value in sorted(lora.items())
         ]
-        generation, generation_why = resolve_generation(job.spec.rollout.generation, job.accelerator.device)
+        settings.append(_prompt_fitting(job))
+        generation, generation_why = generation_choice(job, weights)
         settings.append(Setting("generation", generation, generation_why))
         gguf = job.spec.export.gguf
         if gguf is not None:
@@ -115,28 +119,46 @@ class TrlEngine:
             raise ConfigError("; ".join(missing))
 
     def run(self, job: ResolvedJob, attempt: Attempt, inputs: RunInputs, session: Session) -> Failure | None:
+        from ...rewards.custom import close_pools
         from .data import rows_from_parquet
         from .runner import RunRequest, run
 
-        settings = settings_from_job(job)
+        settings = settings_from_job(job, model_weights_gib(inputs.model_path))
+        dataset = job.spec.dataset
         rows = rows_from_parquet(
-            inputs.train_files, prompt_key=job.spec.dataset.prompt_key, image_key=job.spec.dataset.image_key
+            inputs.train_files, prompt_key=dataset.prompt_key, image_key=dataset.image_key
         )
-        rewards = reward_funcs_for(job)
-        plan = export_plan(job, inputs.val_files, rows, rewards, settings)
-        session.start_reporting(len(rows))
-        return run(
-            RunRequest(
-                settings=settings,
-                model_path=inputs.model_path,
-                rows=rows,
-                reward_funcs=rewards,
-                metrics_path=str(attempt.metrics_file),
-                resume=inputs.resume.checkpoint,
-                export_dir=job.paths.export_dir,
-                export=plan,
+        eval_rows: list[dict[str, Any]] = []
+        if settings.eval_steps:
+            eval_rows = rows_from_parquet(
+                inputs.val_files, prompt_key=dataset.prompt_key, image_key=dataset.image_key
             )
-        )
+            if not eval_rows:
+                raise ConfigError(
+                    f"evaluation.interval: validating every {job.spec.evaluation.interval} steps needs "
+                    "validation rows, and the job's validation set is empty (or set evaluation.interval=0)"
+                )
+        os.environ.update(reporting_env(job))
+        try:
+            rewards = reward_funcs_for(job)
+            plan = export_plan(job, inputs.val_files, rows, rewards, settings)
+            session.start_reporting(len(rows))
+            return run(
+                RunRequest(
+                    settings=settings,
+                    model_path=inputs.model_path,
+                    rows=rows,
+                    eval_rows=eval_rows,
+                    reward_funcs=rewards,
+                    metrics_path=str(attempt.metrics_file),
+                    resume=inputs.resume.checkpoint,
+                    export_dir=job.paths.export_dir,
+                    export=plan,
+                )
+            )
+        finally:
+            # A custom reward's workers, and whatever they started, end with the run.
+            close_pools()
 
     def latest_checkpoint(self, job: ResolvedJob) -> Checkpoint | None:
         return latest_checkpoint(job.paths.checkpoint_dir)
@@ -181,9 +203,29 @@ class TrlEngine:
         return _export_checkpoint(job, latest.path, latest.step)
 
 
+def _prompt_fitting(job: ResolvedJob) -> Setting:
+    """What happens to a prompt over maxPromptLength (TRL has no max_prompt_length: the engine does it)."""
+    dataset = job.spec.dataset
+    limit = dataset.max_prompt_length
+    if dataset.filter_overlong_prompts:
+        value = f"drop prompts over {limit} tokens"
+    elif dataset.truncation == "error":
+        value = f"fail before training on a prompt over {limit} tokens"
+    else:
+        value = f"cut the text of prompts over {limit} tokens ({dataset.truncation}), never an image"
+    return Setting(
+        "prompts",
+        value,
+        "spec.dataset.filterOverlongPrompts, spec.dataset.truncation, spec.dataset.maxPromptLength",
+    )
+
+
 def gguf_choice(job: ResolvedJob) -> GgufChoice | None:
     gguf = job.spec.export.gguf
-    return GgufChoice(gguf.quantization, gguf.projector) if gguf is not None else None
+    if gguf is None:
+        return None
+    sample = job.spec.export.sample
+    return GgufChoice(gguf.quantization, gguf.projector, temperature=sample.temperature, min_p=sample.min_p)
 
 
 def sample_wanted(job: ResolvedJob) -> bool:
@@ -234,7 +276,7 @@ def export_plan(
 
 
 def _missing_here(job: ResolvedJob) -> list[str]:
-    """What the job asks for that this installation lacks (GGUF tools, vLLM), one line each."""
+    """What the job asks for that this installation lacks (GGUF tools, vLLM, loggers), one line each."""
     missing = []
     if job.spec.export.gguf is not None:
         absent = find_tools().missing()
@@ -243,6 +285,12 @@ def _missing_here(job: ResolvedJob) -> list[str]:
                 "export.gguf: llama.cpp's GGUF tools are not installed here (missing "
                 f"{', '.join(absent)}; `python -m grpo_trainer.engines.trl.gguf_tools install` builds them)"
             )
+    if job.spec.logging.tensorboard and not any(
+        importlib.util.find_spec(name) for name in ("tensorboard", "tensorboardX")
+    ):
+        missing.append("logging.tensorboard: the tensorboard package is not installed here")
+    if job.spec.logging.wandb is not None and importlib.util.find_spec("wandb") is None:
+        missing.append("logging.wandb: the wandb package is not installed here")
     generation, _ = resolve_generation(job.spec.rollout.generation, job.accelerator.device)
     if generation == "vllm" and not vllm_installed():
         missing.append("rollout.generation: vllm is not installed here (use compiled or eager)")

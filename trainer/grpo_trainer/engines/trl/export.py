@@ -22,6 +22,7 @@ from grpo_operator.api.contract import EXPORT_ADAPTER_DIR, EXPORT_MODEL_DIR
 from ...export_record import place, write_record
 from ..base import ExportResult, GgufFiles, SampleSummary
 from .gguf import GGUF_DIR, export_gguf, file_names
+from .modelfile import MODELFILE
 from .rewards import RewardFunc
 from .sample import SampleRequest, read_sample, run_sample
 
@@ -30,6 +31,9 @@ from .sample import SampleRequest, read_sample, run_sample
 class GgufChoice:
     quantization: str = "q4_k_m"
     projector: str = "f16"
+    # The Modelfile's sampling: the post-training check's (spec.export.sample).
+    temperature: float | None = None
+    min_p: float | None = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,8 @@ def export_policy(
                 root / GGUF_DIR,
                 quantization=plan.gguf.quantization,
                 projector=plan.gguf.projector,
+                temperature=plan.gguf.temperature,
+                min_p=plan.gguf.min_p,
             )
         if plan.sample is not None:
             sample = run_sample(
@@ -112,7 +118,13 @@ def finished_extras(
         model_file, projector_file = root / GGUF_DIR / model_name, root / GGUF_DIR / projector_name
         if not (model_file.is_file() and projector_file.is_file()):
             return None
-        gguf = GgufFiles(str(model_file), str(projector_file), gguf_choice.quantization)
+        modelfile = root / GGUF_DIR / MODELFILE
+        gguf = GgufFiles(
+            str(model_file),
+            str(projector_file),
+            gguf_choice.quantization,
+            modelfile=str(modelfile) if modelfile.is_file() else None,
+        )
     if want_sample:
         sample = read_sample(root)
         if sample is None:
@@ -125,6 +137,8 @@ def export_event(result: ExportResult) -> dict[str, Any]:
     event: dict[str, Any] = {"model": result.model, "loraAdapter": result.lora_adapter}
     if result.gguf is not None:
         event["gguf"] = {"model": result.gguf.model, "projector": result.gguf.projector}
+        if result.gguf.modelfile is not None:
+            event["gguf"]["modelfile"] = result.gguf.modelfile
     if result.sample is not None:
         event["sample"] = result.sample.path
     return {k: v for k, v in event.items() if v is not None}

@@ -20,8 +20,13 @@ early in training nearly all of them are that small, so a merged model samples f
 base model, not the policy (`tests/unit/trl_engine/test_generation.py` shows it); unmerging also
 leaves rounding residue in the frozen base weights after every step.
 
-`auto` is `compiled` on CUDA and `eager` elsewhere (torch.compile's CUDA graphs need CUDA; on CPU
-the launch overhead it removes is small). `docs/benchmarks/trl-engine.md` has the measurements.
+`auto` (`choose_auto`) is `vllm` on CUDA where vLLM is installed and the whole process fits the
+memory budget with a second copy of the weights (`budget_gib`, the recipe's 16 GB by default),
+else `compiled` on CUDA and `eager` elsewhere (torch.compile's CUDA graphs need CUDA; on CPU the
+launch overhead it removes is small). vLLM's memory is given in GiB for this process
+(`vllm_share` turns it into vLLM's share of the device at run time), and its weights and KV
+cache sleep while the policy trains (`vllm_sleep`). `docs/benchmarks/trl-engine.md` has the
+measurements.
 """
 
 from __future__ import annotations
@@ -35,36 +40,171 @@ log = logging.getLogger(__name__)
 PATHS = ("eager", "compiled", "vllm")
 
 
-def resolve(choice: str, device: str) -> tuple[str, str]:
+GIB = 1024**3
+RECIPE_BUDGET_GIB = 16 * 10**9 / GIB
+"""The single-GPU LoRA recipe's device: at most 16 GB for the whole process."""
+TRAINER_OVERHEAD_GIB = 3.0
+"""Beyond the weights, the trainer's peak at the recipe's shapes (LoRA, optimiser state, activations
+with gradient checkpointing): 11.1 GiB measured with 8.3 GiB of weights (docs/benchmarks/trl-engine.md)."""
+VLLM_OVERHEAD_GIB = 2.0
+"""vLLM's least beyond its copy of the weights: a KV cache for two sequences, CUDA graphs, buffers."""
+
+
+def resolve(
+    choice: str,
+    device: str,
+    *,
+    weights_gib: float | None = None,
+    budget_gib: float = RECIPE_BUDGET_GIB,
+    vllm_available: bool | None = None,
+) -> tuple[str, str]:
     """The path a job's `rollout.generation` means on `device`, with the reason."""
     if choice == "auto":
-        if device == "cuda":
-            return "compiled", "rollout.generation=auto on CUDA: static KV cache + CUDA-graph decoding"
-        return "eager", f"rollout.generation=auto on {device}: CUDA graphs need CUDA"
+        available = vllm_installed() if vllm_available is None else vllm_available
+        return choose_auto(device, vllm_available=available, weights_gib=weights_gib, budget_gib=budget_gib)
     if choice not in PATHS:
         raise ValueError(f"rollout.generation: {choice!r} is not one of auto, {', '.join(PATHS)}")
     return choice, "spec.rollout.generation"
+
+
+def choose_auto(
+    device: str, *, vllm_available: bool, weights_gib: float | None, budget_gib: float
+) -> tuple[str, str]:
+    """`auto`: vLLM where it is installed and fits the budget, else compiled on CUDA, eager elsewhere."""
+    if device != "cuda":
+        return "eager", f"rollout.generation=auto on {device}: CUDA graphs and vLLM need CUDA"
+    compiled = "static KV cache + CUDA-graph decoding"
+    if not vllm_available:
+        return "compiled", f"rollout.generation=auto: vllm is not installed here; {compiled}"
+    if weights_gib is None:
+        return "compiled", f"rollout.generation=auto: the model's size is unknown here; {compiled}"
+    need = vllm_process_gib(weights_gib)
+    if need > budget_gib:
+        return "compiled", (
+            f"rollout.generation=auto: vllm would need ~{need:.1f} GiB (two copies of {weights_gib:.1f} GiB "
+            f"of weights) and the budget is {budget_gib:.1f} GiB; {compiled}"
+        )
+    return "vllm", (
+        f"rollout.generation=auto: vllm is installed and ~{need:.1f} GiB fits the {budget_gib:.1f} GiB budget"
+    )
+
+
+def vllm_process_gib(weights_gib: float) -> float:
+    """The whole process's peak with colocated vLLM: the policy, the trainer's own, vLLM's copy and its least."""
+    return 2 * weights_gib + TRAINER_OVERHEAD_GIB + VLLM_OVERHEAD_GIB
+
+
+def vllm_memory_gib(weights_gib: float, budget_gib: float) -> float:
+    """What vLLM may take (its weights, KV cache, graphs) so the whole process stays within the budget."""
+    return max(weights_gib + VLLM_OVERHEAD_GIB, budget_gib - weights_gib - TRAINER_OVERHEAD_GIB)
+
+
+def vllm_share(gib: float, device_total_bytes: int) -> float:
+    """vLLM's `gpu_memory_utilization` (a share of the whole device) for `gib` of it."""
+    share = gib * GIB / device_total_bytes
+    if not 0.0 < share < 1.0:
+        raise ValueError(
+            f"vLLM's {gib:.1f} GiB is not a share of a {device_total_bytes / GIB:.1f} GiB device"
+        )
+    return round(share, 4)
+
+
+def model_weights_gib(model_dir: str | None) -> float | None:
+    """The weights' size on disk (safetensors files), for the auto choice; None when unknown."""
+    if not model_dir:
+        return None
+    from pathlib import Path
+
+    files = list(Path(model_dir).glob("*.safetensors"))
+    return sum(f.stat().st_size for f in files) / GIB if files else None
 
 
 def vllm_installed() -> bool:
     return importlib.util.find_spec("vllm") is not None
 
 
-def trl_config(path: str, *, max_length: int, gpu_memory_utilization: float) -> dict[str, Any]:
-    """GRPOConfig keys of a path (pure: tested without TRL)."""
+VLLM_PROMPT_HEADROOM = 2
+"""vLLM's context is this many times maxPromptLength plus the completion (see `trl_config`)."""
+
+
+def trl_config(
+    path: str,
+    *,
+    max_prompt_length: int,
+    max_completion_length: int,
+    gpu_memory_utilization: float,
+    ignore_eos: bool = False,
+    sleep: bool = True,
+) -> dict[str, Any]:
+    """GRPOConfig keys of a path (pure: tested without TRL).
+
+    vLLM ends a sequence at its context length (`max_model_len`) whatever `max_tokens` says, and
+    counts a prompt's image tokens with its own processor, which need not agree with the count the
+    engine filtered prompts by: with a context of exactly prompt + completion, a prompt vLLM counts
+    longer leaves its completion short (most likely why the first GPU run's vLLM completions averaged
+    61 of 256 tokens while the other paths ran to 256; the next run's per-path lengths will say). The context gets a second prompt's worth of
+    room; vLLM allocates its KV cache by blocks as sequences grow, so the headroom costs nothing
+    unless it is used.
+
+    `ignore_eos` (benchmarks only): each path's own way of never stopping before
+    `max_completion_length`, so every path decodes the same number of tokens.
+    """
+    config: dict[str, Any] = {}
     if path == "compiled":
         # TRL passes it to transformers' generate; compilation is switched on in `configure`.
-        return {"cache_implementation": "static"}
+        config["cache_implementation"] = "static"
     if path == "vllm":
-        return {
-            "use_vllm": True,
-            "vllm_mode": "colocate",
-            "vllm_gpu_memory_utilization": gpu_memory_utilization,
-            "vllm_max_model_length": max_length,
-            # vLLM's weights and KV cache are released while the trainer computes the loss.
-            "vllm_enable_sleep_mode": True,
+        config.update(
+            use_vllm=True,
+            vllm_mode="colocate",
+            vllm_gpu_memory_utilization=gpu_memory_utilization,
+            vllm_max_model_length=VLLM_PROMPT_HEADROOM * max_prompt_length + max_completion_length,
+            # vLLM's weights and KV cache are released while the trainer computes the loss (TRL
+            # sleeps it at level 2 after each generation and wakes the KV cache for the next).
+            vllm_enable_sleep_mode=sleep,
+        )
+    if ignore_eos:
+        # TRL hands generation_kwargs to vLLM's SamplingParams or to transformers' generate.
+        config["generation_kwargs"] = (
+            {"ignore_eos": True} if path == "vllm" else {"min_new_tokens": max_completion_length}
+        )
+    return config
+
+
+def sampling(path: str, grpo: dict[str, Any]) -> dict[str, Any]:
+    """What TRL 1.16 hands the generator of `path` from these GRPOConfig keys, in its own names.
+
+    vLLM's SamplingParams (trl/generation/vllm_generation.py, colocate mode) or transformers'
+    generate (GRPOTrainer.__init__), with TRL's own defaults for keys not given; then
+    `generation_kwargs` on top, as TRL applies it. Compared across paths by the tests and written
+    into the benchmark's report, so a difference in how the paths sample is seen, not guessed.
+    """
+    temperature = grpo.get("temperature", 1.0)
+    top_p = grpo.get("top_p", 1.0)
+    top_k = grpo.get("top_k", 0)
+    min_p = grpo.get("min_p")
+    repetition = grpo.get("repetition_penalty", 1.0)
+    if path == "vllm":
+        params: dict[str, Any] = {
+            "temperature": temperature,
+            "top_p": top_p,
+            "top_k": top_k,
+            "min_p": 0.0 if min_p is None else min_p,
+            "repetition_penalty": repetition,
+            "max_tokens": grpo["max_completion_length"],
         }
-    return {}
+    else:
+        params = {
+            "do_sample": True,
+            "temperature": temperature,
+            "top_p": top_p,
+            "top_k": top_k,
+            "min_p": min_p,
+            "repetition_penalty": repetition,
+            "max_new_tokens": grpo["max_completion_length"],
+        }
+    params.update(grpo.get("generation_kwargs") or {})
+    return params
 
 
 def configure(trainer: Any, path: str, *, generation_batch: int, max_length: int) -> None:

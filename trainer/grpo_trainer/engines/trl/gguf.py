@@ -7,7 +7,8 @@ quantized by `llama-quantize` unless the chosen type is one the converter writes
 bf16, q8_0). The tools come from `gguf_tools` (llama-cpp-python's vendored llama.cpp).
 
 Everything is written under a temporary name and renamed into place, so a crash leaves no file a
-reader could take for a finished one.
+reader could take for a finished one. Ollama's `Modelfile` (modelfile.py) is written last, beside
+them, as Unsloth's GGUF export writes one.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from ...failures import ConfigError, TrainerError
 from ..base import GgufFiles
 from .gguf_tools import Tools, find_tools
+from .modelfile import chat_template_of, modelfile_for, write_modelfile
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +101,11 @@ def export_gguf(
     quantization: str = "q4_k_m",
     projector: str = "f16",
     tools: Tools | None = None,
+    temperature: float | None = None,
+    min_p: float | None = None,
 ) -> GgufFiles:
-    """Write the language model and projector GGUF files for the merged model in `model_dir`."""
+    """Write the language model and projector GGUF files for the merged model in `model_dir`,
+    and Ollama's Modelfile beside them (sampling: `temperature`, `min_p`)."""
     tools = require_tools(tools)
     source = Path(model_dir)
     target = Path(out_dir)
@@ -122,4 +127,15 @@ def export_gguf(
     convert(tools, source, partial_projector, projector, projector=True)
     os.replace(partial_model, model_file)
     os.replace(partial_projector, projector_file)
-    return GgufFiles(model=str(model_file), projector=str(projector_file), quantization=quantization)
+    modelfile = write_modelfile(
+        target,
+        modelfile_for(
+            model_name, projector_name, chat_template_of(source), temperature=temperature, min_p=min_p
+        ),
+    )
+    return GgufFiles(
+        model=str(model_file),
+        projector=str(projector_file),
+        quantization=quantization,
+        modelfile=str(modelfile),
+    )

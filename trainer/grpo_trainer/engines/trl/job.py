@@ -21,12 +21,19 @@ from grpo_operator.api.batch import Batch, batch_problems
 from grpo_operator.api.v1alpha1 import ResolvedJob
 
 from ...failures import ConfigError
+from .generation import RECIPE_BUDGET_GIB, vllm_memory_gib
 from .generation import resolve as resolve_generation
 from .generation import trl_config as generation_trl_config
 from .settings import TrlSettings, split_overrides
 
 RECIPE = "the single-GPU LoRA recipe (no spec field)"
 """The reason of every value the spec has no field for."""
+
+TARGETS_AGAINST_UNSLOTH = (
+    "the Linear layers Unsloth's FastVisionModel adapts (vision blocks' attention and MLP, the "
+    "decoder's attention, linear attention included, and MLP), plus the vision merger's two, which "
+    "Unsloth leaves frozen and the recipe's 'ViT + Projector + Decoder' trains"
+)
 
 
 def optimizer(job: ResolvedJob) -> tuple[str, str]:
@@ -64,8 +71,54 @@ def _batch_settings(job: ResolvedJob) -> dict[str, Any]:
     }
 
 
-def settings_from_job(job: ResolvedJob) -> TrlSettings:
-    """Pure mapping from a ResolvedJob to TrlSettings; ConfigError names the offending field."""
+def reporting_settings(job: ResolvedJob) -> dict[str, Any]:
+    """logging.tensorboard / logging.wandb -> TRL's report_to; evaluation -> TRL's evaluation.
+
+    `evaluation.interval` counts verl steps (generation rounds); TRL counts optimiser updates, a
+    verl step's trainBatchSize / miniBatchSize of them.
+    """
+    spec = job.spec
+    report_to = []
+    if spec.logging.tensorboard:
+        report_to.append("tensorboard")
+    if spec.logging.wandb is not None:
+        report_to.append("wandb")
+    updates = spec.algorithm.train_batch_size // spec.algorithm.mini_batch_size
+    interval = spec.evaluation.interval
+    return {
+        "report_to": tuple(report_to),
+        "run_name": (spec.logging.wandb.experiment if spec.logging.wandb else None) or job.name,
+        "eval_steps": interval * updates if interval > 0 else 0,
+        "eval_on_start": interval > 0 and spec.evaluation.before_train,
+    }
+
+
+def reporting_env(job: ResolvedJob) -> dict[str, str]:
+    """The environment transformers' TensorBoard and W&B callbacks read, on the job's volume.
+
+    The same TensorBoard folder as the verl engine's; W&B's API key comes from the Secret the
+    operator maps into the pod (WANDB_API_KEY), its files go beside the checkpoints.
+    """
+    env: dict[str, str] = {}
+    if job.spec.logging.tensorboard:
+        env["TENSORBOARD_LOGGING_DIR"] = f"{job.paths.job_dir}/tensorboard"
+    wandb = job.spec.logging.wandb
+    if wandb is not None:
+        env["WANDB_PROJECT"] = wandb.project
+        env["WANDB_DIR"] = f"{job.paths.job_dir}/wandb"
+    return env
+
+
+def generation_choice(job: ResolvedJob, weights_gib: float | None) -> tuple[str, str]:
+    """The generation path and why (auto weighs vLLM's second copy of the weights against the budget)."""
+    return resolve_generation(job.spec.rollout.generation, job.accelerator.device, weights_gib=weights_gib)
+
+
+def settings_from_job(job: ResolvedJob, weights_gib: float | None = None) -> TrlSettings:
+    """Pure mapping from a ResolvedJob to TrlSettings; ConfigError names the offending field.
+
+    `weights_gib`: the model's weights on disk, when known, for `rollout.generation: auto`.
+    """
     spec = job.spec
     algorithm = spec.algorithm
     kl = algorithm.kl
@@ -78,6 +131,8 @@ def settings_from_job(job: ResolvedJob) -> TrlSettings:
         "learning_rate": algorithm.learning_rate,
         **_batch_settings(job),
         "max_prompt_length": spec.dataset.max_prompt_length,
+        "filter_overlong_prompts": spec.dataset.filter_overlong_prompts,
+        "truncation": spec.dataset.truncation,
         "max_completion_length": spec.dataset.max_response_length,
         # TRL counts optimiser updates; a verl step (one generation round) holds
         # trainBatchSize / miniBatchSize of them.
@@ -100,9 +155,14 @@ def settings_from_job(job: ResolvedJob) -> TrlSettings:
         "bf16": job.accelerator.device != "cpu",
         "optim": optimizer(job)[0],
         "overrides": tuple(spec.engine.overrides),
-        "generation": resolve_generation(spec.rollout.generation, job.accelerator.device)[0],
+        **reporting_settings(job),
         "vllm_gpu_memory_utilization": spec.rollout.gpu_memory_utilization,
     }
+    generation, _ = generation_choice(job, weights_gib)
+    values["generation"] = generation
+    if generation == "vllm" and spec.rollout.generation == "auto" and weights_gib is not None:
+        # auto chose vLLM because the whole process fits the budget: size vLLM to keep it so.
+        values["vllm_memory_gib"] = vllm_memory_gib(weights_gib, RECIPE_BUDGET_GIB)
     lora = spec.engine.lora
     if lora is not None:
         values.update(
@@ -119,7 +179,7 @@ def settings_from_job(job: ResolvedJob) -> TrlSettings:
     return replace(TrlSettings(), **values)
 
 
-def reasons(job: ResolvedJob) -> dict[str, str]:
+def reasons(job: ResolvedJob, weights_gib: float | None = None) -> dict[str, str]:
     """Why each GRPOConfig / LoraConfig key (`lora.` prefix) has its value, for `grpo-train plan`.
 
     Keys not named here take the single-GPU LoRA recipe's value (`RECIPE`); `engine.overrides` wins over everything.
@@ -132,8 +192,12 @@ def reasons(job: ResolvedJob) -> dict[str, str]:
         else "microBatchSizePerDevice unset: the whole update in one forward pass"
     )
     lora = "spec.engine.lora" if spec.engine.lora else f"{RECIPE}; spec.engine.lora is not set"
-    generation, generation_why = resolve_generation(spec.rollout.generation, job.accelerator.device)
-    generation_keys = set(generation_trl_config(generation, max_length=0, gpu_memory_utilization=0.0))
+    generation, generation_why = generation_choice(job, weights_gib)
+    generation_keys = set(
+        generation_trl_config(
+            generation, max_prompt_length=0, max_completion_length=0, gpu_memory_utilization=0.0
+        )
+    )
     why = {
         "output_dir": "the job's checkpoint folder on the shared volume (resumed across attempts)",
         "learning_rate": "spec.algorithm.learningRate",
@@ -167,12 +231,23 @@ def reasons(job: ResolvedJob) -> dict[str, str]:
         "remove_unused_columns": "images and answers travel in extra columns the rewards read",
         "bf16": f"the {job.accelerator.name} pool's device ({job.accelerator.device}): bf16 except on CPU",
         "optim": optimizer(job)[1],
+        "report_to": "spec.logging.tensorboard and spec.logging.wandb (files under the job's folder)",
+        "run_name": "spec.logging.wandb.experiment, else the job's name",
+        **{
+            key: (
+                f"spec.evaluation: every {spec.evaluation.interval} steps × updates per step, "
+                f"beforeTrain={str(spec.evaluation.before_train).lower()}; G completions per validation prompt"
+                if spec.evaluation.interval > 0
+                else "spec.evaluation.interval=0: no validation"
+            )
+            for key in ("eval_strategy", "eval_steps", "eval_on_start", "per_device_eval_batch_size")
+        },
         "warmup_steps": f"{RECIPE}: warmup ratio 0.1 (transformers 5 reads a fraction below 1 as a ratio)",
         **{key: generation_why for key in generation_keys},
-        **{
-            f"lora.{key}": lora
-            for key in ("r", "lora_alpha", "lora_dropout", "target_modules", "exclude_modules")
-        },
+        **{f"lora.{key}": lora for key in ("r", "lora_alpha", "lora_dropout", "exclude_modules")},
+        "lora.target_modules": lora
+        if spec.engine.lora and spec.engine.lora.target_modules
+        else f"{lora}: {TARGETS_AGAINST_UNSLOTH}",
     }
     trainer_overrides, lora_overrides = split_overrides(spec.engine.overrides)
     if "vllm_gpu_memory_utilization" in why:
@@ -186,7 +261,8 @@ def reward_funcs_for(job: ResolvedJob) -> list[Any]:
     """The job's reward as TRL reward functions; ConfigError when the user's file cannot give it.
 
     A missing function, a file that does not import or does not exist fails the job at once:
-    another attempt would load the same file.
+    another attempt would load the same file. A custom file runs in the sandbox's workers
+    (rewards.py), never in this process.
     """
     from .rewards import builtin_reward_funcs, custom_reward_funcs
 
@@ -197,8 +273,8 @@ def reward_funcs_for(job: ResolvedJob) -> list[Any]:
     if not job.paths.reward_file:
         raise ConfigError("reward.custom is set but the job has no mounted reward file")
     try:
-        return custom_reward_funcs(job.paths.reward_file, reward.custom.function, options)
-    except (AttributeError, OSError, ImportError, SyntaxError) as exc:
-        raise ConfigError(
-            f"reward.custom (ConfigMap {reward.custom.config_map}, key {reward.custom.key}): {exc}"
-        ) from exc
+        return custom_reward_funcs(
+            job.paths.reward_file, reward.custom.function, options, batch=reward.custom.batch
+        )
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} (ConfigMap {reward.custom.config_map}, key {reward.custom.key})") from exc

@@ -66,6 +66,32 @@ def verl_metrics(logs: Mapping[str, Any], *, step: int, step_seconds: float | No
     return data
 
 
+VALIDATION_SOURCE = "all"
+"""TRL scores the validation set as one: verl's per-data-source key gets this source name."""
+
+
+def validation_metrics(logs: Mapping[str, Any], *, step: int, group: int) -> dict[str, float]:
+    """One TRL validation record (`eval_*` keys) as verl's validation metrics.
+
+    `eval_reward` (the mean over every validation prompt's `group` completions) becomes
+    `val-core/all/reward/mean@<group>`, which the status reads as the validation score; each
+    reward function's mean goes beside it, and every value under `trl/eval_*` as well.
+    """
+    data: dict[str, float] = {}
+    prefix = f"{keys.VALIDATION_PREFIX}{VALIDATION_SOURCE}"
+    for key, value in logs.items():
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            continue
+        data[f"trl/{key}"] = float(value)
+        if key == "eval_reward":
+            data[f"{prefix}/reward/mean@{group}"] = float(value)
+        elif key.startswith("eval_rewards/") and key.endswith("/mean"):
+            function = key.removeprefix("eval_rewards/").removesuffix("/mean")
+            data[f"{prefix}/{function}/mean@{group}"] = float(value)
+    data[keys.GLOBAL_STEP] = float(step)
+    return data
+
+
 class MetricsFile:
     """Appends JSON lines and flushes each one, so a reporter tailing the file sees them at once.
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grpo_operator.api.contract import Failure
+from grpo_operator.api.contract import UNKNOWN, Failure
 
-from ...failures import classify_exception
+from ...failures import DataError, classify_exception
 from ..base import Checkpoint, ExportResult
 from .checkpoints import remove_incomplete
 from .export import ExportPlan, export_event, export_policy
@@ -36,6 +36,8 @@ class RunRequest:
     model_path: str
     rows: list[dict[str, Any]]
     reward_funcs: Sequence[RewardFunc]
+    # Validation rows (settings.eval_steps > 0): scored by the same rewards, reported as val-core/.
+    eval_rows: list[dict[str, Any]] = field(default_factory=list)
     # Where the step metrics go; None: the environment's GRPO_METRICS_FILE, else output_dir.
     metrics_path: str | None = None
     # The checkpoint to continue from (for a job: the driver's decision, grpo_trainer/inputs.py);
@@ -44,7 +46,6 @@ class RunRequest:
     export_dir: str | None = None
     # What to export into `export_dir` (default: the adapter and the merged model).
     export: ExportPlan = field(default_factory=ExportPlan)
-    filter_overlong_prompts: bool = True
     # Test and benchmark hooks: a (model, processor) built in memory instead of loaded from
     # `model_path`, a function that adjusts the model, extra callbacks.
     policy: tuple[Any, Any] | None = None
@@ -79,6 +80,7 @@ def make_trainer(
     processor: Any,
     rows: list[dict[str, Any]],
     callbacks: list[Any],
+    eval_rows: list[dict[str, Any]] | None = None,
 ) -> Any:
     from datasets import Dataset
     from peft import LoraConfig
@@ -90,6 +92,7 @@ def make_trainer(
         reward_funcs=list[Any](request.reward_funcs),
         args=GRPOConfig(**grpo_kwargs),
         train_dataset=Dataset.from_list(rows),
+        eval_dataset=Dataset.from_list(eval_rows) if eval_rows else None,
         processing_class=processor,
         peft_config=LoraConfig(**lora_kwargs),
         callbacks=callbacks,
@@ -99,7 +102,6 @@ def make_trainer(
 def train(request: RunRequest) -> RunResult:
     """Train to the end (resuming when a checkpoint exists) and export; raises on failure."""
     from .callbacks import ProgressCallback
-    from .data import filter_overlong_prompts
 
     settings = request.settings
     output_dir = Path(settings.output_dir)
@@ -113,6 +115,13 @@ def train(request: RunRequest) -> RunResult:
     )
 
     grpo_kwargs, lora_kwargs = build_trl_config(settings)
+    if settings.generation == "vllm" and settings.vllm_memory_gib is not None:
+        import torch
+
+        from .generation import vllm_share
+
+        total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+        grpo_kwargs["vllm_gpu_memory_utilization"] = vllm_share(settings.vllm_memory_gib, total)
     if request.policy is not None:
         model, processor = request.policy
     else:
@@ -121,17 +130,22 @@ def train(request: RunRequest) -> RunResult:
     if request.prepare_model is not None:
         request.prepare_model(model)
 
-    rows, dropped = request.rows, 0
-    if request.filter_overlong_prompts:
-        rows, dropped = filter_overlong_prompts(rows, processor, settings.max_prompt_length)
-        if dropped:
-            log.warning("dropped %d prompts longer than %d tokens", dropped, settings.max_prompt_length)
+    rows, dropped = _fit(request.rows, processor, settings, "training")
     if not rows:
-        raise ValueError("no training prompt fits max_prompt_length")
-
-    progress = ProgressCallback(metrics, keep=settings.keep_checkpoints)
+        raise DataError(
+            f"dataset.maxPromptLength: no training prompt fits in {settings.max_prompt_length} tokens "
+            f"({dropped} dropped by dataset.filterOverlongPrompts)"
+        )
+    eval_rows, _ = _fit(request.eval_rows, processor, settings, "validation")
+    progress = ProgressCallback(metrics, keep=settings.keep_checkpoints, group_size=settings.num_generations)
     trainer = make_trainer(
-        request, (grpo_kwargs, lora_kwargs), model, processor, rows, [progress, *request.callbacks]
+        request,
+        (grpo_kwargs, lora_kwargs),
+        model,
+        processor,
+        rows,
+        [progress, *request.callbacks],
+        eval_rows=eval_rows if grpo_kwargs.get("eval_strategy", "no") != "no" else None,
     )
     configure_generation(
         trainer,
@@ -163,6 +177,29 @@ def train(request: RunRequest) -> RunResult:
     )
 
 
+def _fit(
+    rows: list[dict[str, Any]], processor: Any, settings: TrlSettings, what: str
+) -> tuple[list[dict[str, Any]], int]:
+    """The rows within max_prompt_length (dropped or cut, as the dataset's spec says), and the drop count."""
+    from .data import fit_prompts
+
+    if not rows:
+        return rows, 0
+    fitted = fit_prompts(
+        rows,
+        processor,
+        settings.max_prompt_length,
+        filter_overlong=settings.filter_overlong_prompts,
+        truncation=settings.truncation,
+    )
+    limit = settings.max_prompt_length
+    if fitted.dropped:
+        log.warning("dropped %d %s prompts longer than %d tokens", fitted.dropped, what, limit)
+    if fitted.truncated:
+        log.warning("cut %d %s prompts to %d tokens (%s)", fitted.truncated, what, limit, settings.truncation)
+    return fitted.rows, fitted.dropped
+
+
 def run(request: RunRequest) -> Failure | None:
     """`train`, with a failure classified for the operator (None when training succeeded)."""
     try:
@@ -172,4 +209,9 @@ def run(request: RunRequest) -> Failure | None:
         log.exception("TRL engine failed (exit %d, %s)", failure.code, failure.reason)
         print(f"grpo-train: {failure.message}", file=sys.stderr)
         return failure
+    except SystemExit as error:
+        # Something in the stack called sys.exit mid-training: never a success (exit 0 would
+        # read as Succeeded with no model), and worth another attempt from the last checkpoint.
+        log.exception("TRL engine: sys.exit during training")
+        return Failure(UNKNOWN, "EngineExited", f"training stopped early: sys.exit({error.code!r})")
     return None

@@ -33,7 +33,13 @@ _PROJECTOR = (
     r"(?:visual\.merger|visual\.deepstack_merger_list\.\d+|multi_modal_projector|mm_projector)"
     r"\.(?:linear_fc1|linear_fc2|mlp\.0|mlp\.2|linear_1|linear_2)"
 )
-_LANGUAGE_ATTENTION_LEAVES = r"self_attn\.(?:q_proj|k_proj|v_proj|o_proj)"
+# Full attention, and the linear attention (Gated DeltaNet) of the hybrid decoders: Qwen3.5 names its
+# projections in_proj_qkv/in_proj_z/in_proj_b/in_proj_a/out_proj, Qwen3-Next in_proj_qkvz/in_proj_ba/
+# out_proj. Unsloth adapts all of them ("attn" is in their path); so does this.
+_LANGUAGE_ATTENTION_LEAVES = (
+    r"(?:self_attn\.(?:q_proj|k_proj|v_proj|o_proj)"
+    r"|linear_attn\.(?:in_proj_qkvz|in_proj_qkv|in_proj_z|in_proj_ba|in_proj_b|in_proj_a|out_proj))"
+)
 _LANGUAGE_MLP_LEAVES = r"mlp\.(?:gate_proj|up_proj|down_proj)"
 
 
@@ -63,10 +69,14 @@ class TrlSettings:
     num_generations: int = 2
     # Optimiser steps per generation round (None: TRL's default, one round per step).
     steps_per_generation: int | None = None
-    # Lengths (seed: 1024 + 1024). TRL 1.16 has no `max_prompt_length`: the engine filters longer
-    # prompts out of the dataset instead (see `data.filter_overlong_prompts`).
+    # Lengths (seed: 1024 + 1024). TRL 1.16 has no `max_prompt_length`: the engine drops or cuts
+    # longer prompts before training instead (see `data.fit_prompts`).
     max_prompt_length: int = 1024
     max_completion_length: int = 1024
+    # What happens to a longer prompt (dataset.filterOverlongPrompts, dataset.truncation): dropped,
+    # else cut (left, right, middle) or refused (error). Applied by the engine, not GRPOConfig.
+    filter_overlong_prompts: bool = True
+    truncation: str = "error"
     # Length of the run: `max_steps` wins when positive (seed: 60 steps).
     max_steps: int = 60
     num_train_epochs: float = 1.0
@@ -78,22 +88,37 @@ class TrlSettings:
     scale_rewards: str = "group"
     num_iterations: int = 1
     entropy_coef: float = 0.0
+    # Sampling, the same on every generation path (generation.sampling says what reaches each).
     temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    # Benchmarks: every completion runs to max_completion_length on every path (like for like).
+    ignore_eos: bool = False
     reward_weights: tuple[float, ...] | None = None
     # Checkpoints and logs (seed: save every 60 steps, log every step, no external reporter).
     save_steps: int = 60
     # Checkpoints kept on the shared volume, over all attempts of the job (the engine prunes).
     keep_checkpoints: int = 3
     logging_steps: int = 1
-    report_to: str = "none"
+    # Where metrics go besides the status: TRL's report_to (logging.tensorboard, logging.wandb).
+    report_to: tuple[str, ...] = ()
+    run_name: str | None = None
+    # Validation every N optimiser updates (0: none) on the validation rows, and once before training.
+    eval_steps: int = 0
+    eval_on_start: bool = False
     seed: int = 42
     # Precision and memory.
     bf16: bool = True
     gradient_checkpointing: bool = True
     # Rollouts (generation.py): eager, compiled (static cache + CUDA graphs) or vllm (colocated).
     generation: str = "eager"
-    # vllm only: the share of the device vLLM may take (weights, KV cache, graphs).
+    # vllm only: the share of the device vLLM may take (weights, KV cache, graphs), or the same in
+    # GiB (wins when set; turned into a share of the device at run time), and whether vLLM sleeps
+    # (weights and KV cache freed) while the policy trains.
     vllm_gpu_memory_utilization: float = 0.3
+    vllm_memory_gib: float | None = None
+    vllm_sleep: bool = True
     # LoRA (seed: r=16, alpha=16, dropout 0, vision and language layers, attention and MLP).
     lora_rank: int = 16
     lora_alpha: int = 16
@@ -188,6 +213,22 @@ def effective_batch_size(settings: TrlSettings) -> int:
     return math.ceil(settings.per_device_train_batch_size / g) * g
 
 
+def eval_config(settings: TrlSettings) -> dict[str, Any]:
+    """TRL's evaluation keys: a generation round on the validation rows every `eval_steps` updates.
+
+    TRL generates `num_generations` completions per validation prompt and logs their rewards as
+    `eval_reward`; one prompt per forward pass keeps validation within training's memory.
+    """
+    if settings.eval_steps <= 0:
+        return {"eval_strategy": "no"}
+    return {
+        "eval_strategy": "steps",
+        "eval_steps": settings.eval_steps,
+        "eval_on_start": settings.eval_on_start,
+        "per_device_eval_batch_size": settings.num_generations,
+    }
+
+
 def build_trl_config(settings: TrlSettings) -> tuple[dict[str, Any], dict[str, Any]]:
     """Map settings to (`GRPOConfig` keyword arguments, `LoraConfig` keyword arguments).
 
@@ -220,6 +261,9 @@ def build_trl_config(settings: TrlSettings) -> tuple[dict[str, Any], dict[str, A
         "num_iterations": settings.num_iterations,
         "entropy_coef": settings.entropy_coef,
         "temperature": settings.temperature,
+        "top_p": settings.top_p,
+        "top_k": settings.top_k,
+        "min_p": settings.min_p,
         "reward_weights": list(settings.reward_weights) if settings.reward_weights is not None else None,
         # Checkpoints are pruned by the engine (all attempts share one folder), not by the Trainer.
         "save_strategy": "steps",
@@ -228,7 +272,9 @@ def build_trl_config(settings: TrlSettings) -> tuple[dict[str, Any], dict[str, A
         "save_only_model": False,
         "logging_steps": settings.logging_steps,
         "logging_first_step": True,
-        "report_to": settings.report_to,
+        "report_to": list(settings.report_to) or "none",
+        "run_name": settings.run_name,
+        **eval_config(settings),
         "seed": settings.seed,
         "bf16": settings.bf16,
         "fp16": False,
@@ -242,8 +288,11 @@ def build_trl_config(settings: TrlSettings) -> tuple[dict[str, Any], dict[str, A
     grpo.update(
         generation_trl_config(
             settings.generation,
-            max_length=settings.max_prompt_length + settings.max_completion_length,
+            max_prompt_length=settings.max_prompt_length,
+            max_completion_length=settings.max_completion_length,
             gpu_memory_utilization=settings.vllm_gpu_memory_utilization,
+            ignore_eos=settings.ignore_eos,
+            sleep=settings.vllm_sleep,
         )
     )
     lora: dict[str, Any] = {

@@ -10,7 +10,7 @@ from grpo_operator.api.contract import Failure
 from grpo_operator.api.v1alpha1 import ResolvedJob
 
 from ...failures import ConfigError
-from ...rewards.custom import check_defines
+from ...rewards.custom import check_defines, check_imports
 from ...spec import Attempt
 from ..base import (
     Checkpoint,
@@ -109,6 +109,7 @@ class VerlEngine:
         if custom is not None and job.paths.reward_file:
             # Before anything heavy: verl would find a missing function minutes later, in a worker.
             check_defines(job.paths.reward_file, custom.function)
+            check_imports(job.paths.reward_file)
         if resume.fresh:
             checkpoints.archive_previous_run(Path(job.paths.checkpoint_dir))
         checkpoints.record_world(job)

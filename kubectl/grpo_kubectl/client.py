@@ -1,0 +1,305 @@
+"""A Python client for GRPOJobs, for notebooks and scripts (what `kubectl grpo` does, as calls).
+
+    from grpo_kubectl.client import GRPOClient
+
+    client = GRPOClient(namespace="team-a")              # your kubeconfig, as kubectl uses it
+    job = client.create("examples/lora-single-gpu.yaml")  # a file, a dict or a GRPOJob model
+    job.wait("Running", timeout=600)
+    for line in job.logs(follow=True):                   # the attempt's output until the job ends
+        print(line)
+    job.wait("Succeeded", timeout=12 * 3600)             # raises JobFailedError if it fails instead
+    job.metrics()                                        # {"reward": 0.82, "valScore": 0.61, ...}
+    job.history()                                        # [{"step": 1, "reward": ...}, ...] rows
+
+Everything goes through the same pieces as the plugin (cluster.py for the API server, volume.py
+for the job's files), with the user's own credentials. Errors are `GRPOClientError`s with one
+line a person can act on; a job the API server refuses raises `JobRefusedError` carrying the server's
+admission message, which names the field.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+from grpo_operator.api.contract import attempt_log_file, job_dir
+from grpo_operator.api.v1alpha1 import GROUP, KIND, VERSION, GRPOJob, JobPaths
+from grpo_trainer.kube import GRPOJobResource
+from grpo_trainer.spec import grpojob_document
+from lightkube import ApiError
+from lightkube.types import PatchType
+
+from .cluster import Cluster, PluginError, one_line
+from .history import history_from_metrics
+from .reader import DEFAULT_IMAGE, ReadTarget
+from .version import extra_for
+from .volume import LocalVolume, PodVolume, Volume
+
+TERMINAL = ("Succeeded", "Failed")
+CONDITIONS = ("Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed", "Healthy")
+
+GRPOClientError = PluginError
+"""Every error of the client: one line, the thing to change."""
+
+
+class JobRefusedError(GRPOClientError):
+    """The API server refused the job (its schema or CEL rules): the message names the field."""
+
+
+class JobFailedError(GRPOClientError):
+    """The job failed while `wait` waited for something else."""
+
+
+class WaitTimeoutError(GRPOClientError):
+    """`wait` gave up before the job got there."""
+
+
+class GRPOClient:
+    """GRPOJobs of one namespace (the kubeconfig context's unless given)."""
+
+    def __init__(
+        self,
+        namespace: str | None = None,
+        *,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        workdir: str | None = None,
+        reader_image: str = DEFAULT_IMAGE,
+    ) -> None:
+        self.cluster = Cluster(kubeconfig, context, namespace)
+        self.namespace = self.cluster.namespace
+        self.workdir = workdir
+        self.reader_image = reader_image
+
+    def create(self, job: str | Path | dict[str, Any] | GRPOJob, *, name: str | None = None) -> Job:
+        """Creates a job from a YAML/JSON file, a manifest dict or the pydantic model."""
+        manifest = _manifest(job)
+        meta = dict(manifest.get("metadata") or {})
+        if name:
+            meta["name"] = name
+        if not meta.get("name"):
+            raise GRPOClientError("the job has no name: give metadata.name or create(..., name=...)")
+        meta["namespace"] = self.namespace
+        manifest = {"apiVersion": f"{GROUP}/{VERSION}", **manifest, "kind": KIND, "metadata": meta}
+        try:
+            self.cluster._call(
+                "creating the job", self.cluster.client.create, GRPOJobResource.from_dict(manifest)
+            )
+        except ApiError as error:
+            if error.status.code == 409:
+                raise GRPOClientError(
+                    f'grpojob "{meta["name"]}" already exists in namespace "{self.namespace}": '
+                    "get(name) it, or delete it first"
+                ) from error
+            if error.status.code in (400, 422):
+                raise JobRefusedError(one_line(error.status.message)) from error
+            raise GRPOClientError(
+                f"cannot create grpojob {self.namespace}/{meta['name']}: {error.status.message}"
+            ) from error
+        return Job(self, meta["name"])
+
+    def get(self, name: str) -> Job:
+        self.cluster.job_body(name)  # a clear "not found" now rather than on first use
+        return Job(self, name)
+
+    def list(self) -> list[Job]:
+        return [Job(self, body["metadata"]["name"]) for body in self.cluster.list_jobs()]
+
+
+class Job:
+    """One GRPOJob; every property reads the API server afresh."""
+
+    def __init__(self, client: GRPOClient, name: str) -> None:
+        self.client, self.name = client, name
+
+    def __repr__(self) -> str:
+        return f"Job({self.client.namespace}/{self.name})"
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def body(self) -> dict[str, Any]:
+        return self.client.cluster.job_body(self.name)
+
+    @property
+    def status(self) -> dict[str, Any]:
+        return dict(self.body().get("status") or {})
+
+    @property
+    def phase(self) -> str | None:
+        return self.status.get("phase")
+
+    def condition(self, type_: str) -> dict[str, Any] | None:
+        return next((c for c in self.status.get("conditions") or [] if c.get("type") == type_), None)
+
+    def metrics(self) -> dict[str, Any]:
+        """The newest step's metrics as the trainer reported them (reward, valScore, kl...)."""
+        status = self.status
+        return {**(status.get("metrics") or {}), "step": (status.get("progress") or {}).get("step")}
+
+    def history(self, *, full: bool = False) -> list[dict[str, Any]]:
+        """Rows of {"step", "reward", "valScore", "responseLength"}: the status's bounded series,
+        or with `full=True` every step from the metrics files on the job's volume."""
+        body = self.body()
+        if not full:
+            return [dict(point) for point in (body.get("status") or {}).get("history") or []]
+        status = body.get("status") or {}
+        lines = self._volume(body).metrics_lines(self._paths(body).metrics_dir, status.get("attempt") or 1)
+        return history_from_metrics(lines)
+
+    def plot(self, path: str | Path | None = None, *, full: bool = False) -> Path:
+        """The reward, validation score and response-length curves as a PNG; its path."""
+        from . import drawing  # matplotlib, only when drawing
+
+        found = drawing.curves(self.history(full=full))
+        if not found:
+            raise GRPOClientError(
+                f"no points to plot yet for {self.name}: the trainer has not reported a step"
+            )
+        target = Path(path or f"{self.name}-curves.png")
+        try:
+            return drawing.write_png(found, target, f"{self.client.namespace}/{self.name}")
+        except ModuleNotFoundError as error:
+            if extra_for(error.name) != "plot":
+                raise
+            raise GRPOClientError(
+                "Job.plot() needs grpo-kubectl[plot] (pip install 'grpo-kubectl[plot]')"
+            ) from error
+
+    def logs(self, *, follow: bool = False, attempt: int | None = None, poll: float = 5.0) -> Iterator[str]:
+        """An attempt's output from the job's volume (default: the current attempt); with
+        `follow=True` also what is written next, until the job ends."""
+        body = self.body()
+        current = (body.get("status") or {}).get("attempt")
+        attempt = attempt or current
+        if not attempt:
+            raise GRPOClientError(f"grpojob {self.name} has not started an attempt yet")
+        if current and not 1 <= attempt <= current:
+            raise GRPOClientError(f"attempt {attempt}: grpojob {self.name} has attempts 1 to {current}")
+        path = attempt_log_file(self._paths(body).metrics_dir, attempt)
+        volume = self._volume(body)
+        if not follow:
+            return volume.read(path)
+        last = [0.0, False]
+
+        def ended() -> bool:
+            if time.monotonic() - last[0] >= poll:
+                last[0], last[1] = time.monotonic(), self.phase in TERMINAL
+            return bool(last[1])
+
+        return volume.follow(path, ended)
+
+    # --- waiting ------------------------------------------------------------------------------
+
+    def wait(
+        self, condition: str = "Succeeded", timeout: float = 3600.0, *, poll: float = 2.0
+    ) -> dict[str, Any]:
+        """Waits until `condition` (Running, Succeeded, Suspended, Healthy...) is True; the status.
+
+        Waiting for anything but Failed raises `JobFailedError` when the job fails first (with the
+        operator's reason and message), and `WaitTimeoutError` after `timeout` seconds."""
+        if condition not in CONDITIONS:
+            raise GRPOClientError(f"condition {condition!r}: expected one of {', '.join(CONDITIONS)}")
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self.status
+            found = next((c for c in status.get("conditions") or [] if c.get("type") == condition), None)
+            if (found and found.get("status") == "True") or status.get("phase") == condition:
+                return status
+            failed = next((c for c in status.get("conditions") or [] if c.get("type") == "Failed"), None)
+            if condition != "Failed" and failed and failed.get("status") == "True":
+                raise JobFailedError(
+                    f"grpojob {self.name} failed ({failed.get('reason')}): {failed.get('message', '')}"
+                )
+            if time.monotonic() > deadline:
+                raise WaitTimeoutError(
+                    f"grpojob {self.name} is not {condition} after {timeout:g} s "
+                    f"(phase {status.get('phase') or 'not reconciled yet'})"
+                )
+            time.sleep(poll)
+
+    # --- steering -----------------------------------------------------------------------------
+
+    def suspend(self) -> None:
+        """Tears the Ray cluster down and keeps the checkpoints."""
+        self.client.cluster.set_suspend(self.name, True)
+
+    def resume(self) -> None:
+        """A new attempt continues from the latest checkpoint."""
+        self.client.cluster.set_suspend(self.name, False)
+
+    def delete(self, *, wait: bool = False, timeout: float = 120.0) -> None:
+        """Deletes the job (its claim is kept unless checkpoint.retention says Delete)."""
+        cluster = self.client.cluster
+        try:
+            cluster._call(
+                "deleting the job",
+                cluster.client.delete,
+                GRPOJobResource,
+                self.name,
+                namespace=cluster.namespace,
+            )
+        except ApiError as error:
+            if error.status.code == 404:
+                return
+            raise GRPOClientError(
+                f"cannot delete grpojob {cluster.namespace}/{self.name}: {error.status.message}"
+            ) from error
+        deadline = time.monotonic() + timeout
+        while wait:
+            try:
+                cluster.job_body(self.name)
+            except PluginError:
+                return
+            if time.monotonic() > deadline:
+                raise WaitTimeoutError(f"grpojob {self.name} is still there after {timeout:g} s (finalizers)")
+            time.sleep(1.0)
+
+    def patch(self, spec: dict[str, Any]) -> None:
+        """A merge patch of the spec (what `kubectl patch --type=merge` does)."""
+        cluster = self.client.cluster
+        try:
+            cluster._call(
+                "patching the job",
+                cluster.client.patch,
+                GRPOJobResource,
+                self.name,
+                {"spec": spec},
+                namespace=cluster.namespace,
+                patch_type=PatchType.MERGE,
+            )
+        except ApiError as error:
+            raise JobRefusedError(one_line(error.status.message)) from error
+
+    # --- the job's files ----------------------------------------------------------------------
+
+    def _paths(self, body: dict[str, Any]) -> JobPaths:
+        return JobPaths.in_folder(job_dir(self.name, (body.get("metadata") or {}).get("uid", "")))
+
+    def _volume(self, body: dict[str, Any]) -> Volume:
+        if self.client.workdir:
+            return LocalVolume(self.client.workdir)
+        target = ReadTarget.of_job(GRPOJob.model_validate(body))
+        return PodVolume(self.client.cluster, target, self.client.reader_image)
+
+
+def _manifest(job: str | Path | dict[str, Any] | GRPOJob) -> dict[str, Any]:
+    if isinstance(job, GRPOJob):
+        # Only what the user set: the API server applies the defaults, as for a YAML file.
+        return job.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"status"})
+    if isinstance(job, dict):
+        return {k: v for k, v in job.items() if k != "status"}
+    path = Path(job)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise GRPOClientError(f"cannot read {path}: {error.strerror or error}") from error
+    try:
+        document = grpojob_document(text)
+    except yaml.YAMLError as error:
+        raise GRPOClientError(f"{path} is not valid YAML: {one_line(error)}") from error
+    if not isinstance(document, dict) or document.get("kind") != KIND:
+        raise GRPOClientError(f"{path} does not hold a GRPOJob (kind: GRPOJob)")
+    return document
