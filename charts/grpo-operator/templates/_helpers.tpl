@@ -144,12 +144,14 @@ per-namespace Roles. Every rule says why it exists.
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["get", "create", "patch"]
+{{- if .Values.rbac.checkSecrets }}
 # The Secrets a job names (hub credentials, the W&B key, env valueFrom): read once before its
 # first RayJob, only to see that each exists and holds the key named, so a missing one is a
 # condition on the job instead of a pod stuck in ContainerCreating. Values are never kept or logged.
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get"]
+{{- end }}
 # The checkpoint claim: created once, read for its access modes, never changed or deleted.
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]

@@ -20,7 +20,6 @@ OPERATOR_RULES = {
     ("ray.io", "rayjobs"): {"get", "list", "watch", "create", "patch", "delete"},
     ("", "configmaps"): {"get", "create", "patch"},
     ("", "persistentvolumeclaims"): {"get", "create"},
-    ("", "secrets"): {"get"},
     ("", "serviceaccounts"): {"get", "create", "patch"},
     ("rbac.authorization.k8s.io", "roles"): {"get", "create", "patch"},
     ("rbac.authorization.k8s.io", "rolebindings"): {"get", "create", "patch"},
@@ -95,6 +94,23 @@ def test_cluster_wide_grants_exactly_what_the_operator_uses() -> None:
     ]
     deployment = of_kind(docs, "Deployment")[0]
     assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == account["metadata"]["name"]
+
+
+def test_reading_secrets_is_granted_only_when_asked_for() -> None:
+    """`get` on Secrets is every value in every watched namespace: only rbac.checkSecrets adds it,
+    for the preflight's check that each Secret a job names exists and holds its key."""
+    for values, namespaced in (
+        ({"rbac": {"checkSecrets": True}}, False),
+        (
+            {"rbac": {"checkSecrets": True, "clusterWide": False, "namespaces": ["team-a"]}},
+            True,
+        ),
+    ):
+        roles = _operator_roles(render(values))
+        assert roles
+        for role in roles:
+            extra = {} if namespaced else {("scheduling.k8s.io", "priorityclasses"): {"get"}}
+            assert _grants(role) == {**OPERATOR_RULES, **extra, ("", "secrets"): {"get"}}
 
 
 def test_namespaced_grants_the_same_only_in_the_listed_namespaces() -> None:
