@@ -11,7 +11,7 @@ KUBECONFIG_LOCAL = $(shell . hack/lib.sh && echo "$$CLUSTER_DIR/kubeconfig")
 PYTEST_ARGS ?=
 LINT_PATHS := operator trainer kubectl tests hack charts benchmarks images
 
-.PHONY: help install demo demo-down cluster-up cluster-down test test-images e2e-kind lint images engine-up engine-down base-images
+.PHONY: help install demo demo-down cluster-up cluster-down test test-images node-up node-down test-real-node e2e-kind lint images engine-up engine-down base-images
 
 help:
 	@echo "make demo         a cluster of its own + Helm install + the operator + a GRPOJob that trains on CPU"
@@ -20,6 +20,9 @@ help:
 	@echo "make install      virtualenv in $(VENV) with the development extras"
 	@echo "make cluster-up   build (cached) and start the local test cluster"
 	@echo "make cluster-down stop it (test namespaces first)"
+	@echo "make node-up      a real node for the cpu pool (kubelet + containerd) joined to the local cluster"
+	@echo "make node-down    take it out again (its pods' containers stop)"
+	@echo "make test-real-node  the tests of real pods on that node (GRPO_REAL_NODE=1)"
 	@echo "make e2e-kind     the same suite on a kind cluster (needs Docker)"
 	@echo "make lint         ruff check, format check and the import-layer contracts (part of make test)"
 	@echo "make images       build the operator and trainer images (Docker)"
@@ -84,6 +87,21 @@ test-images: cluster-up
 	$(MAKE) images IMAGES="operator cpu"
 	rc=0; GRPO_TEST_CLUSTER=local $(PY) -m pytest $(PYTEST_ARGS) tests/containers || rc=$$?; \
 	if [[ $$rc -eq 5 ]]; then echo "make test-images: pytest collected no tests" >&2; exit 1; fi; \
+	exit $$rc
+
+# The real node of the cpu pool (hack/node-up.sh): a kubelet with containerd joined to the local
+# cluster, running pods of the operator and CPU trainer images (built first, cached by layer).
+# Opt-in: the tests marked real_node are collected only with GRPO_REAL_NODE=1.
+node-up: cluster-up
+	$(MAKE) images IMAGES="operator cpu"
+	hack/node-up.sh
+
+node-down:
+	hack/node-down.sh
+
+test-real-node: node-up
+	rc=0; GRPO_REAL_NODE=1 GRPO_TEST_CLUSTER=local $(PY) -m pytest $(PYTEST_ARGS) -m real_node tests || rc=$$?; \
+	if [[ $$rc -eq 5 ]]; then echo "make test-real-node: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$rc
 
 # Needs Docker: creates a kind cluster, cordons its node, adds the KWOK pools and the same

@@ -175,7 +175,17 @@ write_kubeconfig() {  # write_kubeconfig <file> <client cert name>
 }
 
 ensure_pki() {  # CA, serving and client certificates, service-account keys; kept across restarts
-  [[ -f "$PKI_DIR/.complete" ]] && return 0
+  if [[ ! -f "$PKI_DIR/.complete" ]]; then
+    make_pki
+  fi
+  # The API server's identity towards kubelets (logs, exec, port-forward on the real node):
+  # issued apart, so a cluster folder made before it gets one too.
+  if [[ ! -f "$PKI_DIR/apiserver-kubelet-client.crt" ]]; then
+    issue_cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
+  fi
+}
+
+make_pki() {
   say "generating certificates in $PKI_DIR"
   rm -rf "$PKI_DIR" && mkdir -p "$PKI_DIR"
   openssl req -x509 -new -nodes -newkey rsa:2048 -keyout "$PKI_DIR/ca.key" -subj "/CN=grpo-test-ca" \
@@ -229,6 +239,9 @@ start_apiserver() {
     --service-account-signing-key-file="$PKI_DIR/sa.key" \
     --service-cluster-ip-range=10.96.0.0/16 \
     --allow-privileged=true \
+    --kubelet-client-certificate="$PKI_DIR/apiserver-kubelet-client.crt" \
+    --kubelet-client-key="$PKI_DIR/apiserver-kubelet-client.key" \
+    --kubelet-preferred-address-types=InternalIP,Hostname \
     --profiling="${GRPO_APISERVER_PROFILING:-false}"
   wait_until kube-apiserver 90 "kube-apiserver /readyz" kubectl get --raw /readyz
 }

@@ -9,6 +9,12 @@ VERSIONS_STAMP="$(sha256sum "$HACK_DIR/versions.env" | cut -c1-12)"
 # so a version bump builds afresh and a second run reuses what is there.
 CACHE_ROOT="${GRPO_CACHE_DIR:-$REPO_ROOT/.cache}"
 BIN_DIR="$CACHE_ROOT/bin-$VERSIONS_STAMP"
+# The real node's binaries (hack/build-node-binaries.sh): kubelet, kube-proxy, pause. Their own
+# cache root, so a checkout that shares another's control-plane binaries can build them apart.
+# shellcheck source=node/versions.env
+. "$HACK_DIR/node/versions.env"
+NODE_CACHE_ROOT="${GRPO_NODE_CACHE_DIR:-$CACHE_ROOT}"
+NODE_BIN_DIR="$NODE_CACHE_ROOT/node-$(cat "$HACK_DIR/versions.env" "$HACK_DIR/node/versions.env" | sha256sum | cut -c1-12)"
 # Runtime state of a running local cluster (certs, pids, logs, kubeconfig).
 CLUSTER_DIR="${GRPO_CLUSTER_DIR:-$CACHE_ROOT/cluster}"
 # The dockerd that hack/engine-up.sh starts where no engine runs: its pid file and log.
@@ -49,3 +55,15 @@ RAY_DASHBOARD_METRICS_PORT="${GRPO_RAY_DASHBOARD_METRICS_PORT:-$((16720 + PORT_O
 # Each Ray worker process (job supervisors, tasks, actors) listens on one port of this range.
 RAY_MIN_WORKER_PORT="${GRPO_RAY_MIN_WORKER_PORT:-$((14600 + PORT_OFFSET))}"
 RAY_MAX_WORKER_PORT="${GRPO_RAY_MAX_WORKER_PORT:-$((14699 + PORT_OFFSET))}"
+
+# The real node of the cpu pool (hack/node-up.sh): a kubelet with containerd on this host.
+# Its kubelet serves on the pod bridge's gateway address, never outside the host; the bridge, its
+# pod subnet and the ports move with GRPO_PORT_OFFSET, so private clusters' nodes do not meet.
+NODE_NAME="${GRPO_NODE_NAME:-real-cpu-0}"
+NODE_BRIDGE="${GRPO_NODE_BRIDGE:-grpo$PORT_OFFSET}"
+NODE_SUBNET_OCTET="$((200 + PORT_OFFSET / 500 % 50))"
+NODE_POD_CIDR="${GRPO_NODE_POD_CIDR:-10.$NODE_SUBNET_OCTET.0.0/24}"
+NODE_GATEWAY_IP="${GRPO_NODE_GATEWAY_IP:-10.$NODE_SUBNET_OCTET.0.1}"
+KUBELET_PORT="${GRPO_KUBELET_PORT:-$((10250 + PORT_OFFSET))}"
+KUBELET_HEALTHZ_PORT="${GRPO_KUBELET_HEALTHZ_PORT:-$((10248 + PORT_OFFSET))}"
+COREDNS_HEALTH_PORT="${GRPO_COREDNS_HEALTH_PORT:-$((18281 + PORT_OFFSET))}"

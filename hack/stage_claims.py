@@ -59,6 +59,11 @@ def stage(client: Client, namespace: str, claim: str, source: Path, size: str) -
     folder = claim_folder(client, namespace, claim, size)
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copytree(source, folder, dirs_exist_ok=True)
+    # Readable by every user, whatever the source's modes (a 0700 temporary folder, a 0600
+    # weights file): the trainer reads the claim as its own non-root user in a real pod.
+    for path in [folder, *folder.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(path.stat().st_mode | (0o555 if path.is_dir() else 0o444))
     return folder
 
 

@@ -8,12 +8,14 @@
 
 Tests that need the cluster carry ``@pytest.mark.cluster`` (the marker alone brings the cluster up)
 or use one of these fixtures (which adds the marker), so ``pytest -m "not cluster"`` runs only what
-needs no cluster, and unit tests never start one. When such a test fails, its report carries the
+needs no cluster, and unit tests never start one. Tests marked ``real_node`` (the real node of the
+cpu pool, hack/node-up.sh) are collected only with ``GRPO_REAL_NODE=1`` (``make test-real-node``). When such a test fails, its report carries the
 events of its namespace and the tail of every cluster component's log.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 from collections.abc import Generator, Iterator
@@ -21,16 +23,24 @@ from collections.abc import Generator, Iterator
 import pytest
 from support.cluster import Cluster, ClusterUnavailableError, connect
 from support.rayjobapi import RayJobAPI
+from support.real_node import NODE, node_up
 
 CLUSTER_FIXTURES = {"cluster", "namespace", "job_api"}
 # Where the session's cluster is kept for the failure report, once a test has started it.
 CLUSTER_KEY = pytest.StashKey[Cluster]()
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.cluster)
+    # Tests of the real node (tests/cluster/test_real_node.py) only where it is asked for: its
+    # first start imports the trainer image into the node's containerd (minutes).
+    if os.environ.get("GRPO_REAL_NODE") != "1":
+        deselected = [item for item in items if item.get_closest_marker("real_node") is not None]
+        if deselected:
+            config.hook.pytest_deselected(items=deselected)
+            items[:] = [item for item in items if item.get_closest_marker("real_node") is None]
 
 
 @pytest.fixture(scope="session")
@@ -47,6 +57,13 @@ def cluster(pytestconfig: pytest.Config) -> Cluster:
 def _cluster_for_marked_tests(request: pytest.FixtureRequest) -> None:
     if request.node.get_closest_marker("cluster") is not None:
         request.getfixturevalue("cluster")
+
+
+@pytest.fixture(scope="session")
+def real_node(cluster: Cluster) -> str:
+    """The real node's name, once hack/node-up.sh has it Ready (tests marked ``real_node``)."""
+    node_up()
+    return NODE
 
 
 @pytest.fixture

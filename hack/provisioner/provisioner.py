@@ -70,7 +70,15 @@ def reconcile_once(client: Client) -> None:
         if claim.status and claim.status.phase != "Pending":
             continue
         try:
-            client.create(_volume_for(claim))
+            volume = _volume_for(claim)
+            # The folder exists before any pod mounts it, writable by every user, as
+            # local-path-provisioner makes its folders: on the real node (hack/node-up.sh) the
+            # container runtime would otherwise create it owned by root, and the trainer runs as
+            # a non-root user.
+            folder = Path(volume.spec.hostPath.path)
+            folder.mkdir(parents=True, exist_ok=True)
+            folder.chmod(0o777)
+            client.create(volume)
             log.info("provisioned %s/%s", claim.metadata.namespace, claim.metadata.name)
         except ApiError as error:
             if error.status.code != 409:

@@ -49,7 +49,7 @@ log = logging.getLogger("rayjobapi.real")
 
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
 BACKEND_LABEL = "grpo.dev/ray-backend"
-BACKENDS = ("scripted", "real")
+BACKENDS = ("scripted", "real", "pod")
 LABEL_CACHE_SECONDS = 5.0
 # A job's phases on this side: preparing -> submitting -> submitted, or failed / stopped before
 # the real head got it. Submitted jobs answer from the real head.

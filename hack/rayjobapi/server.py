@@ -40,7 +40,8 @@ Ray head on loopback that runs its entrypoint (real.py; needs ``--ray-dashboard`
 virtualenv's lightkube, and hack/cluster-up.sh passes both). Which one, per field like the other
 settings: ``backend`` set for the job id, then for the namespace, then the namespace's label
 ``grpo.dev/ray-backend`` (``real`` or ``scripted``), then scripted. A job keeps the backend it
-was submitted to.
+was submitted to. A third backend, ``pod`` (pods.py), forwards every request for a head service
+to its head pod, where Ray heads run as pods on the real node (hack/node-up.sh).
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import SplitResult, parse_qs, urlsplit
 
 if TYPE_CHECKING:  # real.py needs lightkube; a scripted-only server runs on any Python 3.11
     from .real import RealBackend
@@ -78,7 +79,7 @@ DEFAULT_MESSAGES = {
 }
 RAY_VERSION = "2.52.0"  # what /api/version claims; nothing here depends on it
 MAX_RECORDED_REQUESTS = 10_000
-BACKENDS = ("scripted", "real")
+BACKENDS = ("scripted", "real", "pod")
 
 
 class InvalidRequestError(ValueError):
@@ -578,6 +579,9 @@ class Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         host = url.netloc if url.scheme else ""
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if host and self.server.real is not None and self._backend(host, None) == "pod":
+            self._forward_to_pod(method, host, url, raw)
+            return
         try:
             body = json.loads(raw) if raw else None
         except json.JSONDecodeError:
@@ -608,6 +612,30 @@ class Handler(BaseHTTPRequestHandler):
                 }
             )
         self._reply(status, payload)
+
+    def _forward_to_pod(self, method: str, host: str, url: SplitResult, raw: bytes) -> None:
+        from .pods import forward  # lightkube, like the real backend
+
+        path = url.path + (f"?{url.query}" if url.query else "")
+        reply = forward(self.server.real.client, host, method, path, raw, dict(self.headers.items()))  # type: ignore[union-attr]
+        self.server.store.record(
+            {
+                "time": time.time(),
+                "method": method,
+                "url": self.path,
+                "host": host,
+                "namespace": namespace_of(host),
+                "path": url.path,
+                "body": None,
+                "status": reply.status,
+                "backend": "pod",
+            }
+        )
+        self.send_response(reply.status)
+        self.send_header("Content-Type", reply.content_type)
+        self.send_header("Content-Length", str(len(reply.body)))
+        self.end_headers()
+        self.wfile.write(reply.body)
 
     def _backend(self, host: str, submission_id: str | None) -> str:
         """scripted or real: where a job already is, else the settings, else the namespace label."""
