@@ -100,14 +100,13 @@ def test_rights_only_in_the_listed_namespaces(
             ("RoleBinding", release.namespace),
         ]
     )
-    # The users' editor and viewer roles are ClusterRoles that grant nothing until the cluster's
-    # own edit/view bindings aggregate them; the chart binds them to no one.
+    # The users' editor, viewer and logreader roles are ClusterRoles that grant nothing until the
+    # cluster's own edit/view bindings aggregate them; the chart binds them to no one.
     assert sorted(
-        d["kind"] for d in manifest if any(k.startswith(for_users) for k in d["metadata"]["labels"])
-    ) == [
-        "ClusterRole",
-        "ClusterRole",
-    ]
+        (d["kind"], d["metadata"]["name"].rsplit("-", 1)[-1])
+        for d in manifest
+        if any(k.startswith(for_users) for k in d["metadata"]["labels"])
+    ) == [("ClusterRole", "editor"), ("ClusterRole", "logreader"), ("ClusterRole", "viewer")]
     assert release.settings()["namespaces"] == [watched]
 
     user = service_account_user(release.namespace, release.operator_account())
