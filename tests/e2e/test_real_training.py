@@ -275,7 +275,7 @@ def test_a_killed_trainer_resumes_from_its_checkpoint(
     assert_history_covers_every_step_once(done)
 
 
-def test_a_configuration_error_fails_at_once_with_the_trainers_reason(
+def test_a_reward_the_job_cannot_call_fails_before_any_ray_cluster(
     cluster: Cluster, namespace: str, operator: OperatorProcess
 ) -> None:
     name = f"bad-{secrets.token_hex(2)}"
@@ -287,10 +287,26 @@ def test_a_configuration_error_fails_at_once_with_the_trainers_reason(
     )
     done = wait_status(cluster, namespace, name, phase_is("Succeeded", "Failed"), "a final phase")
     assert done["phase"] == "Failed"
+    failed = next(c for c in done["conditions"] if c["type"] == "Failed")
+    assert "spec.reward.custom" in failed["message"]
+    assert "no_such_score" in failed["message"]
+    # The operator's preflight read the reward file: no attempt, no Ray cluster was spent on it.
+    assert not done.get("attempt")
+    assert cluster.get("rayjobs.ray.io", f"{name}-1", namespace) is None
+
+
+def test_a_configuration_error_fails_at_once_with_the_trainers_reason(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    # A claim that exists (the preflight's part) without the file the job names (the trainer's).
+    name = f"bad-{secrets.token_hex(2)}"
+    apply_job(cluster, namespace, name, dataset={"train": ["pvc://demo-data/colours/missing.parquet"]})
+    done = wait_status(cluster, namespace, name, phase_is("Succeeded", "Failed"), "a final phase")
+    assert done["phase"] == "Failed"
     assert done["attempt"] == 1, "a configuration error is not retried"
     failed = next(c for c in done["conditions"] if c["type"] == "Failed")
-    assert failed["reason"] == "ConfigError"
-    assert "no_such_score" in failed["message"]
+    assert failed["reason"] == "DataError"
+    assert "missing.parquet" in failed["message"]
     assert done["failedAttempts"][0]["retryable"] is False
 
     # The attempt's whole output outlives its Ray cluster, on the claim, where status says; the
@@ -323,7 +339,7 @@ def test_a_configuration_error_fails_at_once_with_the_trainers_reason(
     assert lines[0].startswith("=== ")
     assert f"attempt 1 of {namespace}/{name}" in lines[0]
     assert lines[-1].startswith("GRPO_FAILURE ")
-    assert '"ConfigError"' in lines[-1]
+    assert '"DataError"' in lines[-1]
 
 
 def test_suspend_then_resume_continues_from_the_checkpoint(
