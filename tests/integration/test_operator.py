@@ -295,9 +295,14 @@ def test_operator_restart_mid_reconcile_creates_no_duplicates(
         assert owned_children(cluster, namespace, name)["rayjobs.ray.io"] == [f"{name}-1"]
 
 
-def test_metrics_are_served(operator: OperatorProcess, cluster: Cluster) -> None:
+def test_metrics_are_served(operator: OperatorProcess, cluster: Cluster, namespace: str) -> None:
+    # A job of its own, so the figures do not depend on what other tests left running.
+    job = apply_job(cluster, namespace, example("geo3k-ascend-910b"))
+    cluster.wait_for("grpojob", job, namespace, phase_is("Running"), timeout=120, what="phase Running")
     text = operator.metrics()
-    assert 'grpo_jobs{phase="Running"}' in text
+    running = [line for line in text.splitlines() if line.startswith('grpo_jobs{phase="Running"}')]
+    assert running, "no grpo_jobs gauge for phase Running"
+    assert float(running[0].split()[-1]) >= 1, running
     assert "grpo_handler_duration_seconds_bucket" in text
 
 
