@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,10 +20,10 @@ import pytest
 import yaml
 from grpo_operator.api.contract import job_dir
 from grpo_trainer.spec import grpojob_document
-from grpo_trainer.testing.colour_job import DATA_DIR, MODEL_DIR, stage
+from grpo_trainer.testing.colour_job import stage
 from support.cluster import REPO_ROOT, Cluster
 from support.life import apply_example, ray_job_id, wait_condition, writers
-from support.namespaces import create_namespace, delete_namespace
+from support.namespaces import create_namespace, delete_namespace, stage_colour_claims
 from support.rayjobapi import RUNNING_FOREVER, RayJobAPI
 from support.real_node import NODE_SELECTOR, image_tag
 from support.release import Helm, Release, existing
@@ -63,20 +61,8 @@ def training(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
         "pod-security.kubernetes.io/enforce=restricted",
         "grpo.dev/ray-backend=pod",
     )
-    staged = stage(tmp_path_factory.mktemp("colours"), train_rows=64, validation_rows=8)
-    subprocess.run(
-        [
-            sys.executable,
-            str(REPO_ROOT / "hack" / "stage_claims.py"),
-            "--namespace",
-            name,
-            f"demo-models={staged / Path(MODEL_DIR).parent}",
-            f"demo-data={staged / Path(DATA_DIR).parent}",
-        ],
-        env=cluster.env,
-        check=True,
-        capture_output=True,
-        timeout=120,
+    stage_colour_claims(
+        cluster, name, stage(tmp_path_factory.mktemp("colours"), train_rows=64, validation_rows=8)
     )
     yield name
     delete_namespace(cluster, name)

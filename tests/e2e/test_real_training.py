@@ -31,9 +31,9 @@ import pytest
 import yaml
 from grpo_operator.api.contract import job_dir
 from grpo_trainer.spec import grpojob_document
-from grpo_trainer.testing.colour_job import DATA_DIR, MODEL_DIR, stage
+from grpo_trainer.testing.colour_job import stage
 from support.cluster import Cluster
-from support.namespaces import create_namespace, delete_namespace
+from support.namespaces import create_namespace, delete_namespace, stage_colour_claims
 from support.operator_process import OperatorProcess
 from support.processes import cmdline
 
@@ -59,20 +59,7 @@ def namespace(cluster: Cluster, staged: Path) -> Iterator[str]:
     """A namespace routed to the real Ray head, with the model and data claims staged."""
     name = create_namespace(cluster, "real")
     cluster.kubectl("label", "namespace", name, "grpo.dev/ray-backend=real")
-    subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "hack" / "stage_claims.py"),
-            "--namespace",
-            name,
-            f"demo-models={staged / Path(MODEL_DIR).parent}",
-            f"demo-data={staged / Path(DATA_DIR).parent}",
-        ],
-        env=cluster.env,
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
+    stage_colour_claims(cluster, name, staged)
     yield name
     delete_namespace(cluster, name)
 

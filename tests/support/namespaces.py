@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import secrets
+import subprocess
+import sys
+from pathlib import Path
 
-from support.cluster import Cluster
+from support.cluster import REPO_ROOT, Cluster
 
 TEST_LABEL = "grpo.dev/test"
 # Every namespace this session creates carries it: what a cluster-wide release may act on.
@@ -20,6 +23,27 @@ def create_namespace(cluster: Cluster, stem: str) -> str:
     cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})
     cluster.wait_for("serviceaccount", "default", name, lambda _: True, timeout=30, what="existence")
     return name
+
+
+def stage_colour_claims(cluster: Cluster, namespace: str, staged: Path) -> None:
+    """The colour job's model and data (grpo_trainer.testing.colour_job.stage) onto its claims
+    demo-models and demo-data, with hack/stage_claims.py as `make demo` stages them."""
+    from grpo_trainer.testing.colour_job import DATA_DIR, MODEL_DIR
+
+    subprocess.run(
+        [
+            sys.executable,
+            str(REPO_ROOT / "hack" / "stage_claims.py"),
+            "--namespace",
+            namespace,
+            f"demo-models={staged / Path(MODEL_DIR).parent}",
+            f"demo-data={staged / Path(DATA_DIR).parent}",
+        ],
+        env=cluster.env,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
 
 
 def delete_namespace(cluster: Cluster, name: str) -> None:
