@@ -599,25 +599,11 @@ class Handler(BaseHTTPRequestHandler):
             traceback.print_exc()
             status, payload = HTTPStatus.INTERNAL_SERVER_ERROR, f"the fake Ray job API failed: {e!r}"
         if segments[:1] != ["_control"]:
-            self.server.store.record(
-                {
-                    "time": time.time(),
-                    "method": method,
-                    "url": self.path,
-                    "host": host,
-                    "namespace": namespace_of(host),
-                    "path": url.path,
-                    "body": body,
-                    "status": int(status),
-                }
-            )
+            self._record(method, host, url, body, int(status))
         self._reply(status, payload)
 
-    def _forward_to_pod(self, method: str, host: str, url: SplitResult, raw: bytes) -> None:
-        from .pods import forward  # lightkube, like the real backend
-
-        path = url.path + (f"?{url.query}" if url.query else "")
-        reply = forward(self.server.real.client, host, method, path, raw, dict(self.headers.items()))  # type: ignore[union-attr]
+    def _record(self, method: str, host: str, url: SplitResult, body: Any, status: int, **extra: str) -> None:
+        """One request KubeRay made, for the tests' `requests` view."""
         self.server.store.record(
             {
                 "time": time.time(),
@@ -626,11 +612,18 @@ class Handler(BaseHTTPRequestHandler):
                 "host": host,
                 "namespace": namespace_of(host),
                 "path": url.path,
-                "body": None,
-                "status": reply.status,
-                "backend": "pod",
+                "body": body,
+                "status": status,
+                **extra,
             }
         )
+
+    def _forward_to_pod(self, method: str, host: str, url: SplitResult, raw: bytes) -> None:
+        from .pods import forward  # lightkube, like the real backend
+
+        path = url.path + (f"?{url.query}" if url.query else "")
+        reply = forward(self.server.real.client, host, method, path, raw, dict(self.headers.items()))  # type: ignore[union-attr]
+        self._record(method, host, url, None, reply.status, backend="pod")
         self.send_response(reply.status)
         self.send_header("Content-Type", reply.content_type)
         self.send_header("Content-Length", str(len(reply.body)))
