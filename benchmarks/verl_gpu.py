@@ -751,6 +751,9 @@ def raw_overrides(
         "data.truncation=error",
         "data.image_key=images",
         "data.image_patch_size=16",
+        # The card leaves the sampler's seed to verl (none); ours passes the spec's (42). The same
+        # seed gives both runs the same batches, and with them the same padding per micro-batch.
+        f"data.seed={DATA_SEED}",
         f"actor_rollout_ref.model.path={model}",
         "actor_rollout_ref.actor.optim.lr=1e-6",
         f"actor_rollout_ref.model.use_remove_padding={ATTENTION['remove_padding']}",
@@ -792,6 +795,10 @@ def raw_overrides(
     ]
 
 
+DATA_SEED = 42
+"""`spec.algorithm.seed`'s default, which our engine passes to verl as `data.seed`."""
+
+
 def start_raw(args: argparse.Namespace) -> int:
     work, model, job = inputs_4b(args, "raw-4b")
     if args.smoke:
@@ -808,7 +815,9 @@ def start_raw(args: argparse.Namespace) -> int:
     env = {
         **ENGINE_ENV,
         "VERL_FILE_LOGGER_PATH": str(attempt.folder / "metrics.jsonl"),
-        "PYTHONPATH": _pythonpath(),
+        # verl's workers need trl's value-head name, which the carried trl lacks (docs/verl.md): the
+        # same shadow package our engine puts first, or main_ppo cannot start its actor at all.
+        "PYTHONPATH": _pythonpath(ROOT / "trainer" / "grpo_trainer" / "engines" / "verl" / "shadows"),
     }
     launch(attempt, command, env)
     return 0
@@ -907,7 +916,8 @@ def cmd_wait(args: argparse.Namespace) -> int:
     code = follow(attempt, args.seconds)
     result = summary(args.part)
     write_json(args.out / f"{args.part}-summary.json", result)
-    archive_logs(args.out, WORK / ("tiny" if args.part == "tiny" else "shapes-4b"), args.part)
+    # raw-4b's attempts live in a folder of their own (its inputs are shapes-4b's)
+    archive_logs(args.out, WORK / ("shapes-4b" if args.part == "shapes-4b" else args.part), args.part)
     state = "still running" if code is None and attempt.running() else f"ended, exit code {code}"
     log(
         f"{args.part} attempt {attempt.number}: {state}; steps {result['attempts'][f'attempt_{attempt.number}']['steps']}"
@@ -989,9 +999,29 @@ def startup_against_cold(cold: dict[str, Any], retry: dict[str, Any]) -> dict[st
     }
 
 
-def record(source: Path, gpus: int) -> int:
+def last_completed(found: dict[str, Any]) -> str:
+    """The newest attempt that ended with exit code 0 (an earlier one may have failed to start)."""
+    done = [name for name, one in found["attempts"].items() if one["exit_code"] == 0]
+    return max(done or list(found["attempts"]), key=lambda name: int(name.split("_")[1]))
+
+
+def steady_difference(ours: dict[str, Any], raw: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Each steady-state timing of ours against raw verl's: seconds each and the difference."""
+    out = {}
+    for key, value in ours["steady_state"].items():
+        if key.endswith("_s"):
+            other = raw["steady_state"][key]
+            out[key] = {"ours": value, "raw_verl": other, "difference": round(value - other, 2)}
+    return out
+
+
+def record(source: Path, gpus: int, section: str | None = None) -> int:
     """Here: the committed summary of a 4B run (docs/benchmarks/data/verl-4b-<N>gpu.json) from the
-    `wait` summaries a device call brought back (`shapes-4b-summary.json`, `raw-4b-summary.json`)."""
+    `wait` summaries a device call brought back (`shapes-4b-summary.json`, `raw-4b-summary.json`).
+
+    With `section`, the pair (ours and raw verl, from one lease) goes under that key of the
+    existing summary and the rest of it is kept: a comparison run at other shapes than the
+    summary's own (a shorter response, to fit both runs in one lease) must not replace them."""
     ours = json.loads((source / "shapes-4b-summary.json").read_text())
     raw_file = source / "raw-4b-summary.json"
     raw = json.loads(raw_file.read_text()) if raw_file.is_file() else None
@@ -1037,7 +1067,7 @@ def record(source: Path, gpus: int) -> int:
         "attention": ours["attention"],
         "shapes": ours["shapes"],
         "ours": run(ours),
-        "raw_verl": run(raw) if raw else None,
+        "raw_verl": run(raw, last_completed(raw)) if raw else None,
     }
     if "attempt_2" in ours["attempts"]:
         summary["ours_retry"] = retry = run(ours, "attempt_2")
@@ -1049,6 +1079,14 @@ def record(source: Path, gpus: int) -> int:
         )
         summary["overhead_pct"] = round(100 * (ours_s - raw_s) / raw_s, 2)
     target = ROOT / "docs" / "benchmarks" / "data" / f"verl-4b-{gpus}gpu.json"
+    if section:
+        if not raw:
+            raise SystemExit(f"record --section {section}: no raw-4b-summary.json in {source}")
+        kept = json.loads(target.read_text()) if target.is_file() else {}
+        pair = {key: summary[key] for key in ("machine", "attention", "shapes", "ours", "raw_verl")}
+        pair["overhead_pct"] = summary["overhead_pct"]
+        pair["per_phase_s"] = steady_difference(pair["ours"], pair["raw_verl"])
+        summary = {**kept, section: pair}
     write_json(target, summary)
     log(f"wrote {target.relative_to(ROOT)}")
     return 0
@@ -1076,6 +1114,9 @@ def main(argv: list[str] | None = None) -> int:
         default="varied",
         help="4B runs: every prompt one length (with full-length responses, every sequence one length), or varied",
     )
+    parser.add_argument(
+        "--section", help="record: put ours and raw verl under this key of the existing summary"
+    )
     parser.add_argument("--seconds", type=float, default=540, help="wait: how long to follow")
     parser.add_argument("--smoke", action="store_true", help="start: stop before launching verl (CPU)")
     parser.add_argument("--keep", action="store_true", help="start tiny: reuse the work folder (model, data)")
@@ -1089,7 +1130,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.verb == "prepare":
         return prepare()
     if args.verb == "record":  # here, with the folder a device call's files came back to
-        return record(Path(args.part), args.gpus)
+        return record(Path(args.part), args.gpus, args.section)
     if args.verb == "_supervise":
         return supervise(Path(args.part))
     if args.part not in PARTS:

@@ -161,7 +161,7 @@ def _data(job: ResolvedJob, inputs: LaunchInputs, warnings: list[str]) -> list[O
             "data.seed",
             algo.seed,
             why=(
-                "spec.algorithm.seed: the order prompts are drawn in; the seeds left data.seed unset, and "
+                "spec.algorithm.seed: the order prompts are drawn in; the reference recipes leave data.seed unset, and "
                 "verl then shuffles with torch's default generator (also a fixed order, another one)"
             ),
         ),

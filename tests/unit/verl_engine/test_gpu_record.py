@@ -1,0 +1,120 @@
+"""`benchmarks/verl_gpu.py record`: the committed GPU summary from what a device call brought back.
+
+A comparison run (ours and verl's own main_ppo in one lease) may be at other shapes than the
+summary's main run; `--section` must keep the main run and add the pair beside it, and raw verl's
+figures must come from its attempt that completed (its first start may have failed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "verl_gpu.py"
+
+
+@pytest.fixture
+def verl_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    spec = importlib.util.spec_from_file_location("verl_gpu_under_test", SCRIPT)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(module, "ROOT", tmp_path / "repo")
+    return module
+
+
+def step(number: int, step_s: float, update_s: float) -> dict[str, Any]:
+    return {
+        "step": number,
+        "timing_s/step": step_s,
+        "timing_s/gen": 10.0,
+        "timing_s/old_log_prob": 12.0,
+        "timing_s/ref": 21.0,
+        "timing_s/update_actor": update_s,
+        "perf/throughput": 1000.0 + number,
+        "actor/perf/max_memory_allocated_gb": 82.8,
+        "actor/perf/max_memory_reserved_gb": 87.6,
+        "response_length/mean": 512.0,
+        "prompt_length/mean": 295.0,
+    }
+
+
+def attempt(exit_code: int, steps: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "exit_code": exit_code,
+        "steps": [s["step"] for s in steps],
+        "per_step": steps,
+        "startup_s": {"engine_process": 15.0, "first_step": 450.0},
+    }
+
+
+def summary(part: str, attempts: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "part": part,
+        "machine": {"gpus": ["H200"]},
+        "attention": "sdpa",
+        "shapes": {"response": 512},
+        "attempts": attempts,
+    }
+
+
+def test_section_keeps_the_main_run_and_reads_raw_verls_completed_attempt(
+    verl_gpu: ModuleType, tmp_path: Path
+) -> None:
+    source = tmp_path / "came-back"
+    source.mkdir()
+    ours = summary(
+        "shapes-4b", {"attempt_1": attempt(0, [step(1, 115, 43), step(2, 92, 46), step(3, 94, 48)])}
+    )
+    raw = summary(
+        "raw-4b",
+        {
+            "attempt_1": attempt(1, []),  # failed to start
+            "attempt_2": attempt(0, [step(1, 120, 45), step(2, 86, 42), step(3, 86, 40)]),
+        },
+    )
+    (source / "shapes-4b-summary.json").write_text(json.dumps(ours))
+    (source / "raw-4b-summary.json").write_text(json.dumps(raw))
+    target = tmp_path / "repo" / "docs" / "benchmarks" / "data" / "verl-4b-1gpu.json"
+    target.parent.mkdir(parents=True)
+    target.write_text(json.dumps({"ours": {"steady_state": {"step_s": 130.7}}, "shapes": {"response": 1024}}))
+
+    assert verl_gpu.record(source, 1, "comparison_512") == 0
+
+    written = json.loads(target.read_text())
+    assert written["ours"] == {"steady_state": {"step_s": 130.7}}  # the main run is kept
+    assert written["shapes"] == {"response": 1024}
+    pair = written["comparison_512"]
+    assert pair["raw_verl"]["steps"] == [1, 2, 3]
+    assert pair["raw_verl"]["steady_state"]["step_s"] == 86.0
+    assert pair["ours"]["steady_state"]["step_s"] == 93.0
+    assert pair["overhead_pct"] == pytest.approx(100 * (93 - 86) / 86, abs=0.01)
+    assert pair["per_phase_s"]["update_actor_s"] == {"ours": 47.0, "raw_verl": 41.0, "difference": 6.0}
+    assert pair["shapes"] == {"response": 512}
+
+
+def test_a_section_needs_raw_verl(verl_gpu: ModuleType, tmp_path: Path) -> None:
+    source = tmp_path / "came-back"
+    source.mkdir()
+    ours = summary("shapes-4b", {"attempt_1": attempt(0, [step(1, 115, 43), step(2, 92, 46)])})
+    (source / "shapes-4b-summary.json").write_text(json.dumps(ours))
+    with pytest.raises(SystemExit, match=r"no raw-4b-summary\.json"):
+        verl_gpu.record(source, 1, "comparison_512")
+
+
+def test_raw_verl_gets_the_same_batches(verl_gpu: ModuleType, tmp_path: Path) -> None:
+    from grpo_operator.api.v1alpha1.spec import AlgorithmSpec
+
+    assert AlgorithmSpec.model_fields["seed"].default == verl_gpu.DATA_SEED
+    args = argparse.Namespace(response_length=512, gpus=1, steps=3)
+    overrides = verl_gpu.raw_overrides(args, tmp_path / "model", "train.parquet", "test.parquet", tmp_path)
+    assert f"data.seed={verl_gpu.DATA_SEED}" in overrides
