@@ -1,4 +1,4 @@
-r"""safety reward (SafeGRPO seed): refuse what is labelled unsafe, answer the rest, keep the format.
+r"""safety reward (the SafeGRPO recipe): refuse what is labelled unsafe, answer the rest, keep the format.
 
 The SafeGRPO recipe names `compute_score_batch` in a file we do not have; these are our rules.
 
