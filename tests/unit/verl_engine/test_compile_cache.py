@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import getpass
 import importlib.metadata
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
-from grpo_trainer.engines.verl.compile_cache import cache_key, compile_cache_env, prune_stale
+from grpo_trainer.engines.verl.compile_cache import (
+    cache_key,
+    compile_cache_env,
+    prune_stale,
+    torch_default_inductor_dir,
+)
 
 
 def versions(**found: str):
@@ -54,3 +64,33 @@ def test_a_new_image_removes_the_old_images_caches(tmp_path: Path) -> None:
     assert current.is_dir()
     assert prune_stale(str(tmp_path), CUDA_IMAGE) == []
     assert prune_stale(str(tmp_path / "nothing-yet"), CUDA_IMAGE) == []
+
+
+def test_torchs_own_default_does_not_count_as_the_pods_value() -> None:
+    """torch writes its default Inductor folder into the environment of the process that asked
+    for it; the trainer's imports do, so that value must not keep the cache off the volume."""
+    torch_set = {"TORCHINDUCTOR_CACHE_DIR": torch_default_inductor_dir()}
+    env = compile_cache_env("/c", torch_set, CUDA_IMAGE)
+    assert env["TORCHINDUCTOR_CACHE_DIR"] == "/c/compile/torch-2.11.0.cu130_vllm-0.24.0_triton-3.6.0/inductor"
+    pods = {"TORCHINDUCTOR_CACHE_DIR": "/fast/inductor"}
+    assert compile_cache_env("/c", pods, CUDA_IMAGE)["TORCHINDUCTOR_CACHE_DIR"] == "/fast/inductor"
+
+
+def test_the_default_is_the_one_torch_writes(tmp_path: Path) -> None:
+    """torch's own code, in a process of its own: what it writes is what we recognise."""
+    script = (
+        "import os, json\n"
+        "from torch._inductor.runtime.cache_dir_utils import cache_dir\n"
+        "cache_dir()\n"
+        "from grpo_trainer.engines.verl.compile_cache import compile_cache_env, torch_default_inductor_dir\n"
+        "print(json.dumps([os.environ['TORCHINDUCTOR_CACHE_DIR'], torch_default_inductor_dir(),\n"
+        "    compile_cache_env('/c', os.environ)['TORCHINDUCTOR_CACHE_DIR']]))\n"
+    )
+    environ = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+    environ["TMPDIR"] = str(tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=environ, capture_output=True, text=True, check=True
+    )
+    written, ours, chosen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert written == ours == str(tmp_path / f"torchinductor_{getpass.getuser()}")
+    assert chosen.startswith("/c/compile/")

@@ -11,13 +11,22 @@ turns vLLM's cache back on.
 They go on the job's volume, under its cache folder (kept across attempts), in a folder named
 for the versions that invalidate them: a new image starts a fresh folder and the old ones are
 removed, so the volume does not fill with caches nothing reads.
+
+A value the pod sets wins, but torch sets one itself: the first time anything in a process asks
+Inductor for its cache folder, torch writes its default (`<tmp>/torchinductor_<user>`) into that
+process's environment. The trainer imports verl's code before it launches main_ppo, so on the H200
+every attempt inherited torch's default and Inductor's cache stayed in the pod's /tmp. That value
+is torch's, not the pod's, and does not count as set.
 """
 
 from __future__ import annotations
 
+import getpass
 import importlib.metadata
+import os
 import re
 import shutil
+import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -55,12 +64,26 @@ def _atomic(version: Callable[[str], str]) -> bool:
         return False
 
 
+def torch_default_inductor_dir() -> str:
+    """The folder torch's Inductor uses, and writes into its process's environment, when
+    TORCHINDUCTOR_CACHE_DIR is unset (torch/_inductor/runtime/cache_dir_utils.py)."""
+    user = re.sub(r'[\\/:*?"<>|]', "_", getpass.getuser())
+    return os.path.join(tempfile.gettempdir(), f"torchinductor_{user}")
+
+
+def _pods_own(name: str, environ: Mapping[str, str]) -> str | None:
+    value = environ.get(name) or None
+    if name == "TORCHINDUCTOR_CACHE_DIR" and value == torch_default_inductor_dir():
+        return None  # torch's own default, written by this process's imports
+    return value
+
+
 def compile_cache_env(
     cache_dir: str, environ: Mapping[str, str], version: Callable[[str], str] = importlib.metadata.version
 ) -> dict[str, str]:
     """The variables for main_ppo and every Ray worker; values the pod already has win."""
     root = f"{cache_dir}/{FOLDER}/{cache_key(version)}"
-    env = {name: environ.get(name) or f"{root}/{sub}" for name, sub in CACHE_VARIABLES.items()}
+    env = {name: _pods_own(name, environ) or f"{root}/{sub}" for name, sub in CACHE_VARIABLES.items()}
     if _atomic(version):
         env["VLLM_DISABLE_COMPILE_CACHE"] = environ.get("VLLM_DISABLE_COMPILE_CACHE", "0")
     return env
