@@ -688,8 +688,17 @@ def sizes_4b(args: argparse.Namespace) -> dict[str, Any]:
         "save": 1000000,
         "export": False,
         # No checkpoint (4B weights and optimiser state: ~60 GB, minutes to write).
-        "overrides": ["trainer.save_freq=-1"],
+        "overrides": ["trainer.save_freq=-1", *threads_override(args)],
     }
+
+
+def threads_override(args: argparse.Namespace) -> list[str]:
+    """`--omp-threads N`: OMP_NUM_THREADS for every Ray worker. Ray sets 1 for an actor that asks
+    for no CPUs, which verl's workers do not; the actor's FSDP set-up on the CPU (78 s of the cold
+    start at 4B) may be bound by it. An experiment for the start-up, off by default."""
+    if not args.omp_threads:
+        return []
+    return [f"+ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS='{args.omp_threads}'"]
 
 
 def inputs_4b(args: argparse.Namespace, part: str) -> tuple[Path, Path, Path]:
@@ -1114,6 +1123,7 @@ def main(argv: list[str] | None = None) -> int:
         default="varied",
         help="4B runs: every prompt one length (with full-length responses, every sequence one length), or varied",
     )
+    parser.add_argument("--omp-threads", type=int, default=0, help="4B runs: OMP_NUM_THREADS for Ray workers")
     parser.add_argument(
         "--section", help="record: put ours and raw verl under this key of the existing summary"
     )
