@@ -20,9 +20,10 @@ from typing import Any
 
 from grpo_operator.api.v1alpha1.status import (
     HISTORY_LIMIT,
+    HISTORY_SERIES,
     TRAINER_STATUS_FIELDS,
     CheckpointStatus,
-    HistoryPoint,
+    History,
     Metrics,
     Progress,
     TrainerHealth,
@@ -279,7 +280,9 @@ def status_patch(state: TrainingState, now: str) -> dict[str, Any]:
     status: dict[str, Any] = {
         "progress": wire,
         "metrics": Metrics(**{k: rounded(v) for k, v in state.latest.items()}).to_wire(),
-        "history": [HistoryPoint(**p).to_wire() for p in downsample(state.history)],
+        # Every column, null where a series has no point yet: a merge patch merges objects key
+        # by key, and a column left from an earlier patch would not line up with the new steps.
+        "history": {wire: None for wire in HISTORY_SERIES} | History.of(downsample(state.history)).to_wire(),
     }
     checkpoint = CheckpointStatus(
         latest_step=state.checkpoint["step"] if state.checkpoint else None,
