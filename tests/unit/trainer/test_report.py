@@ -6,11 +6,10 @@ import json
 
 import pytest
 from grpo_operator.api.v1alpha1 import GRPOJobStatus
-from grpo_operator.api.v1alpha1.status import HISTORY_LIMIT, TRAINER_STATUS_FIELDS, history_points
+from grpo_operator.api.v1alpha1.status import HISTORY_LIMIT, TRAINER_STATUS_FIELDS, duration, history_points
 from grpo_trainer.progress import (
     TrainingState,
     downsample,
-    duration,
     eta_seconds,
     parse_line,
     status_patch,
@@ -105,7 +104,7 @@ def test_status_patch_carries_progress_metrics_history_checkpoint():
         "epoch": 5,
         "percent": 40.0,
         "etaSeconds": round(36 * (191 + 192 + 193 + 194) / 4),
-        "eta": "1h55m",
+        "attempt": 1,
         "updatedAt": NOW,
     }
     assert status["metrics"]["reward"] == pytest.approx(0.24)
@@ -169,7 +168,7 @@ def test_once_the_last_step_is_done_the_eta_is_removed_not_zero():
     for step in range(1, 4):
         state.add_line(step, verl_step(step, seconds=10.0))
     progress = status_patch(state, NOW)["status"]["progress"]
-    assert (progress["eta"], progress["etaSeconds"]) == (None, None)
+    assert progress["etaSeconds"] is None
     assert progress["steps"] == "3/3"
 
 
@@ -212,7 +211,7 @@ def test_metrics_in_status_are_rounded_for_kubectl_get_and_eta_reads_as_a_durati
     assert status["metrics"]["reward"] == 0.8209
     assert status["metrics"]["tokensPerSecondPerDevice"] == 1250.0
     assert status["progress"]["etaSeconds"] == 90 * 540
-    assert status["progress"]["eta"] == "13h30m"
+    assert duration(status["progress"]["etaSeconds"]) == "13h30m"  # what status.eta shows
     assert status["progress"]["percent"] == 10.0
     assert state.latest["reward"] == 0.8209337055862767, "only the status is rounded"
 

@@ -32,6 +32,7 @@ OPERATOR_STATUS_FIELDS = frozenset(
         "completionTime",
         "observedGeneration",
         "failedAttempts",
+        "eta",
     }
 )
 TRAINER_STATUS_FIELDS = frozenset(
@@ -157,9 +158,11 @@ class Progress(ApiModel):
     percent: float | None = None
     """step / totalSteps in percent, one decimal (the % column of `kubectl get -o wide`)."""
     eta_seconds: int | None = None
-    """Seconds left at the mean pace of the last ten steps."""
-    eta: Annotated[str, Field(max_length=16)] | None = None
-    """etaSeconds for a person ("2h30m", "3d4h"), for the ETA column of `kubectl get -o wide`."""
+    """Seconds left at the mean pace of the last ten steps (`status.eta` shows it while the job
+    trains)."""
+    attempt: int | None = None
+    """The attempt that reported these fields: a suspended or failed attempt's estimate is not the
+    current one's."""
     updated_at: Timestamp | None = None
     """When the trainer last patched these fields."""
     last_step_at: Timestamp | None = None
@@ -327,6 +330,10 @@ class GRPOJobStatus(ApiModel):
     """When the job succeeded or failed."""
     observed_generation: int | None = None
     """The spec generation the operator last acted on."""
+    eta: Annotated[str, Field(max_length=16)] | None = None
+    """Time left ("2h30m", "3d4h"), for the ETA column of `kubectl get -o wide`: the current
+    attempt's progress.etaSeconds while the job is Running; empty while it starts, is suspended,
+    and once it has ended."""
     # trainer
     outputs: Outputs | None = None
     progress: Progress | None = None
@@ -335,6 +342,36 @@ class GRPOJobStatus(ApiModel):
     checkpoint: CheckpointStatus | None = None
     log: LogStatus | None = None
     health: TrainerHealth | None = None
+
+
+# --- the ETA -----------------------------------------------------------------------------------
+
+
+def duration(seconds: int | None) -> str | None:
+    """Seconds for a person: "45s", "12m", "2h30m", "3d4h"."""
+    if seconds is None:
+        return None
+    days, rest = divmod(max(seconds, 0), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m" if minutes else f"{secs}s"
+
+
+def current_eta_seconds(status: dict[str, Any]) -> int | None:
+    """The trainer's estimate (status.progress.etaSeconds, wire form) where it is true now: the
+    job is Running and the estimate is its current attempt's. A suspended job's estimate is
+    frozen and a finished job has none; after a resume the new attempt makes its own."""
+    progress = status.get("progress")
+    if status.get("phase") != "Running" or not isinstance(progress, dict):
+        return None
+    seconds = progress.get("etaSeconds")
+    if progress.get("attempt") != status.get("attempt") or isinstance(seconds, bool):
+        return None
+    return seconds if isinstance(seconds, int) else None
 
 
 # --- writing within the schema's bounds -------------------------------------------------------
