@@ -41,6 +41,7 @@ from grpo_operator.api.contract import (
     job_dir,
 )
 from grpo_operator.api.v1alpha1 import GROUP, VERSION, GRPOJob, JobPaths
+from grpo_operator.api.v1alpha1.status import history_points
 from grpo_operator.config import Settings
 from grpo_operator.preflight import judge as preflight_judge
 from grpo_operator.preflight import references
@@ -599,7 +600,7 @@ def _plot(args: argparse.Namespace) -> int:
                 volume.metrics_lines(_metrics_dir(args.job, body), status.get("attempt") or 1)
             )
         else:
-            history = status.get("history") or []
+            history = history_points(status)
     if args.output:  # the points themselves, for a notebook or a spreadsheet
         print(_dump(history, args.output))
         return 0

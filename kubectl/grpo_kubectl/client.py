@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 from grpo_operator.api.contract import attempt_log_file, job_dir
 from grpo_operator.api.v1alpha1 import GROUP, KIND, VERSION, GRPOJob, JobPaths
+from grpo_operator.api.v1alpha1.status import history_points
 from grpo_trainer.kube import GRPOJobResource
 from grpo_trainer.spec import grpojob_document
 from lightkube import ApiError
@@ -144,7 +145,7 @@ class Job:
         or with `full=True` every step from the metrics files on the job's volume."""
         body = self.body()
         if not full:
-            return [dict(point) for point in (body.get("status") or {}).get("history") or []]
+            return history_points(body.get("status") or {})
         status = body.get("status") or {}
         lines = self._volume(body).metrics_lines(self._paths(body).metrics_dir, status.get("attempt") or 1)
         return history_from_metrics(lines)

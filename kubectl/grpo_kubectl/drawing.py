@@ -1,7 +1,7 @@
 """Training curves from a job's status history: a PNG for people and a chart for the terminal.
 
-The status keeps a bounded, downsampled history of the run (`status.history`: step, reward,
-validation score, response length); that is enough to see whether a job learns without any
+The status keeps a bounded, downsampled history of the run (`status.history`: a line of numbers
+per series, step, reward, validation score, response length, read back by `history_points`); that is enough to see whether a job learns without any
 dashboard. The terminal chart is plain text (no colours, no terminal size detection), so it reads
 the same in a CI log, over ssh and in a notebook.
 
@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from grpo_operator.api.v1alpha1.status import history_points
 
 SERIES = (
     ("reward", "reward"),
@@ -121,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: cannot read a GRPOJob as JSON from {args.job}: {exc}", file=sys.stderr)
         return 2
     name = (job.get("metadata") or {}).get("name", "job")
-    found = curves((job.get("status") or {}).get("history") or [])
+    found = curves(history_points(job.get("status") or {}))
     if not found:
         print(f"{name}: no training history in its status yet")
         return 0

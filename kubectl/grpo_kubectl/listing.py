@@ -53,7 +53,7 @@ def row(body: dict[str, Any], now: datetime, *, wide: bool) -> list[str]:
         _age(meta.get("creationTimestamp"), now),
     ]
     if wide:
-        cells += [str(progress.get("eta") or "-"), _reason(status)]
+        cells += [str(status.get("eta") or "-"), _reason(status)]
     return cells
 
 

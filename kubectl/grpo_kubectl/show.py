@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from grpo_operator.api.v1alpha1.spec import EngineSpec, ResourcesSpec, RunPolicy
+from grpo_operator.api.v1alpha1.status import current_eta_seconds
 from pydantic import BaseModel
 
 
@@ -65,7 +66,7 @@ def _progress(name: str, spec: dict[str, Any], status: dict[str, Any]) -> list[s
         f"  progress   step {progress.get('steps') or progress.get('step', 0)}"
         + (f" ({percent:g}%)" if isinstance(percent, int | float) else "")
         + (f", epoch {progress['epoch']}" if progress.get("epoch") is not None else "")
-        + f", ETA {duration(progress.get('etaSeconds'))}"
+        + f", ETA {duration(current_eta_seconds(status))}"
         + (f", last step at {progress['lastStepAt']}" if progress.get("lastStepAt") else "")
     ]
 

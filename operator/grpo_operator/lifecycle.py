@@ -24,7 +24,9 @@ from .api.v1alpha1.status import (
     NAME_LIMIT,
     OPERATOR_STATUS_FIELDS,
     Phase,
+    current_eta_seconds,
     cut,
+    duration,
     reason,
 )
 from .children.meta import rayjob_name
@@ -143,6 +145,7 @@ class _Status:
         self.now = rfc3339(now)
         self.generation = job.metadata.get("generation")
         self.events: list[tuple[str, str, str]] = []
+        self.progress = job.status.progress.to_wire() if job.status.progress else None
 
     def condition(self, ctype: str, status: bool | None, why: str, message: str) -> None:
         self.fields["conditions"] = _set_condition(
@@ -190,6 +193,13 @@ class _Status:
         fields["conditions"] = _observed(fields["conditions"], self.generation)
         if self.generation is not None:
             fields["observedGeneration"] = self.generation
+        # The ETA column follows the phase this pass decided: empty while suspended, restarting or
+        # finished, and after a resume until the new attempt reports its own pace.
+        eta = duration(current_eta_seconds({**fields, "progress": self.progress}))
+        if eta:
+            fields["eta"] = eta
+        else:
+            fields.pop("eta", None)
         return fields
 
 

@@ -29,6 +29,8 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from .api.v1alpha1.status import current_eta_seconds
+
 PHASES = ("Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed")
 JOB_LABELS = ["namespace", "name"]
 
@@ -46,11 +48,6 @@ _JOB_GAUGES = (
     ),
     ("grpo_job_entropy", "Mean token entropy of the newest step", ("metrics", "entropy")),
     ("grpo_job_kl", "KL divergence from the reference policy at the newest step", ("metrics", "kl")),
-    (
-        "grpo_job_eta_seconds",
-        "Seconds the trainer expects the run still to take, at the recent pace",
-        ("progress", "etaSeconds"),
-    ),
     ("grpo_job_step_seconds", "Duration of the newest step", ("metrics", "stepSeconds")),
     (
         "grpo_job_tokens_per_second_per_device",
@@ -137,6 +134,16 @@ class _JobCollector(Collector):
                 if value is not None:
                     family.add_metric([namespace, name], value)
             yield family
+        eta = GaugeMetricFamily(
+            "grpo_job_eta_seconds",
+            "Seconds the trainer expects the run still to take, at the recent pace (while it trains)",
+            labels=JOB_LABELS,
+        )
+        for (namespace, name), view in sorted(jobs.items()):
+            seconds = current_eta_seconds(view.status)
+            if seconds is not None:
+                eta.add_metric([namespace, name], float(seconds))
+        yield eta
 
 
 class Metrics:

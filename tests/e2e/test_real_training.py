@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 import yaml
 from grpo_operator.api.contract import job_dir
+from grpo_operator.api.v1alpha1.status import history_points
 from grpo_trainer.spec import grpojob_document
 from grpo_trainer.testing.colour_job import stage
 from support.cluster import Cluster
@@ -168,7 +169,7 @@ def metric_steps(folder: Path, attempt: int) -> list[int]:
 
 
 def assert_history_covers_every_step_once(status_: dict[str, Any]) -> None:
-    steps = [point["step"] for point in status_["history"]]
+    steps = [point["step"] for point in history_points(status_)]
     assert steps == list(range(1, STEPS + 1)), steps
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 from grpo_operator.api.v1alpha1 import GRPOJob
+from grpo_operator.api.v1alpha1.status import history_points
 from grpo_operator.children.meta import trainer_account_name
 from grpo_operator.children.rbac import build_trainer_rbac
 from grpo_trainer.cli import main as grpo_train
@@ -144,7 +145,7 @@ def test_reporter_patches_its_own_job_and_nothing_else(cluster, namespace, crds,
     assert status["progress"]["percent"] == 40.0
     assert status["metrics"]["reward"] == pytest.approx(2.4)
     assert status["metrics"]["valScore"] == pytest.approx(0.47)
-    assert [p["step"] for p in status["history"]] == [21, 22, 23, 24]
+    assert [p["step"] for p in history_points(status)] == [21, 22, 23, 24]
     assert status["checkpoint"]["latestStep"] == 24
     assert status["checkpoint"]["resumedFromStep"] == 20
 

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from support.cluster import Cluster
-from support.jobs import apply_job, condition, example, phase_is
+from support.jobs import apply_job, condition, create_source_claims, example, phase_is
 from support.operator_process import OperatorProcess
 from support.rayjobapi import RayJobAPI
 
@@ -253,3 +253,69 @@ def test_an_attempt_that_cannot_be_scheduled_says_why_and_fails_at_its_start_dea
     assert condition(failed, "Failed")["reason"] == "StartDeadlineExceeded"
     assert "not started within runPolicy.startDeadlineSeconds=60" in condition(failed, "Failed")["message"]
     cluster.wait_gone("rayjobs.ray.io", f"{job}-1", namespace, timeout=60)
+
+
+def test_a_missing_secret_is_a_wait_and_a_secret_without_the_key_fails_naming_it(
+    cluster: Cluster, namespace: str, operator: OperatorProcess, job_api: RayJobAPI
+) -> None:
+    """An env var read from a Secret: a pod would sit in CreateContainerConfigError, saying nothing
+    to the job. (The operator here may read Secrets, as with the chart's rbac.checkSecrets.)"""
+    job_api.configure_namespace(namespace, (("RUNNING", 0),))
+    env = [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hub", "key": "token"}}}]
+    body = example("lora-single-gpu", env=env)
+    create_source_claims(cluster, namespace, body)  # its data, but not the Secret
+    job = body["metadata"]["name"]
+    cluster.apply(body, namespace=namespace)
+    waiting = cluster.wait_for(
+        "grpojob",
+        job,
+        namespace,
+        lambda o: _created(o).get("reason") == "WaitingForInputs",
+        timeout=60,
+        what="Created=False, WaitingForInputs",
+    )
+    assert "Secret 'hub' (spec.env[0].valueFrom.secretKeyRef)" in _created(waiting)["message"]
+    assert waiting["status"]["phase"] == "Pending"
+    assert cluster.get("rayjobs.ray.io", f"{job}-1", namespace) is None
+
+    # The Secret comes, but without the key the job names: that cannot fix itself.
+    cluster.apply(
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hub"}, "stringData": {"hf": "x"}},
+        namespace=namespace,
+    )
+    failed = cluster.wait_for("grpojob", job, namespace, phase_is("Failed"), timeout=60, what="Failed")
+    message = condition(failed, "Failed")["message"]
+    assert "spec.env[0].valueFrom.secretKeyRef: Secret 'hub' has no key 'token' (it holds hf)" in message
+    assert cluster.get("rayjobs.ray.io", f"{job}-1", namespace) is None
+
+
+def test_an_apparmor_annotation_pod_security_refuses_says_so_and_fails_at_the_start_deadline(
+    cluster: Cluster, namespace: str, operator: OperatorProcess, job_api: RayJobAPI
+) -> None:
+    """spec.pods.annotations reach the Ray pods; an AppArmor profile the namespace's Pod Security
+    level forbids makes the API server refuse every pod KubeRay asks for, so no pod ever exists."""
+    job_api.configure_namespace(namespace, (("RUNNING", 0),))
+    cluster.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=baseline")
+    annotations = {"container.apparmor.security.beta.kubernetes.io/ray-head": "unconfined"}
+    body = example(
+        "safegrpo-nvidia", **{"pods.annotations": annotations, "runPolicy.startDeadlineSeconds": 60}
+    )
+    job = apply_job(cluster, namespace, body)
+    waiting = cluster.wait_for(
+        "grpojob",
+        job,
+        namespace,
+        lambda o: (condition(o, "Running") or {}).get("reason") == "PodSecurity",
+        timeout=60,
+        what="Running=False, PodSecurity",
+    )
+    message = condition(waiting, "Running")["message"]
+    assert message.startswith("attempt 1 has not started: ")
+    assert 'violates PodSecurity "baseline:latest"' in message
+    assert "AppArmor" in message
+    assert waiting["status"]["phase"] == "Pending"
+    warnings = [e for e in cluster.events(namespace) if e["involvedObject"].get("name") == job]
+    assert any(e["type"] == "Warning" and e["reason"] == "PodSecurity" for e in warnings)
+    failed = cluster.wait_for("grpojob", job, namespace, phase_is("Failed"), timeout=120, what="Failed")
+    assert condition(failed, "Failed")["reason"] == "StartDeadlineExceeded"
+    assert "AppArmor" in condition(failed, "Failed")["message"]

@@ -94,7 +94,7 @@ def test_a_trainer_may_write_only_its_progress_fields(
         "policy-job",
         {"progress": {"step": 3, "totalSteps": 10}, "metrics": {"reward": 0.5}},
     )
-    _patch(trainer, namespace, "policy-job", {"checkpoint": {"latestStep": 3}, "history": [{"step": 3}]})
+    _patch(trainer, namespace, "policy-job", {"checkpoint": {"latestStep": 3}, "history": {"steps": "3"}})
     _patch(
         trainer,
         namespace,

@@ -20,9 +20,10 @@ from typing import Any
 
 from grpo_operator.api.v1alpha1.status import (
     HISTORY_LIMIT,
+    HISTORY_SERIES,
     TRAINER_STATUS_FIELDS,
     CheckpointStatus,
-    HistoryPoint,
+    History,
     Metrics,
     Progress,
     TrainerHealth,
@@ -229,20 +230,6 @@ def rounded(value: float) -> float:
     return float(f"{value:.{SIGNIFICANT_DIGITS}g}")
 
 
-def duration(seconds: int | None) -> str | None:
-    """Seconds for a person: "45s", "12m", "2h30m", "3d4h"."""
-    if seconds is None:
-        return None
-    days, rest = divmod(max(seconds, 0), 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}d{hours}h"
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    return f"{minutes}m" if minutes else f"{secs}s"
-
-
 def eta_seconds(state: TrainingState) -> int | None:
     """Seconds left at the recent pace; None when unknown, and once the last step is done (an ETA
     of `0s` on a finished job reads as a job about to finish)."""
@@ -268,18 +255,20 @@ def status_patch(state: TrainingState, now: str) -> dict[str, Any]:
         epoch=state.epoch,
         percent=percent,
         eta_seconds=eta,
-        eta=duration(eta),
+        attempt=state.attempt,
         updated_at=now,
         last_step_at=state.last_step_at,
     )
     wire = progress.to_wire()
     if eta is None:
         # A merge patch keeps what it does not name: null removes an ETA written before.
-        wire.update({"eta": None, "etaSeconds": None})
+        wire["etaSeconds"] = None
     status: dict[str, Any] = {
         "progress": wire,
         "metrics": Metrics(**{k: rounded(v) for k, v in state.latest.items()}).to_wire(),
-        "history": [HistoryPoint(**p).to_wire() for p in downsample(state.history)],
+        # Every column, null where a series has no point yet: a merge patch merges objects key
+        # by key, and a column left from an earlier patch would not line up with the new steps.
+        "history": {wire: None for wire in HISTORY_SERIES} | History.of(downsample(state.history)).to_wire(),
     }
     checkpoint = CheckpointStatus(
         latest_step=state.checkpoint["step"] if state.checkpoint else None,

@@ -194,7 +194,7 @@ The GRPOJob status fields only the operator may write (status.OPERATOR_STATUS_FI
 operator/grpo_operator/api/v1alpha1/status.py; tests/unit/chart holds the two together).
 */}}
 {{- define "grpo-operator.operatorStatusFields" -}}
-{{- list "phase" "conditions" "attempt" "failedAttempts" "rayJobName" "rayClusterName" "dashboardURL" "startTime" "completionTime" "observedGeneration" | toJson }}
+{{- list "phase" "conditions" "attempt" "failedAttempts" "rayJobName" "rayClusterName" "dashboardURL" "startTime" "completionTime" "observedGeneration" "eta" | toJson }}
 {{- end }}
 
 {{/*

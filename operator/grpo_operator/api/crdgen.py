@@ -27,7 +27,8 @@ CRD_FILENAME = f"{GROUP}_{PLURAL}.yaml"
 _DROP = {"title", "propertyNames", "$defs", "discriminator"}
 
 # A printer column cannot format a value, so the trainer writes what the columns show: metrics
-# rounded to four significant digits (report.SIGNIFICANT_DIGITS), the ETA as a duration string.
+# rounded to four significant digits (report.SIGNIFICANT_DIGITS); the operator writes the ETA as a
+# duration string, only while the job trains (status.current_eta_seconds).
 PRINTER_COLUMNS: list[dict[str, Any]] = [
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
     {"name": "Step", "type": "string", "jsonPath": ".status.progress.steps", "description": "step/total"},
@@ -55,8 +56,8 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
     {
         "name": "ETA",
         "type": "string",
-        "jsonPath": ".status.progress.eta",
-        "description": "time left at the recent pace",
+        "jsonPath": ".status.eta",
+        "description": "time left at the recent pace, while the job trains",
         "priority": 1,
     },
     {

@@ -20,6 +20,7 @@ from typing import Any
 import kopf
 
 from ..api.v1alpha1 import GROUP, KIND, PLURAL, VERSION
+from ..api.v1alpha1.status import duration
 from ..children.meta import JOB_LABEL
 from ..config import Settings
 from ..k8s import Leader, proxy_for
@@ -86,15 +87,20 @@ class SeenEvents:
         self._rayjobs: dict[tuple[str, str], tuple[str, ...]] = {}
 
     def job_changed(self, key: tuple[str, str], body: Mapping[str, Any]) -> bool:
-        """A new uid, a spec change (generation), a deletion starting, or the trainer's health
-        verdict flipping (the Healthy condition follows it)."""
+        """A new uid, a spec change (generation), a deletion starting, the trainer's health
+        verdict flipping (the Healthy condition follows it), or its estimate of the time left
+        changing as `status.eta` shows it (a minute at a time, or a new attempt's first)."""
         meta = body["metadata"]
-        health = (body.get("status") or {}).get("health") or {}
+        status = body.get("status") or {}
+        health = status.get("health") or {}
+        progress = status.get("progress") or {}
+        eta = progress.get("etaSeconds")
         wanted = (
             str(meta.get("uid")),
             str(meta.get("generation")),
             str(bool(meta.get("deletionTimestamp"))),
             f"{health.get('attempt')}:{health.get('healthy')}",
+            f"{progress.get('attempt')}:{duration(eta) if isinstance(eta, int) else None}",
         )
         return _changed(self._jobs, key, wanted)
 

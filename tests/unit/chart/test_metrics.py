@@ -66,7 +66,7 @@ def test_the_dashboard_is_a_configmap_for_grafanas_sidecar_and_plots_the_operato
                 "failedAttempts": [{"attempt": 1, "reason": "OutOfMemory", "retryable": True}],
                 "rayClusterName": "j-2-rc",
                 "dashboardURL": "j-2-rc-head-svc.n.svc.cluster.local:8265",
-                "progress": {"step": 1, "totalSteps": 2, "etaSeconds": 60},
+                "progress": {"step": 1, "totalSteps": 2, "etaSeconds": 60, "attempt": 2},
                 "metrics": {
                     k: 1.0
                     for k in (

@@ -179,6 +179,6 @@ def test_printer_columns_show_rounded_metrics_and_the_wide_view_progress_and_eta
         "Age",
     ]
     assert columns["%"]["jsonPath"] == ".status.progress.percent"
-    assert columns["ETA"]["jsonPath"] == ".status.progress.eta"
+    assert columns["ETA"]["jsonPath"] == ".status.eta"
     assert columns["Healthy"]["jsonPath"] == '.status.conditions[?(@.type=="Healthy")].status'
     assert all(columns[n]["priority"] == 1 for n in ("%", "ETA", "Healthy", "Accelerator", "RayJob"))

@@ -256,6 +256,46 @@ def test_suspend_tears_down_and_resume_starts_a_new_attempt() -> None:
     assert _conditions(resumed.status)["Suspended"] == "False"
 
 
+def test_the_eta_shows_only_while_the_current_attempt_trains() -> None:
+    """status.eta: the current attempt's estimate while Running; gone when suspended, after a
+    resume until the new attempt reports, and once the job has ended."""
+
+    def with_progress(status: dict[str, Any], attempt: int, seconds: int) -> dict[str, Any]:
+        return {**status, "progress": {"step": 10, "etaSeconds": seconds, "attempt": attempt}}
+
+    running = plan(_job(with_progress(_running_status(), 1, 5400)), _rayjob("Running", "RUNNING"), [], NOW)
+    assert running.status["eta"] == "1h30m"
+    again = plan(_job(with_progress(running.status, 1, 600)), _rayjob("Running", "RUNNING"), [], NOW)
+    assert again.status["eta"] == "10m"  # the trainer's newer estimate, recomputed each step
+
+    suspended = plan(
+        _job(with_progress(again.status, 1, 600), suspend=True), _rayjob("Running", "RUNNING"), [], NOW
+    )
+    assert suspended.status["phase"] == "Suspended"
+    assert "eta" not in suspended.status
+    assert diff(again.status, suspended.status)["eta"] is None  # the patch removes it
+    resumed = plan(_job(with_progress(suspended.status, 1, 600)), None, [], NOW)
+    assert "eta" not in resumed.status
+    attempt_2 = {**resumed.status, "rayClusterName": "demo-2-abcde"}
+    stale = plan(_job(with_progress(attempt_2, 1, 600)), _rayjob("Running", "RUNNING"), [], NOW)
+    assert stale.status["phase"] == "Running"
+    assert "eta" not in stale.status, "attempt 1's estimate is not attempt 2's"
+    fresh = plan(_job(with_progress(attempt_2, 2, 300)), _rayjob("Running", "RUNNING"), [], NOW)
+    assert fresh.status["eta"] == "5m"
+
+    done = plan(_job(with_progress(fresh.status, 2, 300)), _rayjob("Complete", "SUCCEEDED"), [], NOW)
+    assert done.status["phase"] == "Succeeded"
+    assert "eta" not in done.status
+    failed = plan(
+        _job(with_progress(fresh.status, 2, 300)),
+        _rayjob("Failed", "FAILED", "Job entrypoint command failed with exit code 3."),
+        [],
+        NOW,
+    )
+    assert failed.status["phase"] == "Failed"
+    assert "eta" not in failed.status
+
+
 def test_deadline_fails_the_job_and_deletes_the_cluster() -> None:
     result = plan(_job(_running_status(), activeDeadlineSeconds=600), _rayjob("Running", "RUNNING"), [], NOW)
     assert result.status["phase"] == "Failed"

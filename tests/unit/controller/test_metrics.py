@@ -97,7 +97,9 @@ def test_eta_kl_and_the_ray_cluster_for_links():
     metrics = Metrics()
     url = "j-1-rc-head-svc.a.svc.cluster.local:8265"
     status = {
-        "progress": {"etaSeconds": 5400},
+        "phase": "Running",
+        "attempt": 1,
+        "progress": {"etaSeconds": 5400, "attempt": 1},
         "metrics": {"kl": 0.012},
         "rayClusterName": "j-1-rc",
         "dashboardURL": url,
@@ -105,6 +107,9 @@ def test_eta_kl_and_the_ray_cluster_for_links():
     metrics.observe(_body("j", "a", **status))
     text = _text(metrics)
     assert 'grpo_job_eta_seconds{name="j",namespace="a"} 5400.0' in text
+    # Once it has ended (or while suspended), no estimate is true any more.
+    metrics.observe(_body("j", "a", **{**status, "phase": "Succeeded"}))
+    assert "grpo_job_eta_seconds{" not in _text(metrics)
     assert 'grpo_job_kl{name="j",namespace="a"} 0.012' in text
     assert (
         f'grpo_job_ray_cluster_info{{dashboard_url="{url}",name="j",namespace="a",ray_cluster="j-1-rc"}} 1.0'

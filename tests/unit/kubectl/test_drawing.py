@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 from grpo_kubectl.drawing import Curve, curves, main, terminal_chart, write_png
+from grpo_operator.api.v1alpha1 import GRPOJobStatus
+from grpo_operator.api.v1alpha1.status import History, history_points
 
 HISTORY = [
     {"step": 2, "reward": 0.5, "responseLength": 12.0},
@@ -55,3 +57,30 @@ def test_a_file_that_is_not_a_job_is_one_line(tmp_path: Path, capsys) -> None:
     bad.write_text("{not json")
     assert main([str(bad)]) == 2
     assert capsys.readouterr().err.startswith("error: cannot read a GRPOJob as JSON")
+
+
+def test_the_status_columns_read_back_as_points_and_a_column_that_does_not_line_up_is_dropped() -> None:
+    points = [
+        {"step": 10, "reward": 0.123456, "response_length": 1024.4},
+        {"step": 20, "reward": -0.5, "val_score": 0.25, "response_length": 1.5e-5},
+    ]
+    wire = History.of(points).to_wire()
+    assert wire == {
+        "steps": "10 20",
+        "reward": "0.1235 -0.5",
+        "valScore": "_ 0.25",
+        "responseLength": "1024 1.5e-05",
+    }
+    GRPOJobStatus.model_validate({"history": wire})  # within the schema's pattern and bounds
+    assert history_points({"history": wire}) == [
+        {"step": 10, "reward": 0.1235, "responseLength": 1024.0},
+        {"step": 20, "reward": -0.5, "valScore": 0.25, "responseLength": 1.5e-05},
+    ]
+    # A column of another length (a patch from an older trainer, a hand edit) is not plotted wrongly.
+    assert history_points({"history": {**wire, "reward": "0.1"}}) == [
+        {"step": 10, "responseLength": 1024.0},
+        {"step": 20, "valScore": 0.25, "responseLength": 1.5e-05},
+    ]
+    assert history_points({"history": {"steps": "1 x"}}) == []
+    assert history_points({}) == []
+    assert history_points({"history": HISTORY}) == HISTORY  # the list form of earlier releases

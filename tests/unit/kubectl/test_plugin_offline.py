@@ -224,7 +224,7 @@ def test_status_reads_like_a_report():
             "phase": "Running",
             "attempt": 2,
             "rayJobName": "j-2",
-            "progress": {"steps": "40/300", "percent": 13.3, "etaSeconds": 9000, "epoch": 1},
+            "progress": {"steps": "40/300", "percent": 13.3, "etaSeconds": 9000, "epoch": 1, "attempt": 2},
             "metrics": {"reward": 0.8209, "valScore": 0.61},
             "log": {"attempt": 2, "path": "/grpo/checkpoints/j/metrics/attempt-2.log"},
             "failedAttempts": [
@@ -244,6 +244,13 @@ def test_status_reads_like_a_report():
     assert "reward 0.8209  val 0.61" in text
     assert "1: OutOfMemory (retried as attempt 2): CUDA out of memory" in text
     assert "kubectl grpo logs j --attempt 1" in text
+    # The estimate of an attempt that is not the current one, or of a job that does not train, is
+    # not shown as if it were true now.
+    for stale in ({"attempt": 1}, {"phase": "Suspended"}, {"phase": "Succeeded"}):
+        old = {**body, "status": {**body["status"], "progress": {**body["status"]["progress"]}}}
+        old["status"].update({k: v for k, v in stale.items() if k == "phase"})
+        old["status"]["progress"].update({k: v for k, v in stale.items() if k == "attempt"})
+        assert ", ETA -" in describe(old), stale
 
 
 # --- kubectl's habits ----------------------------------------------------------------------------
@@ -286,7 +293,8 @@ def test_list_table_with_namespaces_and_wide_columns():
             "status": {
                 "phase": "Running",
                 "attempt": 1,
-                "progress": {"steps": "3/10", "eta": "2h"},
+                "progress": {"steps": "3/10", "etaSeconds": 7200, "attempt": 1},
+                "eta": "2h00m",
                 "metrics": {"reward": 0.123456},
                 "conditions": [{"type": "Running", "reason": "TrainerStarted", "lastTransitionTime": "x"}],
             },
@@ -317,7 +325,7 @@ def test_list_table_with_namespaces_and_wide_columns():
         "-",
         "1",
         "2h30m",
-        "2h",
+        "2h00m",
         "TrainerStarted",
     ]
     assert lines[2].split() == ["b", "longer-name", "-", "-", "-", "-", "-", "-", "-", "-"]

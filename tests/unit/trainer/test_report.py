@@ -6,11 +6,10 @@ import json
 
 import pytest
 from grpo_operator.api.v1alpha1 import GRPOJobStatus
-from grpo_operator.api.v1alpha1.status import HISTORY_LIMIT, TRAINER_STATUS_FIELDS
+from grpo_operator.api.v1alpha1.status import HISTORY_LIMIT, TRAINER_STATUS_FIELDS, duration, history_points
 from grpo_trainer.progress import (
     TrainingState,
     downsample,
-    duration,
     eta_seconds,
     parse_line,
     status_patch,
@@ -105,14 +104,22 @@ def test_status_patch_carries_progress_metrics_history_checkpoint():
         "epoch": 5,
         "percent": 40.0,
         "etaSeconds": round(36 * (191 + 192 + 193 + 194) / 4),
-        "eta": "1h55m",
+        "attempt": 1,
         "updatedAt": NOW,
     }
     assert status["metrics"]["reward"] == pytest.approx(0.24)
     assert status["metrics"]["valScore"] == 0.31
     assert status["metrics"]["tokensPerSecondPerDevice"] == 1250.0
-    assert status["history"][0] == {"step": 20, "valScore": 0.31}
-    assert [p["step"] for p in status["history"]] == [20, 21, 22, 23, 24]
+    assert status["history"] == {
+        "steps": "20 21 22 23 24",
+        "reward": "_ 0.21 0.22 0.23 0.24",
+        "valScore": "0.31 _ _ _ _",
+        "responseLength": "_ 612.5 612.5 612.5 612.5",
+    }
+    assert history_points(status)[:2] == [
+        {"step": 20, "valScore": 0.31},
+        {"step": 21, "reward": 0.21, "responseLength": 612.5},
+    ]
     assert status["checkpoint"] == {
         "latestStep": 20,
         "path": "/ckpt/global_step_20",
@@ -161,7 +168,7 @@ def test_once_the_last_step_is_done_the_eta_is_removed_not_zero():
     for step in range(1, 4):
         state.add_line(step, verl_step(step, seconds=10.0))
     progress = status_patch(state, NOW)["status"]["progress"]
-    assert (progress["eta"], progress["etaSeconds"]) == (None, None)
+    assert progress["etaSeconds"] is None
     assert progress["steps"] == "3/3"
 
 
@@ -191,9 +198,9 @@ def test_history_in_a_patch_never_exceeds_the_schema_limit():
     state = TrainingState(total_steps=5000)
     for step in range(1, 5001):
         state.add_line(step, verl_step(step))
-    history = status_patch(state, NOW)["status"]["history"]
-    assert len(history) == HISTORY_LIMIT
-    GRPOJobStatus.model_validate({"history": history})
+    status = status_patch(state, NOW)["status"]
+    assert len(history_points(status)) == HISTORY_LIMIT
+    GRPOJobStatus.model_validate(status)
 
 
 def test_metrics_in_status_are_rounded_for_kubectl_get_and_eta_reads_as_a_duration():
@@ -204,7 +211,7 @@ def test_metrics_in_status_are_rounded_for_kubectl_get_and_eta_reads_as_a_durati
     assert status["metrics"]["reward"] == 0.8209
     assert status["metrics"]["tokensPerSecondPerDevice"] == 1250.0
     assert status["progress"]["etaSeconds"] == 90 * 540
-    assert status["progress"]["eta"] == "13h30m"
+    assert duration(status["progress"]["etaSeconds"]) == "13h30m"  # what status.eta shows
     assert status["progress"]["percent"] == 10.0
     assert state.latest["reward"] == 0.8209337055862767, "only the status is rounded"
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from grpo_operator.api.contract import checkpoint_events_file
+from grpo_operator.api.v1alpha1.status import history_points
 from grpo_trainer.engines.verl import checkpoints
 from grpo_trainer.engines.verl.callback import StatusCheckpointCallback
 from grpo_trainer.engines.verl.checkpoints import TRACKER
@@ -88,7 +89,7 @@ def test_api_errors_lose_nothing(files):
     last = api.patches[-1]["status"]
     assert last["progress"]["step"] == 5
     assert last["metrics"]["reward"] == 0.5
-    assert [p["step"] for p in last["history"]] == [1, 2, 3, 4, 5]
+    assert [p["step"] for p in history_points(last)] == [1, 2, 3, 4, 5]
 
 
 def test_backoff_grows_while_the_api_is_away(files):
@@ -159,8 +160,8 @@ def test_earlier_attempts_fill_the_history(files, tmp_path):
     reporter.publish(now=0.0)
     status = api.patches[-1]["status"]
     assert status["progress"]["step"] == 6
-    assert [p["step"] for p in status["history"]] == [1, 2, 3, 4, 5, 6, 7]
-    assert status["history"][5]["reward"] == 0.6
+    assert [p["step"] for p in history_points(status)] == [1, 2, 3, 4, 5, 6, 7]
+    assert history_points(status)[5]["reward"] == 0.6
 
 
 def test_a_long_earlier_attempt_is_replayed_whole(files, monkeypatch):

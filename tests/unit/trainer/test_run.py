@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from grpo_operator.api.contract import COMPLETE_FILE, CONFIG_ERROR, OK, RETRYABLE
+from grpo_operator.api.v1alpha1.status import history_points
 from grpo_trainer.attempt import Options, run
 from grpo_trainer.engines.base import EngineOptions
 from grpo_trainer.engines.verl.compile_cache import CACHE_VARIABLES, compile_cache_env
@@ -48,7 +49,7 @@ def test_a_successful_attempt(tmp_path, fake_verl, capsys):
     assert status["progress"]["steps"] == "3/30"  # 16 rows // 8 per step x 15 epochs
     assert status["metrics"]["reward"] == pytest.approx(0.6)
     assert status["metrics"]["valScore"] == 0.5
-    assert [p["step"] for p in status["history"]] == [1, 2, 3]
+    assert [p["step"] for p in history_points(status)] == [1, 2, 3]
     assert status["checkpoint"]["latestStep"] == 3
     assert status["checkpoint"]["path"].endswith("global_step_3")
 

@@ -32,12 +32,16 @@ OPERATOR_STATUS_FIELDS = frozenset(
         "completionTime",
         "observedGeneration",
         "failedAttempts",
+        "eta",
     }
 )
 TRAINER_STATUS_FIELDS = frozenset(
     {"progress", "metrics", "history", "checkpoint", "outputs", "log", "health"}
 )
-HISTORY_LIMIT = 120
+HISTORY_LIMIT = 60
+"""Points of status.history: one per column of `kubectl grpo plot`'s terminal chart."""
+HISTORY_GAP = "_"
+"""A point of status.history without a value for that series (validation runs every N steps)."""
 REASON_LIMIT = 128
 REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
 """metav1.Condition's reason: CamelCase, machine-readable."""
@@ -154,9 +158,11 @@ class Progress(ApiModel):
     percent: float | None = None
     """step / totalSteps in percent, one decimal (the % column of `kubectl get -o wide`)."""
     eta_seconds: int | None = None
-    """Seconds left at the mean pace of the last ten steps."""
-    eta: Annotated[str, Field(max_length=16)] | None = None
-    """etaSeconds for a person ("2h30m", "3d4h"), for the ETA column of `kubectl get -o wide`."""
+    """Seconds left at the mean pace of the last ten steps (`status.eta` shows it while the job
+    trains)."""
+    attempt: int | None = None
+    """The attempt that reported these fields: a suspended or failed attempt's estimate is not the
+    current one's."""
     updated_at: Timestamp | None = None
     """When the trainer last patched these fields."""
     last_step_at: Timestamp | None = None
@@ -198,17 +204,81 @@ class TrainerHealth(ApiModel):
     """The step that turned the verdict."""
 
 
-class HistoryPoint(ApiModel):
-    """One point of the downsampled history kept for plots."""
+HISTORY_SERIES = {"reward": "reward", "valScore": "val_score", "responseLength": "response_length"}
+"""The curves status.history keeps: wire name -> field name."""
+HISTORY_DIGITS = 4
+"""Significant digits of a history value: a plot needs no more, the metrics files keep every digit."""
+HISTORY_NUMBER = r"[-+0-9.eE]+"
+HISTORY_SERIES_PATTERN = rf"^(({HISTORY_NUMBER}|{HISTORY_GAP})( ({HISTORY_NUMBER}|{HISTORY_GAP}))*)?$"
+_SERIES_MAX_LENGTH = HISTORY_LIMIT * 12
+"""A value is at most 10 characters at 4 significant digits ("-1.234e+07"), plus its space."""
+Series = Annotated[str, Field(max_length=_SERIES_MAX_LENGTH, pattern=HISTORY_SERIES_PATTERN)]
 
-    step: int
-    """The last step of the points it stands for."""
-    reward: float | None = None
-    """Mean reward over those steps."""
-    val_score: float | None = None
-    """The newest validation score among them."""
-    response_length: float | None = None
-    """Mean response length over those steps, in tokens."""
+
+def history_number(value: float) -> str:
+    """`value` at HISTORY_DIGITS significant digits, as short as it prints ("0.4125", "1024", "3e-05")."""
+    return f"{float(f'{value:.{HISTORY_DIGITS}g}'):g}"
+
+
+class History(ApiModel):
+    """The run's curves for plots, decimated to at most 60 points over the whole run: one line of
+    numbers per series, aligned with `steps` (`_` where a point has no value), so `kubectl
+    describe` shows four lines, not a page per point. Every step is in the metrics files on the
+    checkpoint volume (`kubectl grpo plot --full`)."""
+
+    steps: Series = ""
+    """The last step of each point, in order."""
+    reward: Series | None = None
+    """Mean reward over each point's steps."""
+    val_score: Series | None = None
+    """The newest validation score among each point's steps."""
+    response_length: Series | None = None
+    """Mean response length over each point's steps, in tokens."""
+
+    @classmethod
+    def of(cls, points: list[dict[str, Any]]) -> History:
+        """Points ({"step", "reward", "val_score", "response_length"}, in step order) in columns;
+        a series no point has is left out."""
+        columns: dict[str, str] = {"steps": " ".join(str(int(p["step"])) for p in points)}
+        for field in HISTORY_SERIES.values():
+            if any(p.get(field) is not None for p in points):
+                columns[field] = " ".join(
+                    HISTORY_GAP if p.get(field) is None else history_number(p[field]) for p in points
+                )
+        return cls(**columns)
+
+
+def history_points(status: dict[str, Any]) -> list[dict[str, Any]]:
+    """status.history (wire form) back into points, {"step", "reward", "valScore",
+    "responseLength"} with only the values a point has: what plots and notebooks read.
+
+    A status written before the columnar form (a list of points) reads as it is; a column that
+    does not parse or does not line up with the steps is dropped rather than plotted wrongly.
+    """
+    history = status.get("history")
+    if isinstance(history, list):
+        return [dict(p) for p in history if isinstance(p, dict)]
+    if not isinstance(history, dict) or not isinstance(history.get("steps"), str):
+        return []
+    try:
+        steps = [int(s) for s in history["steps"].split()]
+    except ValueError:
+        return []
+    points: list[dict[str, Any]] = [{"step": s} for s in steps]
+    for wire in HISTORY_SERIES:
+        values = history.get(wire)
+        if not isinstance(values, str):
+            continue
+        try:
+            column = [None if v == HISTORY_GAP else float(v) for v in values.split()]
+        except ValueError:
+            continue
+        if len(column) != len(steps):
+            continue
+        for point, value in zip(points, column, strict=True):
+            if value is not None:
+                point[wire] = value
+    return points
 
 
 class CheckpointStatus(ApiModel):
@@ -260,15 +330,48 @@ class GRPOJobStatus(ApiModel):
     """When the job succeeded or failed."""
     observed_generation: int | None = None
     """The spec generation the operator last acted on."""
+    eta: Annotated[str, Field(max_length=16)] | None = None
+    """Time left ("2h30m", "3d4h"), for the ETA column of `kubectl get -o wide`: the current
+    attempt's progress.etaSeconds while the job is Running; empty while it starts, is suspended,
+    and once it has ended."""
     # trainer
     outputs: Outputs | None = None
     progress: Progress | None = None
     metrics: Metrics | None = None
-    history: Annotated[list[HistoryPoint], Field(max_length=HISTORY_LIMIT)] = Field(default_factory=list)
-    """Up to 120 points over the whole run, for plots (`kubectl grpo plot`)."""
+    history: History | None = None
     checkpoint: CheckpointStatus | None = None
     log: LogStatus | None = None
     health: TrainerHealth | None = None
+
+
+# --- the ETA -----------------------------------------------------------------------------------
+
+
+def duration(seconds: int | None) -> str | None:
+    """Seconds for a person: "45s", "12m", "2h30m", "3d4h"."""
+    if seconds is None:
+        return None
+    days, rest = divmod(max(seconds, 0), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m" if minutes else f"{secs}s"
+
+
+def current_eta_seconds(status: dict[str, Any]) -> int | None:
+    """The trainer's estimate (status.progress.etaSeconds, wire form) where it is true now: the
+    job is Running and the estimate is its current attempt's. A suspended job's estimate is
+    frozen and a finished job has none; after a resume the new attempt makes its own."""
+    progress = status.get("progress")
+    if status.get("phase") != "Running" or not isinstance(progress, dict):
+        return None
+    seconds = progress.get("etaSeconds")
+    if progress.get("attempt") != status.get("attempt") or isinstance(seconds, bool):
+        return None
+    return seconds if isinstance(seconds, int) else None
 
 
 # --- writing within the schema's bounds -------------------------------------------------------
