@@ -28,6 +28,19 @@ Writes `generation.json` (after every part, so a run cut short keeps what it mea
     # CPU smoke (tiny shapes; compiled falls back to the static cache without CUDA graphs):
     PYTHONPATH=trainer:operator python benchmarks/trl_generation.py --shape tiny --prompt-tokens 64 \\
         --new-tokens 8 --image-side 64 --steps 2 --out /tmp/gen-smoke
+
+`--memory-budget-gib B` sizes vLLM as a job's `spec.rollout.memoryBudget` does (the engine's own
+arithmetic, engines/trl/memory.py: what the budget leaves after the policy and the trainer's
+estimate); the report keeps that estimate beside the measured peak, so the estimates can be
+corrected from the measurement. A budget the estimate says cannot hold vLLM is recorded as such.
+
+`record` turns what a device call brought back (one or more `--out` folders, each with its
+`generation.json`) into the committed summary, `docs/benchmarks/data/trl-generation.json`: per
+run and path, steady-state ms per token and seconds per step, the device's peak against the
+single-GPU LoRA recipe's 16 GB, completion lengths against the requested length, and the
+verdict on the targets (vLLM within 16 GB and 8 ms per token, as long completions as eager's):
+
+    python3 benchmarks/trl_generation.py record RUN_DIR [RUN_DIR ...] [--to FILE]
 """
 
 from __future__ import annotations
@@ -50,6 +63,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 GIB = 1024**3
 BUDGET_GIB = 16 * 10**9 / GIB
+"""The single-GPU LoRA recipe's card (engines/trl/memory.py's RECIPE_BUDGET_GIB)."""
+TARGET_MS_PER_TOKEN = 8.0
+RECORD_TO = Path(__file__).resolve().parents[1] / "docs" / "benchmarks" / "data" / "trl-generation.json"
 STARTED = time.monotonic()
 
 
@@ -260,6 +276,9 @@ def part_engine(
         if hasattr(model, stale):
             delattr(model, stale)
     generation_seconds = time_generation(cuda)
+    sizing = vllm_sizing(model, args) if path == "vllm" else {}
+    if "refused" in sizing:
+        return {"refused": sizing["refused"], "estimate": sizing["estimate"]}, model
     settings = replace(
         TrlSettings(),
         output_dir=str(out / "checkpoints"),
@@ -270,7 +289,8 @@ def part_engine(
         bf16=cuda,
         generation=path,
         vllm_gpu_memory_utilization=args.vllm_memory,
-        vllm_memory_gib=args.vllm_memory_gib,
+        vllm_memory_gib=sizing.get("vllm_gib", args.vllm_memory_gib),
+        memory_budget_gib=args.memory_budget_gib if path == "vllm" else None,
         vllm_sleep=args.vllm_sleep,
         # Like for like: every path decodes --new-tokens tokens per completion.
         ignore_eos=args.ignore_eos,
@@ -305,6 +325,12 @@ def part_engine(
         # What TRL hands this path's generator (vLLM's SamplingParams or transformers' generate).
         "sampling": sampling(path, build_trl_config(settings)[0]),
         "vllm_sleep": args.vllm_sleep if path == "vllm" else None,
+        "vllm_memory_gib": settings.vllm_memory_gib if path == "vllm" else None,
+        "vllm_gpu_memory_utilization": (
+            result.trainer.args.vllm_gpu_memory_utilization if path == "vllm" else None
+        ),
+        # The engine's estimate of the whole process's least with vLLM, to hold against the peak.
+        "estimate": sizing.get("estimate"),
         "ms_per_token": [1000 * g / args.new_tokens for g in generation],
         "peak_allocated_gib": torch.cuda.max_memory_allocated() / GIB if cuda else None,
         "peak_device_used_gib": device_memory.peak / GIB if cuda else None,
@@ -320,6 +346,175 @@ def part_engine(
     if cuda:
         torch.cuda.empty_cache()
     return report, base
+
+
+def vllm_sizing(model: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """vLLM's GiB from `--memory-budget-gib` by the engine's arithmetic, with its estimate.
+
+    {} without a budget (then `--vllm-memory-gib` or `--vllm-memory` size vLLM as given).
+    """
+    from dataclasses import asdict
+
+    from grpo_trainer.engines.trl.generation import vllm_context
+    from grpo_trainer.engines.trl.memory import (
+        BudgetError,
+        ModelFootprint,
+        kv_bytes_per_token,
+        vllm_gib,
+        vllm_need,
+    )
+
+    weights = sum(p.numel() * p.element_size() for p in model.parameters()) / GIB
+    need = vllm_need(
+        ModelFootprint(weights, kv_bytes_per_token(model.config.to_dict())),
+        sequences=2,
+        sequence_tokens=args.prompt_tokens + args.new_tokens,
+        context=vllm_context(args.prompt_tokens, args.new_tokens),
+    )
+    estimate = {**asdict(need), "vllm_gib_least": need.vllm, "process_gib_least": need.total}
+    if args.memory_budget_gib is None:
+        return {"estimate": estimate}
+    try:
+        gib = vllm_gib(need, args.memory_budget_gib, field="--memory-budget-gib")
+    except BudgetError as error:
+        return {"refused": str(error), "estimate": estimate}
+    return {"vllm_gib": gib, "estimate": estimate}
+
+
+def _mean(values: list[Any]) -> float | None:
+    numbers = [v for v in values if isinstance(v, int | float)]
+    return sum(numbers) / len(numbers) if numbers else None
+
+
+def _steady(values: list[Any]) -> list[Any]:
+    """Steps after the first (which compiles, loads vLLM, warms the allocator), if there are any."""
+    return values[1:] if len(values) > 1 else values
+
+
+def summarise_path(run: dict[str, Any], new_tokens: int, budget_gib: float) -> dict[str, Any]:
+    """One path of one run: the figures the targets are judged on, and whether each target is met."""
+    if not isinstance(run, dict) or not run.get("steps"):
+        return {key: run[key] for key in ("error", "skipped", "refused", "estimate") if key in run}
+    shortest = [v for v in run.get("completion_min_length", []) if isinstance(v, int | float)]
+    ms = _mean(_steady(run.get("ms_per_token", [])))
+    peak = run.get("peak_device_used_gib")
+    out = {
+        "steps": run["steps"],
+        "ms_per_token_steady": ms,
+        "step_seconds_steady": _mean(_steady(run.get("step_seconds", []))),
+        "generation_seconds_steady": _mean(_steady(run.get("generation_seconds", []))),
+        "peak_device_used_gib": peak,
+        "peak_allocated_gib": run.get("peak_allocated_gib"),
+        "completion_mean_length": _mean(run.get("completion_mean_length", [])),
+        "completion_min_length": min(shortest) if shortest else None,
+        "full_length": bool(shortest) and min(shortest) >= new_tokens,
+        "within_budget": None if peak is None else peak <= budget_gib,
+        "within_8_ms": None if ms is None else ms <= TARGET_MS_PER_TOKEN,
+    }
+    for key in (
+        "sampling",
+        "vllm_sleep",
+        "vllm_memory_gib",
+        "vllm_gpu_memory_utilization",
+        "fell_back_to_eager",
+    ):
+        if run.get(key) is not None:
+            out[key] = run[key]
+    if peak is not None and run.get("vllm_memory_gib"):
+        # vLLM fills what it is given (its KV cache takes the rest): the remainder is the policy and
+        # the trainer's part at the peak, against the policy + TRAINER_OVERHEAD_GIB estimate.
+        out["peak_minus_vllm_gib"] = peak - run["vllm_memory_gib"]
+    estimate = run.get("estimate")
+    if estimate:
+        out["estimate"] = estimate
+        if peak is not None:
+            # What the constants in engines/trl/memory.py should move by: measured minus estimated.
+            out["peak_minus_estimate_gib"] = peak - estimate["process_gib_least"]
+    return out
+
+
+def summarise_run(report: dict[str, Any]) -> dict[str, Any]:
+    new_tokens = int(report.get("new_tokens", 0))
+    budget = float(report.get("budget_gib", BUDGET_GIB))
+    decoding = report.get("decoding") or {}
+    summary: dict[str, Any] = {
+        "command": report.get("command"),
+        "device": report.get("device"),
+        "versions": {k: report.get(k) for k in ("torch", "transformers", "trl", "peft", "vllm")},
+        "shape": report.get("shape"),
+        "prompt_tokens": report.get("prompt_tokens"),
+        "new_tokens": new_tokens,
+        "sequences": report.get("sequences"),
+        "weights_gib": report.get("weights_gib"),
+        "memory_budget_gib": report.get("memory_budget_gib"),
+        "decoding_ms_per_token": {
+            key: decoding[key].get("ms_per_token_median")
+            for key in ("unmerged", "merged")
+            if isinstance(decoding.get(key), dict)
+        },
+        "paths": {
+            path: summarise_path(run, new_tokens, budget)
+            for path, run in (report.get("engine") or {}).items()
+        },
+        "seconds": report.get("seconds"),
+    }
+    paths = summary["paths"]
+    vllm, eager = paths.get("vllm") or {}, paths.get("eager") or {}
+    if vllm.get("steps"):
+        summary["vllm_meets_the_targets"] = bool(
+            vllm["within_budget"]
+            and vllm["within_8_ms"]
+            and vllm["full_length"]
+            and (not eager.get("steps") or vllm["completion_mean_length"] >= eager["completion_mean_length"])
+        )
+    return summary
+
+
+def _one_line(figures: dict[str, Any]) -> str:
+    """A path's figures as `record` prints them."""
+    if not figures.get("steps"):
+        return str(figures.get("error") or figures.get("refused") or figures.get("skipped") or "no steps")
+    ms, peak = figures.get("ms_per_token_steady"), figures.get("peak_device_used_gib")
+    return (
+        f"{'?' if ms is None else f'{ms:.1f}'} ms/token, "
+        f"peak {'not measured (no CUDA)' if peak is None else f'{peak:.1f} GiB'}, "
+        f"completions {figures.get('completion_mean_length')}"
+    )
+
+
+def record(argv: list[str]) -> Path:
+    """`record RUN_DIR ...`: the committed summary of what device calls brought back."""
+    parser = argparse.ArgumentParser(
+        prog="trl_generation.py record",
+        description="write docs/benchmarks/data/trl-generation.json from the runs a device call brought back",
+    )
+    parser.add_argument("runs", nargs="+", help="--out folders (or their generation.json files), one per run")
+    parser.add_argument(
+        "--to", type=Path, default=RECORD_TO, help="the summary to write (default: %(default)s)"
+    )
+    args = parser.parse_args(argv)
+    runs: dict[str, Any] = {}
+    for given in args.runs:
+        path = Path(given)
+        file = path if path.is_file() else path / "generation.json"
+        if not file.is_file():
+            parser.error(f"{given}: no generation.json there (did the device call bring it back?)")
+        report = json.loads(file.read_text(encoding="utf-8"))
+        name = path.name if not path.is_file() else path.parent.name
+        runs[name] = {**summarise_run(report), "source": file.name, "raw": report}
+    document = {
+        "what": "TRL engine rollout paths at the single-GPU LoRA recipe's shapes (benchmarks/trl_generation.py)",
+        "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "targets": {"peak_device_used_gib": BUDGET_GIB, "ms_per_token": TARGET_MS_PER_TOKEN},
+        "runs": runs,
+    }
+    args.to.parent.mkdir(parents=True, exist_ok=True)
+    args.to.write_text(json.dumps(document, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    for name, run in runs.items():
+        for path_name, figures in run["paths"].items():
+            print(f"{name} {path_name}: {_one_line(figures)}")
+    print(f"wrote {args.to}")
+    return args.to
 
 
 def plot(out: Path, report: dict[str, Any]) -> None:
@@ -362,8 +557,36 @@ def save(out: Path, report: dict[str, Any]) -> None:
         say(f"plot failed: {error}")
 
 
+def run_decoding(
+    model: Any,
+    processor: Any,
+    row: dict[str, Any],
+    args: argparse.Namespace,
+    cuda: bool,
+    report: dict[str, Any],
+) -> Any:
+    """Part 1 into `report["decoding"]`; a failure is recorded and the engine parts still run."""
+    try:
+        report["decoding"], model = part_decoding(model, processor, row, args, cuda)
+    except Exception as error:
+        report["decoding"] = {
+            "error": f"{type(error).__name__}: {error}",
+            "trace": traceback.format_exc()[:1500] + "\n...\n" + traceback.format_exc()[-1500:],
+        }
+        say(f"part 1 failed: {error}")
+    return model
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    if sys.argv[1:2] == ["record"]:
+        record(sys.argv[2:])
+        return
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog="`trl_generation.py record RUN_DIR ... [--to FILE]` writes the committed summary "
+        "(docs/benchmarks/data/trl-generation.json) from the runs a device call brought back; "
+        "`record --help` for its options.",
+    )
     parser.add_argument("--out", required=True)
     parser.add_argument("--shape", choices=["4b", "tiny"], default="4b")
     parser.add_argument("--prompt-tokens", type=int, default=1024)
@@ -374,12 +597,25 @@ def main() -> None:
     parser.add_argument("--image-side", type=int, default=448)
     parser.add_argument("--steps", type=int, default=3, help="GRPO steps per engine path (part 2)")
     parser.add_argument("--paths", default="eager,compiled,vllm", help="engine paths, in order")
+    parser.add_argument(
+        "--decoding",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="part 1 (decoding alone, unmerged and merged); --no-decoding: the engine paths only",
+    )
     parser.add_argument("--vllm-memory", type=float, default=0.1, help="vLLM's share of the device")
     parser.add_argument(
         "--vllm-memory-gib",
         type=float,
         default=None,
         help="vLLM's memory in GiB (weights, KV cache, graphs); wins over --vllm-memory",
+    )
+    parser.add_argument(
+        "--memory-budget-gib",
+        type=float,
+        default=None,
+        help="the whole process's budget, as a job's rollout.memoryBudget: vLLM gets what the engine's "
+        "arithmetic leaves it (wins over --vllm-memory-gib)",
     )
     parser.add_argument(
         "--vllm-sleep",
@@ -415,6 +651,8 @@ def main() -> None:
         "new_tokens": args.new_tokens,
         "sequences": 2,
         "budget_gib": BUDGET_GIB,
+        "memory_budget_gib": args.memory_budget_gib,
+        "command": " ".join(["python3", "benchmarks/trl_generation.py", *sys.argv[1:]]),
         "lora_b_std": args.lora_b_std,
     }
     for package in ("transformers", "trl", "peft", "vllm"):
@@ -431,15 +669,11 @@ def main() -> None:
     rows = filler_rows(processor, max(args.steps, 1), args.prompt_tokens, args.image_side)
     save(out, report)
 
-    say("part 1: decoding with the adapters unmerged and merged")
-    try:
-        report["decoding"], model = part_decoding(model, processor, rows[0], args, cuda)
-    except Exception as error:
-        report["decoding"] = {
-            "error": f"{type(error).__name__}: {error}",
-            "trace": traceback.format_exc()[:1500] + "\n...\n" + traceback.format_exc()[-1500:],
-        }
-        say(f"part 1 failed: {error}")
+    if not args.decoding:
+        report["decoding"] = {"skipped": "--no-decoding"}
+    else:
+        say("part 1: decoding with the adapters unmerged and merged")
+        model = run_decoding(model, processor, rows[0], args, cuda, report)
     save(out, report)
 
     report["engine"] = {}
@@ -463,6 +697,10 @@ def main() -> None:
         try:
             report["engine"][path], model = part_engine(model, processor, rows, path, args, cuda)
             run = report["engine"][path]
+            if "refused" in run:
+                say(f"  not run: {run['refused']}")
+                save(out, report)
+                continue
             say(
                 f"  step seconds {run['step_seconds']}, ms/token {[round(v, 1) for v in run['ms_per_token']]}"
             )

@@ -5,6 +5,8 @@ Writes `learning.json` (per-step mean reward of both runs and the verdict) and `
 
     PYTHONPATH=trainer:operator python benchmarks/trl_learning.py --out /tmp/learning            # GPU, full
     PYTHONPATH=trainer:operator python benchmarks/trl_learning.py --out /tmp/l --steps 5 --small  # CPU smoke
+    # the same test with the fast rollout paths (GPU; vLLM from the carried stack):
+    PYTHONPATH=trainer:operator python benchmarks/trl_learning.py --out /tmp/learning-vllm --generation vllm
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ TARGET = 0.9
 WINDOW = 10
 
 
-def plot(out: Path, curves: dict[str, list[float]], blind: float) -> None:
+def plot(out: Path, curves: dict[str, list[float]], blind: float, generation: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -33,7 +35,7 @@ def plot(out: Path, curves: dict[str, list[float]], blind: float) -> None:
     axes.set_xlabel("GRPO step")
     axes.set_ylabel("mean reward (max 1)")
     axes.set_ylim(-0.02, 1.02)
-    axes.set_title("TRL engine: colour-of-the-square task, tiny Qwen3-VL")
+    axes.set_title(f"TRL engine: colour-of-the-square task, tiny Qwen3-VL, rollouts {generation}")
     axes.legend(loc="center right", fontsize=8)
     figure.tight_layout()
     figure.savefig(out / "learning.png", dpi=120)
@@ -44,6 +46,12 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--steps", type=int, default=None, help="default: the plan's")
     parser.add_argument("--small", action="store_true", help="the CI plan's sizes (the CPU test's)")
+    parser.add_argument(
+        "--generation",
+        choices=["eager", "compiled", "vllm"],
+        default="eager",
+        help="the rollout path both runs generate with (spec.rollout.generation)",
+    )
     args = parser.parse_args()
 
     import torch
@@ -53,7 +61,12 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     base = CI_PLAN if args.small else GPU_PLAN
-    plan = replace(base, steps=args.steps or base.steps, bf16=torch.cuda.is_available() and not args.small)
+    plan = replace(
+        base,
+        steps=args.steps or base.steps,
+        bf16=torch.cuda.is_available() and not args.small,
+        generation=args.generation,
+    )
     model_dir = build_model_dir(out, plan)
     curves: dict[str, list[float]] = {}
     seconds: dict[str, float] = {}
@@ -69,6 +82,7 @@ def main() -> None:
     report = {
         "plan": {k: str(v) for k, v in vars(plan).items()},
         "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+        "generation": args.generation,
         "blind_optimum": blind,
         "target": TARGET,
         "window": WINDOW,
@@ -85,7 +99,7 @@ def main() -> None:
         "curves": curves,
     }
     (out / "learning.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
-    plot(out, curves, blind)
+    plot(out, curves, blind, args.generation)
     print(json.dumps({k: v for k, v in report.items() if k != "curves"}, indent=2))
 
 

@@ -236,6 +236,27 @@ FIELD_CASES: list[tuple[str, Any, bool]] = [
     ("model.source", "hf://Qwen/Qwen3-VL-4B-Instruct.git", False),
     ("model.source", "modelscope://Qwen/Qwen3-VL-4B-Instruct.git", False),
     ("model.source", "hf://Qwen/Qwen3-VL-4B-Instruct.gitx", True),
+    # Rollout sampling: ranges, and what verl cannot honour (its rollouts take no min-p, and
+    # rollout.memoryBudget sizes the trl engine's process) refused rather than ignored.
+    ("rollout.topP", 0.9, True),
+    ("rollout.topP", 0.0, False),
+    ("rollout.topP", 1.5, False),
+    ("rollout.topK", 40, True),
+    ("rollout.topK", -1, False),
+    ("rollout.minP", 0.1, False),
+    ("rollout.memoryBudget", "16G", False),
+]
+
+TRL_FIELD_CASES: list[tuple[str, Any, bool]] = [
+    # The same for the trl engine (the single-GPU LoRA example), which honours both.
+    ("rollout.minP", 0.1, True),
+    ("rollout.minP", 1.5, False),
+    ("rollout.topK", 20, True),
+    ("rollout.memoryBudget", "16G", True),
+    ("rollout.memoryBudget", "14.5Gi", True),
+    ("rollout.memoryBudget", "512Mi", False),
+    ("rollout.memoryBudget", "16 GB", False),
+    ("rollout.memoryBudget", "0", False),
 ]
 
 
@@ -243,7 +264,20 @@ FIELD_CASES: list[tuple[str, Any, bool]] = [
 def test_field_syntax_is_checked_alike_by_both(
     client: Client, namespace: str, path: str, value: Any, accepted: bool
 ) -> None:
-    body = copy.deepcopy(example("geo3k-ascend-910b"))
+    _check_field_case(client, namespace, "geo3k-ascend-910b", path, value, accepted)
+
+
+@pytest.mark.parametrize(("path", "value", "accepted"), TRL_FIELD_CASES, ids=lambda v: str(v)[:40])
+def test_trl_fields_are_checked_alike_by_both(
+    client: Client, namespace: str, path: str, value: Any, accepted: bool
+) -> None:
+    _check_field_case(client, namespace, "lora-single-gpu", path, value, accepted)
+
+
+def _check_field_case(
+    client: Client, namespace: str, stem: str, path: str, value: Any, accepted: bool
+) -> None:
+    body = copy.deepcopy(example(stem))
     body["metadata"] = {"name": "field-case"}
     if path == "metadata.name":
         body["metadata"]["name"] = value
@@ -263,3 +297,17 @@ def test_field_syntax_is_checked_alike_by_both(
     # The field named is the one changed, or the section holding it (a rule across its fields).
     for answer in (server, python):
         assert all(field.startswith(prefix) or prefix.startswith(field) for field in answer), answer
+
+
+def test_verl_refuses_what_only_the_trl_engine_honours_in_one_sentence_each(
+    client: Client, namespace: str
+) -> None:
+    body = copy.deepcopy(example("geo3k-ascend-910b"))
+    body["metadata"] = {"name": "verl-min-p"}
+    body["spec"].setdefault("rollout", {}).update(minP=0.1, memoryBudget="16G")
+    server = server_answer(client, namespace, body)
+    python = python_answer(body, namespace)
+    assert set(server) == set(python) == {"spec.rollout.minP", "spec.rollout.memoryBudget"}
+    for field, messages in python.items():
+        assert any(message in said for message in messages for said in server[field]), (field, server, python)
+    assert "verl passes no min-p to its vLLM rollouts" in python["spec.rollout.minP"][0]

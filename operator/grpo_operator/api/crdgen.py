@@ -114,6 +114,20 @@ SPEC_RULES: list[dict[str, str]] = [
         "message": "rollout.generation chooses the trl engine's generation path; verl generates with "
         "rollout.engine (leave rollout.generation at auto)",
     },
+    {
+        "rule": "self.engine.name == 'trl' || self.rollout.minP == 0.0",
+        "message": "rollout.minP is the trl engine's: verl passes no min-p to its vLLM rollouts "
+        "(leave rollout.minP at 0, or use rollout.topP / rollout.topK)",
+        "fieldPath": ".rollout.minP",
+        "reason": "FieldValueForbidden",
+    },
+    {
+        "rule": "self.engine.name == 'trl' || !has(self.rollout.memoryBudget)",
+        "message": "rollout.memoryBudget sizes the trl engine's process; verl sizes vLLM with "
+        "rollout.gpuMemoryUtilization",
+        "fieldPath": ".rollout.memoryBudget",
+        "reason": "FieldValueForbidden",
+    },
 ]
 
 

@@ -60,3 +60,45 @@ def test_only_llama_quantize_types_without_an_importance_matrix(quantization: st
 
     with pytest.raises(ValidationError, match="quantization"):
         spec("trl", gguf={"quantization": quantization})
+
+
+def test_the_trl_engine_may_sample_with_min_p_within_a_budget() -> None:
+    body = spec("trl")
+    body["rollout"].update(topP=0.9, topK=20, minP=0.1, memoryBudget="16G")
+    assert messages(body) == []
+
+
+def test_verl_refuses_min_p_and_a_memory_budget_naming_each_field() -> None:
+    body = spec("verl")
+    body["rollout"].update(topP=0.9, topK=20)
+    assert messages(body) == []
+    body["rollout"].update(minP=0.1, memoryBudget="16G")
+    found = {str(v.field): str(v) for v in rule_violations(body)}
+    assert set(found) == {"spec.rollout.minP", "spec.rollout.memoryBudget"}
+    assert "rollout.minP is the trl engine's: verl passes no min-p" in found["spec.rollout.minP"]
+    assert "rollout.memoryBudget sizes the trl engine's process" in found["spec.rollout.memoryBudget"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("topP", 0.0, "greater than 0"),
+        ("topP", 1.5, "less than or equal to 1"),
+        ("topK", -1, "greater than or equal to 0"),
+        ("minP", 1.1, "less than or equal to 1"),
+        ("memoryBudget", "512Mi", "rollout.memoryBudget must be at least 1Gi"),
+        ("memoryBudget", "16 GB", "should match pattern"),
+    ],
+)
+def test_sampling_and_budget_ranges_are_refused_naming_the_field(
+    field: str, value: Any, expected: str
+) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError) as refused:
+        GRPOJob.model_validate(
+            {"metadata": {"name": "j"}, "spec": {**spec("trl"), "rollout": {field: value}}}
+        )
+    (error,) = refused.value.errors()
+    assert error["loc"][:3] == ("spec", "rollout", field)
+    assert expected in error["msg"]

@@ -3,39 +3,44 @@
 from __future__ import annotations
 
 import pytest
-from grpo_trainer.engines.trl.generation import (
+from grpo_trainer.engines.trl.generation import choose_auto, resolve
+from grpo_trainer.engines.trl.job import reasons, settings_from_job
+from grpo_trainer.engines.trl.memory import (
     GIB,
     RECIPE_BUDGET_GIB,
-    choose_auto,
-    model_weights_gib,
-    resolve,
-    vllm_memory_gib,
-    vllm_process_gib,
+    TRAINER_OVERHEAD_GIB,
+    ModelFootprint,
+    footprint,
+    vllm_gib,
+    vllm_need,
     vllm_share,
 )
-from grpo_trainer.engines.trl.job import reasons, settings_from_job
 from grpo_trainer.engines.trl.settings import build_trl_config
 from grpo_trainer.spec import resolve_manifest
 
-QWEN3_VL_4B_GIB = 8.3  # bf16 weights, as the GPU benchmark measured them
+# bf16 weights, as the GPU benchmark measured them; keys and values of 36 layers x 8 heads x 128.
+QWEN3_VL_4B = ModelFootprint(8.3, 2 * 36 * 8 * 128 * 2)
+SMALL = ModelFootprint(2.0, 2 * 28 * 2 * 128 * 2)
+
+
+def need(model: ModelFootprint):  # the single-GPU LoRA recipe's round: 2 sequences of 1,024 + 1,024
+    return vllm_need(model, sequences=2, sequence_tokens=2048, context=3072)
 
 
 def test_a_4b_model_with_vllm_does_not_fit_the_recipes_16_gb_so_auto_compiles() -> None:
-    path, why = choose_auto(
-        "cuda", vllm_available=True, weights_gib=QWEN3_VL_4B_GIB, budget_gib=RECIPE_BUDGET_GIB
-    )
+    path, why = choose_auto("cuda", vllm_available=True, need=need(QWEN3_VL_4B), budget_gib=RECIPE_BUDGET_GIB)
     assert path == "compiled"
     assert "two copies of 8.3 GiB of weights" in why
     assert "14.9 GiB" in why
 
 
 def test_a_small_model_with_vllm_installed_gets_vllm_sized_to_the_budget() -> None:
-    path, why = choose_auto("cuda", vllm_available=True, weights_gib=2.0, budget_gib=RECIPE_BUDGET_GIB)
+    path, why = choose_auto("cuda", vllm_available=True, need=need(SMALL), budget_gib=RECIPE_BUDGET_GIB)
     assert (path, why.split(":")[0]) == ("vllm", "rollout.generation=auto")
-    share = vllm_memory_gib(2.0, RECIPE_BUDGET_GIB)
+    gib = vllm_gib(need(SMALL), RECIPE_BUDGET_GIB)
     # vLLM's GiB plus the policy and the trainer's own stay within the budget.
-    assert share + 2.0 + 3.0 == pytest.approx(RECIPE_BUDGET_GIB)
-    assert vllm_process_gib(2.0) <= RECIPE_BUDGET_GIB
+    assert gib + 2.0 + TRAINER_OVERHEAD_GIB == pytest.approx(RECIPE_BUDGET_GIB)
+    assert need(SMALL).total <= RECIPE_BUDGET_GIB
 
 
 @pytest.mark.parametrize(
@@ -50,7 +55,8 @@ def test_a_small_model_with_vllm_installed_gets_vllm_sized_to_the_budget() -> No
 def test_auto_falls_back_with_a_reason(
     device: str, available: bool, weights: float | None, expected: str
 ) -> None:
-    path, why = resolve("auto", device, vllm_available=available, weights_gib=weights)
+    model = None if weights is None else need(ModelFootprint(weights))
+    path, why = resolve("auto", device, vllm_available=available, need=model)
     assert path == expected
     assert why.startswith("rollout.generation=auto")
 
@@ -63,8 +69,10 @@ def test_a_budget_in_gib_becomes_vllms_share_of_the_device() -> None:
 
 def test_the_plan_says_which_path_and_why(tmp_path) -> None:
     (tmp_path / "model.safetensors").write_bytes(b"\0" * 1024)
-    assert model_weights_gib(str(tmp_path)) == pytest.approx(1024 / GIB)
-    assert model_weights_gib(str(tmp_path / "none")) is None
+    measured = footprint(str(tmp_path))
+    assert measured is not None
+    assert measured.weights_gib == pytest.approx(1024 / GIB)
+    assert footprint(str(tmp_path / "none")) is None
     job = resolve_manifest(
         {
             "apiVersion": "grpo.dev/v1alpha1",
@@ -81,8 +89,8 @@ def test_the_plan_says_which_path_and_why(tmp_path) -> None:
             },
         }
     )
-    settings = settings_from_job(job, QWEN3_VL_4B_GIB)
+    settings = settings_from_job(job, QWEN3_VL_4B)
     assert settings.generation in ("compiled", "vllm")
     if settings.generation == "compiled":  # vLLM installed or not, a 4B model does not fit 16 GB
         assert "use_vllm" not in build_trl_config(settings)[0]
-    assert reasons(job, QWEN3_VL_4B_GIB)["cache_implementation"].startswith("rollout.generation=auto")
+    assert reasons(job, QWEN3_VL_4B)["cache_implementation"].startswith("rollout.generation=auto")

@@ -405,3 +405,17 @@ def test_unknown_key_is_a_config_error(verl_configs):
 def test_checkpoint_callback_key_does_not_exist_in_07(verl_configs):
     with pytest.raises(ConfigError):
         compose(verl_configs["0.7.1"], [f"trainer.checkpoint_callback_class={CALLBACK_CLASS}"])
+
+
+@pytest.mark.parametrize("version", SUPPORTED)
+def test_the_specs_sampling_lands_where_verls_rollout_reads_it(verl_configs, version):
+    # The slots verl's agent loop builds vLLM's SamplingParams from (rollout.temperature/top_p/top_k).
+    job = example_job("safegrpo-nvidia", rollout={"temperature": 0.8, "topP": 0.95, "topK": 50})
+    cfg, _, _ = composed(verl_configs, version, job)
+    rollout = "actor_rollout_ref.rollout"
+    assert select(cfg, f"{rollout}.temperature") == pytest.approx(0.8)
+    assert select(cfg, f"{rollout}.top_p") == pytest.approx(0.95)
+    assert select(cfg, f"{rollout}.top_k") == 50
+    # Unset, every token: verl's vLLM rollout reads -1 (not 0) as no top-k, its own default.
+    default, _, _ = composed(verl_configs, version, example_job("safegrpo-nvidia"))
+    assert (select(default, f"{rollout}.top_p"), select(default, f"{rollout}.top_k")) == (1.0, -1)

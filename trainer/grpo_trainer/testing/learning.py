@@ -37,6 +37,10 @@ class LearningPlan:
     bf16: bool = False
     seed: int = 0
     overrides: tuple[str, ...] = ()
+    # The rollout path (engines/trl/generation.py): the GPU benchmark re-runs the test on the fast
+    # ones; vLLM then gets this much of the device (a tiny model needs little).
+    generation: str = "eager"
+    vllm_memory_gib: float = 4.0
 
 
 # CI on two CPU cores: reaches ~0.9 around step 100 of 150 (see docs/benchmarks/trl-engine.md).
@@ -77,6 +81,8 @@ def learning_settings(plan: LearningPlan, output_dir: str | os.PathLike[str], *,
         gradient_checkpointing=False,
         seed=plan.seed,
         overrides=plan.overrides,
+        generation=plan.generation,
+        vllm_memory_gib=plan.vllm_memory_gib if plan.generation == "vllm" else None,
     )
 
 

@@ -18,6 +18,7 @@ from ..quantity import parse as parse_quantity
 from .base import (
     DNS_SUBDOMAIN,
     INT32_MAX,
+    QUANTITY_PATTERN,
     ApiModel,
     DataKey,
     LabelKey,
@@ -268,6 +269,38 @@ class AlgorithmSpec(ApiModel):
     """Data shuffling seed."""
 
 
+_BUDGET_FLOOR = "1Gi"
+_BUDGET_MESSAGE = (
+    "rollout.memoryBudget must be at least 1Gi: it holds the whole training process on its device "
+    "(e.g. 16G for a 16 GB card)"
+)
+
+
+def _budget_floor(value: str) -> str:
+    """_BUDGET_RULE, for the parser."""
+    if parse_quantity(value)[0] < parse_quantity(_BUDGET_FLOOR)[0]:
+        raise ValueError(_BUDGET_MESSAGE)
+    return value
+
+
+MemoryBudget = Annotated[
+    str,
+    Field(
+        pattern=QUANTITY_PATTERN,
+        max_length=32,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel(
+                    f"!isQuantity(self) || !quantity(self).isLessThan(quantity('{_BUDGET_FLOOR}'))",
+                    _BUDGET_MESSAGE,
+                )
+            ]
+        },
+    ),
+    AfterValidator(_budget_floor),
+]
+
+
 class RolloutSpec(ApiModel):
     """Response generation."""
 
@@ -276,7 +309,8 @@ class RolloutSpec(ApiModel):
     tensor_parallel_size: Annotated[int, Field(ge=1, le=64)] = 1
     """Devices per rollout replica; must divide resources.devicesPerNode."""
     gpu_memory_utilization: Annotated[float, Field(ge=0.05, le=0.99)] = 0.6
-    """Share of device memory the rollout engine may take."""
+    """Share of device memory the rollout engine may take (verl; the trl engine's vLLM too when
+    rollout.memoryBudget is unset)."""
     enforce_eager: bool = False
     """Run without CUDA/ACL graphs (slower, less memory, fewer surprises on new hardware)."""
     enable_chunked_prefill: bool = True
@@ -285,12 +319,31 @@ class RolloutSpec(ApiModel):
     """Release the KV cache between rollout and training."""
     temperature: Annotated[float, Field(ge=0, le=10)] = 1.0
     """Sampling temperature during training rollouts."""
+    top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
+    """Nucleus sampling during training rollouts: sample from the most likely tokens whose
+    probabilities add up to topP (1: every token, as both engines' defaults and the reference
+    recipes)."""
+    top_k: Annotated[int, Field(ge=0, le=1048576)] = 0
+    """Sample from the topK most likely tokens only (0: every token, as the reference recipes; verl
+    receives it as its -1)."""
+    min_p: Annotated[float, Field(ge=0, le=1)] = 0.0
+    """Drop tokens less likely than minP times the most likely token's probability (0: none, as the
+    reference recipes). The trl engine only: verl passes no min-p to its rollouts."""
+    memory_budget: MemoryBudget | None = None
+    """The trl engine's device memory for its whole training process (policy, LoRA state,
+    activations and, when vLLM generates, vLLM's copy of the weights, KV cache and graphs), e.g. 16G
+    for a 16 GB card. vLLM gets what is left after the trainer's part, as its share of the device the
+    process lands on, read at start. Unset: the single-GPU LoRA recipe's 16G for generation auto's
+    choice, and gpuMemoryUtilization's share of the device for generation vllm. `grpo-train plan`
+    shows the arithmetic; a budget that cannot hold the model twice, LoRA and vLLM's least KV cache
+    fails before training."""
     generation: Literal["auto", "eager", "compiled", "vllm"] = "auto"
     """How the trl engine generates rollouts: eager (transformers' generate, step by step), compiled
     (a static KV cache and torch.compile'd CUDA-graph decoding: the same sampling, much less launch
     overhead), vllm (TRL's colocated vLLM: a second copy of the weights, adapters merged into it,
     rollouts corrected by importance sampling), or auto (vllm on CUDA where it is installed and the
-    process fits 16 GB with its second copy of the weights, else compiled on CUDA, eager elsewhere;
+    process fits rollout.memoryBudget, 16G unset, with its second copy of the weights, else compiled
+    on CUDA, eager elsewhere;
     `grpo-train plan` says which and why). verl always generates with rollout.engine; leave this at
     auto there."""
 

@@ -33,10 +33,18 @@ from ..base import (
 )
 from .checkpoints import checkpoint_at, latest_checkpoint, prune_checkpoints
 from .export import ExportPlan, GgufChoice
-from .generation import model_weights_gib, vllm_installed
-from .generation import resolve as resolve_generation
+from .generation import vllm_installed
 from .gguf_tools import LLAMA_CPP_PYTHON, find_tools
-from .job import RECIPE, generation_choice, reasons, reporting_env, reward_funcs_for, settings_from_job
+from .job import (
+    RECIPE,
+    generation_choice,
+    reasons,
+    reporting_env,
+    reward_funcs_for,
+    settings_from_job,
+    vllm_sizing,
+)
+from .memory import footprint
 from .settings import TrlSettings, build_trl_config, split_overrides
 
 log = logging.getLogger(__name__)
@@ -50,17 +58,20 @@ class TrlEngine:
 
     def plan(self, job: ResolvedJob, attempt: Attempt, inputs: RunInputs) -> RunPlan:
         """Every GRPOConfig and LoraConfig value this job gets, with where it comes from."""
-        weights = model_weights_gib(inputs.model_path)
-        grpo, lora = build_trl_config(settings_from_job(job, weights))
-        why = reasons(job, weights)
+        model = footprint(inputs.model_path)
+        grpo, lora = build_trl_config(settings_from_job(job, model))
+        why = reasons(job, model)
         settings = [Setting(key, value, why.get(key, RECIPE)) for key, value in sorted(grpo.items())]
         settings += [
             Setting(f"lora.{key}", value, why.get(f"lora.{key}", RECIPE))
             for key, value in sorted(lora.items())
         ]
         settings.append(_prompt_fitting(job))
-        generation, generation_why = generation_choice(job, weights)
+        generation, generation_why = generation_choice(job, model)
         settings.append(Setting("generation", generation, generation_why))
+        if generation == "vllm":
+            sizing = vllm_sizing(job, model)
+            settings.append(Setting("vllm memory", sizing.value, sizing.why))
         gguf = job.spec.export.gguf
         if gguf is not None:
             settings.append(
@@ -123,7 +134,7 @@ class TrlEngine:
         from .data import rows_from_parquet
         from .runner import RunRequest, run
 
-        settings = settings_from_job(job, model_weights_gib(inputs.model_path))
+        settings = settings_from_job(job, footprint(inputs.model_path))
         dataset = job.spec.dataset
         rows = rows_from_parquet(
             inputs.train_files, prompt_key=dataset.prompt_key, image_key=dataset.image_key
@@ -291,8 +302,7 @@ def _missing_here(job: ResolvedJob) -> list[str]:
         missing.append("logging.tensorboard: the tensorboard package is not installed here")
     if job.spec.logging.wandb is not None and importlib.util.find_spec("wandb") is None:
         missing.append("logging.wandb: the wandb package is not installed here")
-    generation, _ = resolve_generation(job.spec.rollout.generation, job.accelerator.device)
-    if generation == "vllm" and not vllm_installed():
+    if job.spec.rollout.generation == "vllm" and not vllm_installed():
         missing.append("rollout.generation: vllm is not installed here (use compiled or eager)")
     return missing
 

@@ -21,12 +21,12 @@ base model, not the policy (`tests/unit/trl_engine/test_generation.py` shows it)
 leaves rounding residue in the frozen base weights after every step.
 
 `auto` (`choose_auto`) is `vllm` on CUDA where vLLM is installed and the whole process fits the
-memory budget with a second copy of the weights (`budget_gib`, the recipe's 16 GB by default),
-else `compiled` on CUDA and `eager` elsewhere (torch.compile's CUDA graphs need CUDA; on CPU the
-launch overhead it removes is small). vLLM's memory is given in GiB for this process
-(`vllm_share` turns it into vLLM's share of the device at run time), and its weights and KV
-cache sleep while the policy trains (`vllm_sleep`). `docs/benchmarks/trl-engine.md` has the
-measurements.
+memory budget with a second copy of the weights (`spec.rollout.memoryBudget`, the recipe's 16 GB
+unset), else `compiled` on CUDA and `eager` elsewhere (torch.compile's CUDA graphs need CUDA; on
+CPU the launch overhead it removes is small). vLLM's memory comes from that budget in GiB for the
+whole process (memory.py turns it into vLLM's share of the device at run time), and its weights
+and KV cache sleep while the policy trains (`vllm_sleep`). `docs/benchmarks/trl-engine.md` has
+the measurements.
 """
 
 from __future__ import annotations
@@ -35,40 +35,35 @@ import importlib.util
 import logging
 from typing import Any
 
+from .memory import RECIPE_BUDGET_GIB, VllmNeed
+
 log = logging.getLogger(__name__)
 
 PATHS = ("eager", "compiled", "vllm")
-
-
-GIB = 1024**3
-RECIPE_BUDGET_GIB = 16 * 10**9 / GIB
-"""The single-GPU LoRA recipe's device: at most 16 GB for the whole process."""
-TRAINER_OVERHEAD_GIB = 3.0
-"""Beyond the weights, the trainer's peak at the recipe's shapes (LoRA, optimiser state, activations
-with gradient checkpointing): 11.1 GiB measured with 8.3 GiB of weights (docs/benchmarks/trl-engine.md)."""
-VLLM_OVERHEAD_GIB = 2.0
-"""vLLM's least beyond its copy of the weights: a KV cache for two sequences, CUDA graphs, buffers."""
 
 
 def resolve(
     choice: str,
     device: str,
     *,
-    weights_gib: float | None = None,
+    need: VllmNeed | None = None,
     budget_gib: float = RECIPE_BUDGET_GIB,
     vllm_available: bool | None = None,
 ) -> tuple[str, str]:
-    """The path a job's `rollout.generation` means on `device`, with the reason."""
+    """The path a job's `rollout.generation` means on `device`, with the reason.
+
+    `need`: the whole process's least with vLLM (memory.vllm_need), when the model is known.
+    """
     if choice == "auto":
         available = vllm_installed() if vllm_available is None else vllm_available
-        return choose_auto(device, vllm_available=available, weights_gib=weights_gib, budget_gib=budget_gib)
+        return choose_auto(device, vllm_available=available, need=need, budget_gib=budget_gib)
     if choice not in PATHS:
         raise ValueError(f"rollout.generation: {choice!r} is not one of auto, {', '.join(PATHS)}")
     return choice, "spec.rollout.generation"
 
 
 def choose_auto(
-    device: str, *, vllm_available: bool, weights_gib: float | None, budget_gib: float
+    device: str, *, vllm_available: bool, need: VllmNeed | None, budget_gib: float
 ) -> tuple[str, str]:
     """`auto`: vLLM where it is installed and fits the budget, else compiled on CUDA, eager elsewhere."""
     if device != "cuda":
@@ -76,47 +71,16 @@ def choose_auto(
     compiled = "static KV cache + CUDA-graph decoding"
     if not vllm_available:
         return "compiled", f"rollout.generation=auto: vllm is not installed here; {compiled}"
-    if weights_gib is None:
+    if need is None:
         return "compiled", f"rollout.generation=auto: the model's size is unknown here; {compiled}"
-    need = vllm_process_gib(weights_gib)
-    if need > budget_gib:
+    if need.total > budget_gib:
         return "compiled", (
-            f"rollout.generation=auto: vllm would need ~{need:.1f} GiB (two copies of {weights_gib:.1f} GiB "
-            f"of weights) and the budget is {budget_gib:.1f} GiB; {compiled}"
+            f"rollout.generation=auto: vllm would need ~{need.total:.1f} GiB (two copies of {need.weights:.1f} GiB "
+            f"of weights: {need.describe()}) and the budget is {budget_gib:.1f} GiB; {compiled}"
         )
     return "vllm", (
-        f"rollout.generation=auto: vllm is installed and ~{need:.1f} GiB fits the {budget_gib:.1f} GiB budget"
+        f"rollout.generation=auto: vllm is installed and ~{need.total:.1f} GiB fits the {budget_gib:.1f} GiB budget"
     )
-
-
-def vllm_process_gib(weights_gib: float) -> float:
-    """The whole process's peak with colocated vLLM: the policy, the trainer's own, vLLM's copy and its least."""
-    return 2 * weights_gib + TRAINER_OVERHEAD_GIB + VLLM_OVERHEAD_GIB
-
-
-def vllm_memory_gib(weights_gib: float, budget_gib: float) -> float:
-    """What vLLM may take (its weights, KV cache, graphs) so the whole process stays within the budget."""
-    return max(weights_gib + VLLM_OVERHEAD_GIB, budget_gib - weights_gib - TRAINER_OVERHEAD_GIB)
-
-
-def vllm_share(gib: float, device_total_bytes: int) -> float:
-    """vLLM's `gpu_memory_utilization` (a share of the whole device) for `gib` of it."""
-    share = gib * GIB / device_total_bytes
-    if not 0.0 < share < 1.0:
-        raise ValueError(
-            f"vLLM's {gib:.1f} GiB is not a share of a {device_total_bytes / GIB:.1f} GiB device"
-        )
-    return round(share, 4)
-
-
-def model_weights_gib(model_dir: str | None) -> float | None:
-    """The weights' size on disk (safetensors files), for the auto choice; None when unknown."""
-    if not model_dir:
-        return None
-    from pathlib import Path
-
-    files = list(Path(model_dir).glob("*.safetensors"))
-    return sum(f.stat().st_size for f in files) / GIB if files else None
 
 
 def vllm_installed() -> bool:
@@ -125,6 +89,11 @@ def vllm_installed() -> bool:
 
 VLLM_PROMPT_HEADROOM = 2
 """vLLM's context is this many times maxPromptLength plus the completion (see `trl_config`)."""
+
+
+def vllm_context(max_prompt_length: int, max_completion_length: int) -> int:
+    """vLLM's `max_model_len` for these lengths (see `trl_config`)."""
+    return VLLM_PROMPT_HEADROOM * max_prompt_length + max_completion_length
 
 
 def trl_config(
@@ -158,7 +127,7 @@ def trl_config(
             use_vllm=True,
             vllm_mode="colocate",
             vllm_gpu_memory_utilization=gpu_memory_utilization,
-            vllm_max_model_length=VLLM_PROMPT_HEADROOM * max_prompt_length + max_completion_length,
+            vllm_max_model_length=vllm_context(max_prompt_length, max_completion_length),
             # vLLM's weights and KV cache are released while the trainer computes the loss (TRL
             # sleeps it at level 2 after each generation and wakes the KV cache for the next).
             vllm_enable_sleep_mode=sleep,

@@ -14,17 +14,19 @@ messages are the operator's (grpo_operator/api/batch.py).
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from grpo_operator.api.batch import Batch, batch_problems
+from grpo_operator.api.quantity import parse as parse_quantity
 from grpo_operator.api.v1alpha1 import ResolvedJob
 
 from ...failures import ConfigError
-from .generation import RECIPE_BUDGET_GIB, vllm_memory_gib
 from .generation import resolve as resolve_generation
 from .generation import trl_config as generation_trl_config
-from .settings import TrlSettings, split_overrides
+from .generation import vllm_context
+from .memory import GIB, RECIPE_BUDGET_GIB, BudgetError, ModelFootprint, VllmNeed, vllm_gib, vllm_need
+from .settings import TrlSettings, effective_batch_size, split_overrides
 
 RECIPE = "the single-GPU LoRA recipe (no spec field)"
 """The reason of every value the spec has no field for."""
@@ -109,15 +111,94 @@ def reporting_env(job: ResolvedJob) -> dict[str, str]:
     return env
 
 
-def generation_choice(job: ResolvedJob, weights_gib: float | None) -> tuple[str, str]:
+def memory_budget(job: ResolvedJob) -> tuple[float, str]:
+    """The whole process's device memory in GiB, and where it comes from."""
+    raw = job.spec.rollout.memory_budget
+    if raw is None:
+        return RECIPE_BUDGET_GIB, "rollout.memoryBudget unset: the single-GPU LoRA recipe's 16 GB"
+    return float(parse_quantity(raw)[0]) / GIB, f"spec.rollout.memoryBudget {raw}"
+
+
+def vllm_need_of(job: ResolvedJob, model: ModelFootprint | None) -> VllmNeed | None:
+    """The process's least with colocated vLLM for this job's lengths and generation round."""
+    if model is None:
+        return None
+    batch = replace(TrlSettings(), **_batch_settings(job))
+    dataset = job.spec.dataset
+    rounds = batch.steps_per_generation or batch.gradient_accumulation_steps
+    return vllm_need(
+        model,
+        sequences=effective_batch_size(batch) * rounds,
+        sequence_tokens=dataset.max_prompt_length + dataset.max_response_length,
+        context=vllm_context(dataset.max_prompt_length, dataset.max_response_length),
+    )
+
+
+def generation_choice(job: ResolvedJob, model: ModelFootprint | None) -> tuple[str, str]:
     """The generation path and why (auto weighs vLLM's second copy of the weights against the budget)."""
-    return resolve_generation(job.spec.rollout.generation, job.accelerator.device, weights_gib=weights_gib)
+    budget, source = memory_budget(job)
+    path, why = resolve_generation(
+        job.spec.rollout.generation, job.accelerator.device, need=vllm_need_of(job, model), budget_gib=budget
+    )
+    if "budget" in why:
+        why = f"{why} ({source})"
+    return path, why
 
 
-def settings_from_job(job: ResolvedJob, weights_gib: float | None = None) -> TrlSettings:
+@dataclass(frozen=True)
+class VllmSizing:
+    """How much of the device vLLM gets: GiB of the budget (a share at start) or the spec's share."""
+
+    gib: float | None
+    """vLLM's GiB, turned into its share of the device when the run starts; None: `share` as given."""
+    share: float
+    value: str
+    """For `grpo-train plan`: what vLLM gets."""
+    why: str
+
+
+def vllm_sizing(job: ResolvedJob, model: ModelFootprint | None) -> VllmSizing:
+    """vLLM's memory for a job whose rollouts vLLM generates; ConfigError naming the budget when it
+    cannot hold the model twice, the trainer's part and vLLM's least KV cache."""
+    rollout = job.spec.rollout
+    share = rollout.gpu_memory_utilization
+    if rollout.memory_budget is None and rollout.generation == "vllm":
+        return VllmSizing(
+            None,
+            share,
+            f"{share} of the device",
+            "spec.rollout.gpuMemoryUtilization: vLLM's share of whatever device the process lands on "
+            "(set rollout.memoryBudget to size it from a budget for the whole process instead)",
+        )
+    budget, source = memory_budget(job)
+    need = vllm_need_of(job, model)
+    if need is None:
+        return VllmSizing(
+            None,
+            share,
+            f"{share} of the device",
+            f"{source}, but the model's weights are not here to size vLLM from: "
+            "spec.rollout.gpuMemoryUtilization's share until they are (the run sizes it at start)",
+        )
+    try:
+        gib = vllm_gib(need, budget)
+    except BudgetError as error:
+        raise ConfigError(str(error)) from error
+    return VllmSizing(
+        gib,
+        share,
+        f"{gib:.1f} GiB of the {budget:.1f} GiB budget, as its share of the device read at start",
+        f"{source}: {budget:.1f} - policy {need.weights:.1f} - trainer ~{need.trainer:.1f} (estimate) "
+        f"= {gib:.1f} GiB for vLLM, which needs at least {need.vllm:.1f} (its copy {need.weights:.1f} + "
+        f"KV cache {need.kv_cache:.1f} for {need.kv_tokens:,} tokens + ~{need.vllm_overhead:.1f}, estimate)",
+    )
+
+
+def settings_from_job(job: ResolvedJob, model: ModelFootprint | None = None) -> TrlSettings:
     """Pure mapping from a ResolvedJob to TrlSettings; ConfigError names the offending field.
 
-    `weights_gib`: the model's weights on disk, when known, for `rollout.generation: auto`.
+    `model`: the model folder's footprint (memory.footprint), when known, for `rollout.generation:
+    auto` and vLLM's memory.
     """
     spec = job.spec
     algorithm = spec.algorithm
@@ -146,6 +227,9 @@ def settings_from_job(job: ResolvedJob, weights_gib: float | None = None) -> Trl
         "beta": kl.coefficient if kl.placement == "loss" else 0.0,
         "entropy_coef": algorithm.entropy_coefficient,
         "temperature": spec.rollout.temperature,
+        "top_p": spec.rollout.top_p,
+        "top_k": spec.rollout.top_k,
+        "min_p": spec.rollout.min_p,
         "seed": algorithm.seed,
         "save_steps": spec.checkpoint.save_interval,
         "keep_checkpoints": spec.checkpoint.keep,
@@ -158,11 +242,12 @@ def settings_from_job(job: ResolvedJob, weights_gib: float | None = None) -> Trl
         **reporting_settings(job),
         "vllm_gpu_memory_utilization": spec.rollout.gpu_memory_utilization,
     }
-    generation, _ = generation_choice(job, weights_gib)
+    generation, _ = generation_choice(job, model)
     values["generation"] = generation
-    if generation == "vllm" and spec.rollout.generation == "auto" and weights_gib is not None:
-        # auto chose vLLM because the whole process fits the budget: size vLLM to keep it so.
-        values["vllm_memory_gib"] = vllm_memory_gib(weights_gib, RECIPE_BUDGET_GIB)
+    if generation == "vllm":
+        values["vllm_memory_gib"] = vllm_sizing(job, model).gib
+        if spec.rollout.memory_budget is not None:
+            values["memory_budget_gib"] = memory_budget(job)[0]
     lora = spec.engine.lora
     if lora is not None:
         values.update(
@@ -179,7 +264,7 @@ def settings_from_job(job: ResolvedJob, weights_gib: float | None = None) -> Trl
     return replace(TrlSettings(), **values)
 
 
-def reasons(job: ResolvedJob, weights_gib: float | None = None) -> dict[str, str]:
+def reasons(job: ResolvedJob, model: ModelFootprint | None = None) -> dict[str, str]:
     """Why each GRPOConfig / LoraConfig key (`lora.` prefix) has its value, for `grpo-train plan`.
 
     Keys not named here take the single-GPU LoRA recipe's value (`RECIPE`); `engine.overrides` wins over everything.
@@ -192,7 +277,7 @@ def reasons(job: ResolvedJob, weights_gib: float | None = None) -> dict[str, str
         else "microBatchSizePerDevice unset: the whole update in one forward pass"
     )
     lora = "spec.engine.lora" if spec.engine.lora else f"{RECIPE}; spec.engine.lora is not set"
-    generation, generation_why = generation_choice(job, weights_gib)
+    generation, generation_why = generation_choice(job, model)
     generation_keys = set(
         generation_trl_config(
             generation, max_prompt_length=0, max_completion_length=0, gpu_memory_utilization=0.0
@@ -224,6 +309,9 @@ def reasons(job: ResolvedJob, weights_gib: float | None = None) -> dict[str, str
         "beta": f"spec.algorithm.kl.coefficient with placement={spec.algorithm.kl.placement}",
         "entropy_coef": "spec.algorithm.entropyCoefficient",
         "temperature": "spec.rollout.temperature",
+        "top_p": "spec.rollout.topP",
+        "top_k": "spec.rollout.topK (0: every token)",
+        "min_p": "spec.rollout.minP (0: none)",
         "seed": "spec.algorithm.seed",
         "save_steps": "spec.checkpoint.saveInterval",
         "save_total_limit": "the engine prunes to spec.checkpoint.keep across attempts, not the Trainer",
@@ -251,7 +339,12 @@ def reasons(job: ResolvedJob, weights_gib: float | None = None) -> dict[str, str
     }
     trainer_overrides, lora_overrides = split_overrides(spec.engine.overrides)
     if "vllm_gpu_memory_utilization" in why:
-        why["vllm_gpu_memory_utilization"] = "spec.rollout.gpuMemoryUtilization: vLLM's share of the device"
+        sizing = vllm_sizing(job, model)
+        why["vllm_gpu_memory_utilization"] = (
+            sizing.why
+            if sizing.gib is None
+            else f"replaced when the run starts by {sizing.gib:.1f} GiB / the device's total: {sizing.why}"
+        )
     why.update({key: "engine.overrides" for key in trainer_overrides})
     why.update({f"lora.{key}": "engine.overrides" for key in lora_overrides})
     return why

@@ -16,7 +16,7 @@ from typing import Any
 
 from grpo_operator.api.contract import UNKNOWN, Failure
 
-from ...failures import DataError, classify_exception
+from ...failures import ConfigError, DataError, classify_exception
 from ..base import Checkpoint, ExportResult
 from .checkpoints import remove_incomplete
 from .export import ExportPlan, export_event, export_policy
@@ -116,12 +116,7 @@ def train(request: RunRequest) -> RunResult:
 
     grpo_kwargs, lora_kwargs = build_trl_config(settings)
     if settings.generation == "vllm" and settings.vllm_memory_gib is not None:
-        import torch
-
-        from .generation import vllm_share
-
-        total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
-        grpo_kwargs["vllm_gpu_memory_utilization"] = vllm_share(settings.vllm_memory_gib, total)
+        grpo_kwargs["vllm_gpu_memory_utilization"] = _vllm_share_here(settings)
     if request.policy is not None:
         model, processor = request.policy
     else:
@@ -175,6 +170,28 @@ def train(request: RunRequest) -> RunResult:
         exported=exported,
         trainer=trainer,
     )
+
+
+def _vllm_share_here(settings: TrlSettings) -> float:
+    """vLLM's GiB as its share of the device this process is on (its total, read now)."""
+    import torch
+
+    from .memory import BudgetError, vllm_share
+
+    assert settings.vllm_memory_gib is not None
+    device = torch.cuda.current_device()
+    total = torch.cuda.get_device_properties(device).total_memory
+    try:
+        share = vllm_share(settings.vllm_memory_gib, total, budget_gib=settings.memory_budget_gib)
+    except BudgetError as error:
+        raise ConfigError(f"{error} ({torch.cuda.get_device_name(device)})") from error
+    log.info(
+        "vLLM gets %.1f GiB: gpu_memory_utilization %.4f of this device's %.1f GiB",
+        settings.vllm_memory_gib,
+        share,
+        total / 1024**3,
+    )
+    return share
 
 
 def _fit(

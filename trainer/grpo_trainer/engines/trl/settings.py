@@ -119,6 +119,9 @@ class TrlSettings:
     vllm_gpu_memory_utilization: float = 0.3
     vllm_memory_gib: float | None = None
     vllm_sleep: bool = True
+    # The job's budget for the whole process (rollout.memoryBudget), when it gave one: the run
+    # checks that the device it lands on has that much.
+    memory_budget_gib: float | None = None
     # LoRA (seed: r=16, alpha=16, dropout 0, vision and language layers, attention and MLP).
     lora_rank: int = 16
     lora_alpha: int = 16

@@ -322,6 +322,12 @@ def _rollout(job: ResolvedJob) -> list[Override]:
         Override(f"{prefix}.enable_chunked_prefill", rollout.enable_chunked_prefill),
         Override(f"{prefix}.free_cache_engine", rollout.free_cache_engine),
         Override(f"{prefix}.temperature", rollout.temperature),
+        Override(f"{prefix}.top_p", rollout.top_p),
+        Override(
+            f"{prefix}.top_k",
+            rollout.top_k or -1,
+            why="spec.rollout.topK; verl's vLLM rollout reads -1, not 0, as every token",
+        ),
         Override(
             f"{prefix}.engine_kwargs.vllm.mm_processor_cache_gb",
             0,
