@@ -1,5 +1,5 @@
-"""The operator's metrics through a real Prometheus, discovered and relabelled as the chart's
-ServiceMonitor tells a Prometheus Operator to.
+"""The operator's metrics, and Ray's pods, through a real Prometheus, discovered and relabelled as
+the chart's ServiceMonitor and PodMonitor tell a Prometheus Operator to.
 
 Prometheus is Debian's package (hack/addons/prometheus.sh). Its targets are the metrics Service's
 endpoints as the real API server holds them, with the meta labels Kubernetes discovery gives them
@@ -13,6 +13,7 @@ process's address.
 from __future__ import annotations
 
 import copy
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,10 @@ from support.operator_process import OperatorProcess
 from support.prometheus import (
     Prometheus,
     host_address,
+    pod_monitor_scrape_config,
     service_monitor_scrape_config,
     write_endpoints_targets,
+    write_pod_targets,
 )
 
 
@@ -94,3 +97,43 @@ def test_a_real_prometheus_keeps_each_jobs_namespace(
         assert (renamed["namespace"], renamed.get("exported_namespace")) == (release, namespace), renamed
     finally:
         delete_namespace(cluster, release)
+
+
+def test_the_ray_pod_monitor_finds_every_ray_pod_of_a_job_under_the_jobs_name(
+    operator: OperatorProcess, cluster: Cluster, namespace: str, tmp_path: Path
+) -> None:
+    """The chart's PodMonitor, as the Prometheus Operator turns it into a scrape config, over the
+    pods of a job the operator runs: one target per Ray pod, on Ray's metrics port, labelled with
+    the job's name, its namespace and the pod's role, so Ray's own series join the operator's.
+
+    The scrape itself cannot succeed here: KWOK pods have addresses but nothing behind them (and
+    the real Ray head this cluster runs is a host process, not behind any pod's address), so each
+    target is down and only `up` is stored; that is what the test reads its labels from.
+    """
+    job = apply_job(cluster, namespace, example("geo3k-ascend-910b"))
+    cluster.wait_for("grpojob", job, namespace, phase_is("Running"), timeout=120, what="phase Running")
+    monitor = only(
+        render_in("grpo-system", {"rayPodMonitor": {"enabled": True, "interval": "1s"}}), "PodMonitor"
+    )
+    assert monitor["spec"]["namespaceSelector"] == {"any": True}
+    pods = cluster.get("pods", namespace=namespace)["items"]
+    roles = {p["metadata"]["name"]: p["metadata"]["labels"]["grpo.dev/component"] for p in pods}
+    assert sorted(roles.values()) == ["head", "worker"], roles
+    targets = tmp_path / "targets.json"
+    tmp_path.joinpath("ray").mkdir()
+    write_pod_targets(cluster, [namespace], targets)
+    with Prometheus(pod_monitor_scrape_config(monitor, targets), tmp_path / "ray") as prom:
+        deadline = time.monotonic() + 60
+        while len(found := prom.series(f'up{{name="{job}"}}')) < len(roles) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        active = prom.api("targets")["activeTargets"]
+    assert {s["pod"]: s["component"] for s in found} == roles, found
+    for series in found:
+        assert (series["namespace"], series["job"]) == (namespace, "grpo-system/grpo-grpo-operator-ray"), (
+            series
+        )
+        assert series["endpoint"] == "metrics"
+    # Ray's metrics port, on each pod's address.
+    ports = {t["labels"]["pod"]: t["scrapeUrl"] for t in active}
+    for pod in pods:
+        assert ports[pod["metadata"]["name"]] == f"http://{pod['status']['podIP']}:8080/metrics"

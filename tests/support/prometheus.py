@@ -174,6 +174,93 @@ def write_endpoints_targets(cluster: Cluster, monitor: dict[str, Any], targets_f
     partial.replace(targets_file)  # file_sd must never read half a file
 
 
+def pod_monitor_scrape_config(monitor: dict[str, Any], targets_file: Path) -> list[dict[str, Any]]:
+    """The scrape configs the Prometheus Operator generates for a PodMonitor (`role: pod`), one per
+    endpoint, with its targets from ``targets_file`` (`write_pod_targets`) as above. Only the
+    selector forms the chart's PodMonitor uses (`Exists` expressions, matchLabels) are translated."""
+    name, namespace = monitor["metadata"]["name"], monitor["metadata"]["namespace"]
+    spec = monitor["spec"]
+    keep: list[dict[str, Any]] = []
+    for key, value in spec["selector"].get("matchLabels", {}).items():
+        sources = [
+            f"__meta_kubernetes_pod_label_{_sanitized(key)}",
+            f"__meta_kubernetes_pod_labelpresent_{_sanitized(key)}",
+        ]
+        keep.append({"action": "keep", "source_labels": sources, "regex": f"({value});true"})
+    for expression in spec["selector"].get("matchExpressions", []):
+        if expression["operator"] != "Exists":
+            raise NotImplementedError(
+                f"matchExpressions {expression['operator']}: the chart's PodMonitor uses Exists"
+            )
+        present = f"__meta_kubernetes_pod_labelpresent_{_sanitized(expression['key'])}"
+        keep.append({"action": "keep", "source_labels": [present], "regex": "true"})
+    configs = []
+    for index, endpoint in enumerate(spec["podMetricsEndpoints"]):
+        port = endpoint["port"]
+        relabel = [
+            {"source_labels": ["job"], "target_label": "__tmp_prometheus_job_name"},
+            *keep,
+            {
+                "action": "drop",
+                "source_labels": ["__meta_kubernetes_pod_phase"],
+                "regex": "(Failed|Succeeded)",
+            },
+            {"action": "keep", "source_labels": ["__meta_kubernetes_pod_container_port_name"], "regex": port},
+            {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
+            {"source_labels": ["__meta_kubernetes_pod_container_name"], "target_label": "container"},
+            {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
+            {"target_label": "job", "replacement": f"{namespace}/{name}"},
+            {"target_label": "endpoint", "replacement": port},
+            *(
+                {"source_labels": r["sourceLabels"], "target_label": r["targetLabel"]}
+                for r in endpoint.get("relabelings", [])
+            ),
+        ]
+        config: dict[str, Any] = {
+            "job_name": f"podMonitor/{namespace}/{name}/{index}",
+            "honor_labels": bool(endpoint.get("honorLabels", False)),
+            "file_sd_configs": [{"files": [str(targets_file)], "refresh_interval": "1s"}],
+            "metrics_path": endpoint.get("path", "/metrics"),
+            "relabel_configs": relabel,
+        }
+        if endpoint.get("interval"):
+            config["scrape_interval"] = config["scrape_timeout"] = endpoint["interval"]
+        configs.append(config)
+    return configs
+
+
+def write_pod_targets(cluster: Cluster, namespaces: list[str], targets_file: Path) -> None:
+    """The targets Kubernetes discovery (`role: pod`) finds: one per container port of every pod
+    with an IP, with the pod's meta labels, as a file_sd file."""
+    groups = []
+    for namespace in namespaces:
+        for pod in cluster.get("pods", namespace=namespace)["items"]:
+            ip = pod["status"].get("podIP")
+            if not ip:
+                continue
+            labels = {
+                "__meta_kubernetes_namespace": namespace,
+                "__meta_kubernetes_pod_name": pod["metadata"]["name"],
+                "__meta_kubernetes_pod_ip": ip,
+                "__meta_kubernetes_pod_phase": pod["status"].get("phase", ""),
+            }
+            for key, value in (pod["metadata"].get("labels") or {}).items():
+                labels[f"__meta_kubernetes_pod_label_{_sanitized(key)}"] = value
+                labels[f"__meta_kubernetes_pod_labelpresent_{_sanitized(key)}"] = "true"
+            for container in pod["spec"]["containers"]:
+                for port in container.get("ports") or []:
+                    target = {
+                        **labels,
+                        "__meta_kubernetes_pod_container_name": container["name"],
+                        "__meta_kubernetes_pod_container_port_name": port.get("name", ""),
+                        "__meta_kubernetes_pod_container_port_number": str(port["containerPort"]),
+                    }
+                    groups.append({"targets": [f"{ip}:{port['containerPort']}"], "labels": target})
+    partial = targets_file.with_suffix(".partial")
+    partial.write_text(json.dumps(groups))
+    partial.replace(targets_file)
+
+
 def prometheus_binary() -> Path:
     """Prometheus from Debian's package, fetched and unpacked (cached) by hack/addons/prometheus.sh."""
     result = subprocess.run(
