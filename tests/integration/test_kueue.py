@@ -55,7 +55,7 @@ def test_every_attempt_is_handed_to_kueue_suspended_with_its_queue_and_priority(
             "grpojob",
             job,
             namespace,
-            lambda o: phase_is("Running")(o) and o["status"]["attempt"] == attempt,
+            lambda o, n=attempt: phase_is("Running")(o) and o["status"]["attempt"] == n,
             timeout=120,
             what=f"attempt {attempt} Running",
         )
