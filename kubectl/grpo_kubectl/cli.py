@@ -657,6 +657,10 @@ def _dashboard(args: argparse.Namespace) -> int:
     cluster = _cluster(args)
     body = cluster.job_body(args.job)
     service, port = portforward.dashboard_service(args.job, body)
+    labels = portforward.head_labels(body)
+    heads = cluster.pods(labels) if labels else None
+    if heads is not None and (problem := portforward.head_problem(args.job, body, heads)):
+        raise PluginError(problem)
     return portforward.forward(
         cluster.namespace,
         service,

@@ -98,6 +98,21 @@ class Cluster:
         bodies = [item.to_dict() if hasattr(item, "to_dict") else dict(item) for item in found]
         return sorted(bodies, key=lambda b: (b["metadata"].get("namespace", ""), b["metadata"]["name"]))
 
+    def pods(self, labels: dict[str, str]) -> list[dict[str, Any]] | None:
+        """The pods of this namespace with these labels; None where the user may not list pods
+        (then the caller leaves it to kubectl to say what it can)."""
+        try:
+            found = self._call(
+                "listing pods", lambda: list(self.client.list(Pod, namespace=self.namespace, labels=labels))
+            )
+        except ApiError as error:
+            if error.status.code == 403:
+                return None
+            raise PluginError(
+                f"cannot list pods in namespace {self.namespace}: {error.status.message}"
+            ) from error
+        return [pod.to_dict() for pod in found]
+
     def set_suspend(self, name: str, suspend: bool) -> None:
         """Suspend or resume; refused with the reason when it would change nothing."""
         body = self.job_body(name)  # a clear "not found" first

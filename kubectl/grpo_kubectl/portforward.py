@@ -3,7 +3,9 @@
 The operator records the dashboard's in-cluster address (status.dashboardURL, KubeRay's
 `<head-svc>.<namespace>.svc.cluster.local:8265`), which only pods can reach. The plugin runs
 kubectl's own port-forward to the head's Service with the same kubeconfig and context, so the
-user's rights and the cluster's proxying are kubectl's, not ours.
+user's rights and the cluster's proxying are kubectl's, not ours. Before it does, the plugin looks
+for the Ray cluster's head pod itself, so a job whose head is missing or not running yet gets a
+line naming that pod and why, not kubectl's message about a Service it could not forward.
 """
 
 from __future__ import annotations
@@ -38,6 +40,49 @@ def dashboard_service(name: str, body: dict[str, Any]) -> tuple[str, int]:
         f"grpojob {name} has no Ray cluster now ({phase}): the dashboard lives with the cluster; "
         f"`kubectl grpo logs {name}` and `kubectl grpo plot {name}` read what the job left"
     )
+
+
+def head_labels(body: dict[str, Any]) -> dict[str, str] | None:
+    """The labels KubeRay gives the head pod of the job's current Ray cluster (None: no cluster)."""
+    status = body.get("status") or {}
+    cluster = status.get("rayClusterName")
+    if not cluster:
+        service = (status.get("dashboardURL") or "").split(".")[0]
+        cluster = service.removesuffix(HEAD_SERVICE_SUFFIX) if service.endswith(HEAD_SERVICE_SUFFIX) else ""
+    return {"ray.io/cluster": cluster, "ray.io/node-type": "head"} if cluster else None
+
+
+def head_problem(name: str, body: dict[str, Any], pods: list[dict[str, Any]]) -> str | None:
+    """Why the job's Ray head cannot serve its dashboard now, from the head pods found; None when
+    one runs."""
+    live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+    if any((p.get("status") or {}).get("phase") == "Running" for p in live):
+        return None
+    status = body.get("status") or {}
+    labels = head_labels(body) or {}
+    if not live:
+        return (
+            f"grpojob {name} has no Ray head pod (Ray cluster {labels.get('ray.io/cluster')}, job "
+            f"{status.get('phase') or 'not reconciled yet'}): KubeRay has not created it yet, or it is being replaced"
+        )
+    pod = live[0]
+    phase = (pod.get("status") or {}).get("phase") or "Pending"
+    return (
+        f"the Ray head pod {pod['metadata']['name']} of grpojob {name} is not running ({phase}: {_why(pod)})"
+    )
+
+
+def _why(pod: dict[str, Any]) -> str:
+    """The scheduler's or kubelet's one-line reason a pod is not running."""
+    status = pod.get("status") or {}
+    for container in status.get("containerStatuses") or []:
+        waiting = (container.get("state") or {}).get("waiting")
+        if waiting:
+            return " ".join(str(waiting.get("message") or waiting.get("reason") or "waiting").split())
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return " ".join(str(condition.get("message") or condition.get("reason")).split())
+    return "not scheduled yet" if not (pod.get("spec") or {}).get("nodeName") else "starting"
 
 
 def kubectl_binary() -> str:
@@ -97,7 +142,7 @@ def forward(
         if code:
             errors.seek(0)
             lines = [line.strip() for line in errors.read().splitlines() if line.strip()]
-            why = lines[-1] if lines else f"kubectl exited with {code}"
+            why = lines[-1].removeprefix("error: ") if lines else f"kubectl exited with {code}"
             raise PluginError(f"cannot forward the Ray dashboard (svc/{service} in {namespace}): {why}")
     return 0
 

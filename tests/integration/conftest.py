@@ -30,6 +30,8 @@ def operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
     report = yield
-    if report.failed and "operator" in getattr(item, "funcargs", {}):
-        report.sections.append(("operator log (tail)", item.funcargs["operator"].tail(60)))
+    # The processes a test ran beside the cluster (the operator, a Kueue controller): their log tails.
+    for name in ("operator", "kueue"):
+        if report.failed and name in getattr(item, "funcargs", {}):
+            report.sections.append((f"{name} log (tail)", item.funcargs[name].tail(60)))
     return report

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -289,21 +290,68 @@ def test_attempt_out_of_range_names_the_attempts_there_are(cluster, namespace, c
     assert zero.stderr.count("\n") == 1
 
 
-def test_dashboard_forwards_the_heads_service_or_says_why_not(cluster, namespace, crds, plugin_path):
-    _job_named(cluster, namespace, "nocluster", {"phase": "Succeeded"})
-    gone = kubectl_grpo(cluster, plugin_path, "dashboard", "nocluster", "-n", namespace)
-    assert gone.returncode == 1
-    assert gone.stderr.startswith("error: grpojob nocluster has no Ray cluster now (Succeeded)")
-    url = f"live-1-raycluster-abcde-head-svc.{namespace}.svc.cluster.local:8265"
-    _job_named(cluster, namespace, "live", {"phase": "Running", "attempt": 1, "dashboardURL": url})
-    # No such Service (KubeRay has not made it): kubectl's own refusal, in one line.
-    missing = kubectl_grpo(cluster, plugin_path, "dashboard", "live", "-n", namespace, "--port", "0")
-    assert missing.returncode == 1
-    assert missing.stderr.startswith(
-        f"error: cannot forward the Ray dashboard (svc/live-1-raycluster-abcde-head-svc in {namespace}): "
+def _head_pod(cluster: Cluster, namespace: str, ray_cluster: str, **spec: Any) -> str:
+    """A pod with the labels KubeRay gives a Ray cluster's head (KWOK runs it if it has a node)."""
+    name = f"{ray_cluster}-head-x"
+    labels = {"ray.io/cluster": ray_cluster, "ray.io/node-type": "head"}
+    container = {"name": "ray-head", "image": "ray", "ports": [{"name": "dashboard", "containerPort": 8265}]}
+    cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "spec": {"containers": [container], **spec},
+        }
     )
-    assert "not found" in missing.stderr
-    assert missing.stderr.count("\n") == 1
+    return name
+
+
+def test_dashboard_forwards_the_heads_service_or_says_why_not(cluster, namespace, crds, plugin_path):
+    def dashboard(job: str) -> subprocess.CompletedProcess[str]:
+        found = kubectl_grpo(cluster, plugin_path, "dashboard", job, "-n", namespace, "--port", "0")
+        assert found.returncode == 1, found
+        assert found.stderr.count("\n") == 1, found.stderr
+        return found
+
+    _job_named(cluster, namespace, "nocluster", {"phase": "Succeeded"})
+    assert dashboard("nocluster").stderr.startswith(
+        "error: grpojob nocluster has no Ray cluster now (Succeeded)"
+    )
+    ray_cluster = "live-1-raycluster-abcde"
+    url = f"{ray_cluster}-head-svc.{namespace}.svc.cluster.local:8265"
+    _job_named(cluster, namespace, "live", {"phase": "Running", "attempt": 1, "dashboardURL": url})
+    # The cluster is in the status but KubeRay has made no head pod (yet).
+    assert dashboard("live").stderr == (
+        f"error: grpojob live has no Ray head pod (Ray cluster {ray_cluster}, job Running): "
+        "KubeRay has not created it yet, or it is being replaced\n"
+    )
+    # A head pod no node can take: the scheduler's reason, on the pod's name.
+    pending = _head_pod(cluster, namespace, ray_cluster, nodeSelector={"grpo.dev/pool": "none-such"})
+    cluster.wait_for(
+        "pod",
+        pending,
+        namespace,
+        lambda p: any(c["type"] == "PodScheduled" for c in p.get("status", {}).get("conditions", [])),
+        timeout=30,
+        what="the scheduler's verdict",
+    )
+    refused = dashboard("live").stderr
+    assert refused.startswith(
+        f"error: the Ray head pod {pending} of grpojob live is not running (Pending: 0/"
+    ), refused
+    assert "node(s) didn't match Pod's node affinity/selector" in refused
+    cluster.kubectl("delete", "pod", pending, "-n", namespace, "--wait=true")
+    # A running head but no Service (KubeRay has not made it): kubectl's own refusal, in one line.
+    running = _head_pod(cluster, namespace, ray_cluster, nodeName="kwok-cpu-0")
+    cluster.wait_for(
+        "pod", running, namespace, lambda p: p["status"].get("phase") == "Running", timeout=60, what="Running"
+    )
+    missing = dashboard("live").stderr
+    assert missing.startswith(
+        f"error: cannot forward the Ray dashboard (svc/{ray_cluster}-head-svc in {namespace}): "
+    )
+    assert "not found" in missing
+    assert "): error:" not in missing  # kubectl's own "error: " is not repeated
 
 
 # --- logs in hardened namespaces, and after the job ----------------------------------------------

@@ -54,8 +54,10 @@ def helm(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[st
 
 
 @functools.cache
-def _template(values_json: str, sets: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
-    args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--kube-version", kube_version()]
+def _template(
+    values_json: str, sets: tuple[str, ...], namespace: str = NAMESPACE
+) -> subprocess.CompletedProcess[str]:
+    args = ["template", RELEASE, str(CHART), "--namespace", namespace, "--kube-version", kube_version()]
     if values_json:
         args += ["--values", "-"]  # JSON is YAML
     for item in sets:
@@ -77,6 +79,14 @@ def render_text(values: dict[str, Any] | None = None, *sets: str) -> str:
 def render(values: dict[str, Any] | None = None, *sets: str) -> list[dict[str, Any]]:
     """The rendered manifests as objects, in helm's order."""
     return [doc for doc in yaml.safe_load_all(render_text(values, *sets)) if doc]
+
+
+def render_in(namespace: str, values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The manifests of a release in ``namespace`` (`helm template --namespace`), for tests that
+    create some of them in a test namespace of the cluster."""
+    result = _template(json.dumps(values, sort_keys=True) if values is not None else "", (), namespace)
+    assert result.returncode == 0, f"helm template failed:\n{result.stderr}"
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
 
 
 def rejection(values: dict[str, Any] | None = None, *sets: str) -> str:

@@ -412,6 +412,31 @@ def test_the_dashboard_service_from_the_status():
         dashboard_service("j", {"status": {"phase": "Suspended"}})
 
 
+def test_the_head_pod_is_looked_for_by_the_clusters_labels_and_must_run():
+    from grpo_kubectl.portforward import head_labels, head_problem
+
+    by_url = {"status": {"phase": "Running", "dashboardURL": "j-1-rc-head-svc.ns.svc.cluster.local:8265"}}
+    assert head_labels(by_url) == {"ray.io/cluster": "j-1-rc", "ray.io/node-type": "head"}
+    assert head_labels({"status": {"rayClusterName": "j-2-rc"}}) == {
+        "ray.io/cluster": "j-2-rc",
+        "ray.io/node-type": "head",
+    }
+    assert head_labels({"status": {"phase": "Pending"}}) is None
+
+    def pod(phase: str, **status: object) -> dict:
+        return {"metadata": {"name": "j-1-rc-head-x"}, "spec": {}, "status": {"phase": phase, **status}}
+
+    assert head_problem("j", by_url, [pod("Running")]) is None
+    assert "has no Ray head pod (Ray cluster j-1-rc, job Running)" in head_problem("j", by_url, [])
+    gone = {**pod("Running"), "metadata": {"name": "old", "deletionTimestamp": "2026-01-01T00:00:00Z"}}
+    assert "has no Ray head pod" in head_problem("j", by_url, [gone])
+    pulling = pod("Pending", containerStatuses=[{"state": {"waiting": {"reason": "ImagePullBackOff"}}}])
+    assert head_problem("j", by_url, [pulling]) == (
+        "the Ray head pod j-1-rc-head-x of grpojob j is not running (Pending: ImagePullBackOff)"
+    )
+    assert head_problem("j", by_url, [pod("Pending")]).endswith("(Pending: not scheduled yet)")
+
+
 # --- a deleted job's kept claim ------------------------------------------------------------------
 
 
