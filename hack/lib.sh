@@ -15,6 +15,10 @@ BIN_DIR="$CACHE_ROOT/bin-$VERSIONS_STAMP"
 . "$HACK_DIR/node/versions.env"
 NODE_CACHE_ROOT="${GRPO_NODE_CACHE_DIR:-$CACHE_ROOT}"
 NODE_BIN_DIR="$NODE_CACHE_ROOT/node-$(cat "$HACK_DIR/versions.env" "$HACK_DIR/node/versions.env" | sha256sum | cut -c1-12)"
+# The node's NetworkPolicy enforcer (kube-router's firewall), cached by its own version.
+# shellcheck source=node/netpol.env
+. "$HACK_DIR/node/netpol.env"
+NETPOL_BIN_DIR="$NODE_CACHE_ROOT/kube-router-$KUBE_ROUTER_VERSION"
 # Runtime state of a running local cluster (certs, pids, logs, kubeconfig).
 CLUSTER_DIR="${GRPO_CLUSTER_DIR:-$CACHE_ROOT/cluster}"
 # The dockerd that hack/engine-up.sh starts where no engine runs: its pid file and log.

@@ -12,12 +12,13 @@ PAUSE_IMAGE="docker.io/grpo-local/pause:$(sha256sum "$HACK_DIR/node/pause.c" | c
 # The images the node's pods run: what images/build.sh builds for this checkout's version.
 NODE_IMAGES_TAG="$(sed -n 's/^version = "\(.*\)"$/\1/p' "$REPO_ROOT/pyproject.toml" | head -n 1)"
 read -r -a NODE_IMAGES <<<"${GRPO_NODE_IMAGES:-ghcr.io/grpo-operator/operator:$NODE_IMAGES_TAG ghcr.io/grpo-operator/trainer-cpu:$NODE_IMAGES_TAG}"
-NODE_COMPONENTS=(containerd coredns kubelet)
+NODE_COMPONENTS=(containerd coredns kubelet kube-router)
 
 ctr() { command ctr --address "$CONTAINERD_SOCKET" --namespace k8s.io "$@"; }
 
 node_is_up() {
   pid_of containerd >/dev/null && pid_of coredns >/dev/null && pid_of kubelet >/dev/null &&
+    pid_of kube-router >/dev/null &&
     [[ "$(kubectl get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" == True ]]
 }
 
@@ -28,6 +29,7 @@ ensure_node_packages() {  # Debian's containerd, runc, CNI plugins; jq for the r
   [[ -x /usr/lib/cni/bridge ]] || missing+=(containernetworking-plugins)
   command -v jq >/dev/null || missing+=(jq)
   command -v iptables >/dev/null || missing+=(iptables)
+  command -v ipset >/dev/null || missing+=(ipset)
   ((${#missing[@]} == 0)) && return 0
   if ((EUID != 0)); then
     echo "node: missing ${missing[*]}; as root: apt-get install ${missing[*]}" >&2
@@ -264,6 +266,49 @@ YAML
     kubectl wait --for=condition=Ready "node/$NODE_NAME" --timeout=2s
 }
 
+# The NetworkPolicy enforcer: kube-router's firewall only (hack/node/netpol.env says why this one).
+# It writes a chain per local pod (KUBE-POD-FW-*) and per policy (KUBE-NWPLCY-*) into the filter
+# table, jumps to them from INPUT, FORWARD and OUTPUT ahead of the pod bridge's ACCEPT rules, and
+# keeps each policy's peers in ipsets (KUBE-SRC-*, KUBE-DST-*). Bridged pod-to-pod packets pass
+# FORWARD through br_netfilter, so a policy holds between two pods of this one node; traffic from
+# the host itself (KubeRay and the fake job API run there) is let through, as kube-router does
+# for a pod's own node. Health and metrics ports off: nothing of it listens.
+start_netpol() {
+  if [[ ! -f "$PKI_DIR/kube-router.crt" ]]; then
+    issue_cert kube-router "/CN=system:kube-router" clientAuth
+  fi
+  write_kubeconfig "$PKI_DIR/kube-router.kubeconfig" kube-router
+  kubectl apply -f "$HACK_DIR/node/kube-router-rbac.yaml" >/dev/null
+  remove_netpol_rules
+  start_process kube-router "$NETPOL_BIN_DIR/kube-router" \
+    --kubeconfig="$PKI_DIR/kube-router.kubeconfig" \
+    --hostname-override="$NODE_NAME" \
+    --run-firewall=true --run-router=false --run-service-proxy=false --run-loadbalancer=false \
+    --enable-cni=false --enable-ipv4=true --enable-ipv6=false \
+    --service-cluster-ip-range=10.96.0.0/12 \
+    --health-port=0 --metrics-port=0 \
+    --v=1
+  # Ready once its first full sync has written the filter table.
+  wait_until kube-router 120 "kube-router's first policy sync" \
+    grep -q "sync iptables took" "$LOG_DIR/kube-router.log"
+}
+
+remove_netpol_rules() {  # what kube-router wrote: its jumps, its chains, its ipsets (by their prefixes)
+  local rule chain set
+  { iptables -S 2>/dev/null || true; } | { grep -E '^-A (INPUT|FORWARD|OUTPUT) .*-j KUBE-ROUTER-' || true; } |
+    while read -r rule; do
+      # shellcheck disable=SC2086  # the rule's words, as iptables printed them
+      eval "iptables ${rule/-A /-D }" 2>/dev/null || true
+    done
+  local chains
+  chains="$({ iptables -S 2>/dev/null || true; } | sed -n -E 's/^-N ((KUBE-ROUTER-|KUBE-POD-FW-|KUBE-NWPLCY-)[^ ]*)$/\1/p')"
+  for chain in $chains; do iptables -F "$chain" 2>/dev/null || true; done
+  for chain in $chains; do iptables -X "$chain" 2>/dev/null || true; done
+  for set in $({ ipset list -n 2>/dev/null || true; } | grep -E '^(KUBE-SRC-|KUBE-DST-)' || true); do
+    ipset destroy "$set" 2>/dev/null || true
+  done
+}
+
 stop_node_pods() {  # every pod container of the node's containerd, before the kubelet goes
   pid_of containerd >/dev/null || return 0
   local ids
@@ -291,6 +336,8 @@ drain_node() {  # the kubelet stops the node's pods itself: their sandboxes' net
 
 stop_node() {  # pods, kubelet, containerd, the Node object, the bridge and the pods' namespaces
   drain_node
+  stop_process kube-router
+  remove_netpol_rules
   stop_process kubelet
   stop_node_pods
   stop_process containerd

@@ -37,4 +37,6 @@ start_containerd
 import_images
 say "starting the kubelet"
 start_kubelet
+say "starting the NetworkPolicy enforcer (kube-router's firewall)"
+start_netpol
 say "node $NODE_NAME ready in $((SECONDS - started)) s"

@@ -2,8 +2,11 @@
 starts the operator as a pod of its image, which reaches the API server through the `kubernetes`
 Service with the chart's ServiceAccount and runs a job; examples/colours-cpu.yaml trains to
 Succeeded in Ray pods of the CPU trainer image, in a namespace enforcing Pod Security
-`restricted`, with its checkpoints and export on a real volume; the chart's pre-delete hook runs
-as a pod of the operator image at uninstall.
+`restricted`, with its checkpoints and export on a real volume; the job's NetworkPolicy, enforced
+by the node's kube-router, keeps other pods out of its Ray cluster; the real-path lives of a job
+(tests/support/colour_lives.py) run in pods: a trainer killed after a checkpoint resumes in
+attempt 2, suspend and resume, delete leaves nothing; the chart's pre-delete hook runs as a pod
+of the operator image at uninstall.
 
 Opt-in (marker ``real_node``): collected only with ``GRPO_REAL_NODE=1`` (``make test-real-node``).
 """
@@ -12,20 +15,31 @@ from __future__ import annotations
 
 import json
 import secrets
+import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from grpo_operator.api.contract import job_dir
-from grpo_trainer.spec import grpojob_document
+from grpo_operator.children.meta import JOB_LABEL, network_policy_name
+from grpo_operator.children.networkpolicy import DASHBOARD_PORT
 from grpo_trainer.testing.colour_job import stage
-from support.cluster import REPO_ROOT, Cluster
+from support.cluster import Cluster
+from support.colour_lives import (
+    assert_history_covers_every_step_once,
+    assert_resumed_after_a_kill,
+    checkpoint_at_least,
+    colour_job,
+    complete_checkpoints,
+    phase_is,
+    wait_status,
+)
 from support.life import apply_example, ray_job_id, wait_condition, writers
 from support.namespaces import create_namespace, delete_namespace, stage_colour_claims
 from support.rayjobapi import RUNNING_FOREVER, RayJobAPI
-from support.real_node import NODE_SELECTOR, image_tag
+from support.real_node import NODE_SELECTOR, image_tag, wait_reach
 from support.release import Helm, Release, existing
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real_node]
@@ -33,8 +47,10 @@ pytestmark = [pytest.mark.cluster, pytest.mark.real_node]
 FIELD_MANAGER = f"grpo-e2e-{secrets.token_hex(3)}"
 OPERATOR_IMAGE = "ghcr.io/grpo-operator/operator"
 TRAINER_IMAGE = "ghcr.io/grpo-operator/trainer-cpu"
-EXAMPLE = REPO_ROOT / "examples" / "colours-cpu.yaml"
 STEPS = 6
+# Long enough that the kill and the suspension land mid-run.
+KILL_STEPS = 12
+GCS_PORT = 6379  # Ray's GCS on the head (KubeRay's default)
 SAVE_EVERY = 3
 # The real node has the host's cores (2 here): the Ray head (the driver only) and one worker must
 # fit beside each other, so the head asks for a quarter core and the worker for one.
@@ -98,15 +114,9 @@ def release(cluster: Cluster, helm: Helm, watched: str, training: str, real_node
     delete_namespace(cluster, namespace)
 
 
-def _colour_job(name: str) -> list[dict[str, Any]]:
-    """examples/colours-cpu.yaml (its reward ConfigMap too) as job ``name``, shortened to fit."""
-    documents = [d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d]
-    job = grpojob_document(EXAMPLE.read_text())
-    job["metadata"]["name"] = name
-    job["spec"]["algorithm"]["totalSteps"] = STEPS
-    job["spec"]["checkpoint"]["saveInterval"] = SAVE_EVERY
-    job["spec"]["resources"] = {**job["spec"]["resources"], **WORKER}
-    return [*[d for d in documents if d.get("kind") != "GRPOJob"], job]
+def _colour_job(name: str, steps: int = STEPS) -> list[dict[str, Any]]:
+    """The colour job, its worker sized for the real node."""
+    return colour_job(name, steps, SAVE_EVERY, resources=WORKER)
 
 
 def _claim_folder(cluster: Cluster, namespace: str, claim: str) -> Path:
@@ -157,14 +167,236 @@ def test_the_colour_job_trains_in_ray_pods_of_the_trainer_image(
     path = job_dir(name, done["metadata"]["uid"])
     assert status["outputs"]["model"] == f"{path}/export/model"
     # On the real volume of the job's checkpoint claim: the trainer in the pod wrote them there.
-    claim = next(
-        v for v in cluster.get("pvc", namespace=training)["items"] if v["metadata"]["name"].startswith(name)
-    )
-    folder = _claim_folder(cluster, training, claim["metadata"]["name"]) / Path(path).name
+    folder = _job_folder(cluster, training, name)
     assert (folder / "checkpoints" / f"checkpoint-{STEPS}").is_dir()
     assert (folder / "export" / "model" / "config.json").is_file()
     assert (folder / "export" / "lora-adapter" / "adapter_config.json").is_file()
     assert (folder / "checkpoints").stat().st_uid == 1000  # written by the trainer's user
+
+
+def _ray_pods(cluster: Cluster, namespace: str, job: str) -> dict[str, dict[str, Any]]:
+    """The job's running Ray pods by node type (head, worker), each with its address."""
+    pods = cluster.get("pods", namespace=namespace)["items"]
+    return {
+        p["metadata"]["labels"]["ray.io/node-type"]: p
+        for p in pods
+        if p["metadata"]["labels"].get(JOB_LABEL) == job
+        and p["status"].get("phase") == "Running"
+        and p["status"].get("podIP")
+    }
+
+
+def _operator_pods(cluster: Cluster, release: Release) -> list[dict[str, Any]]:
+    """The release's operator pods, terminating ones too (not its hooks' Job pods)."""
+    pods = cluster.get("pods", namespace=release.namespace)["items"]
+    return [
+        p
+        for p in pods
+        if p["metadata"]["name"].startswith(release.name) and "job-name" not in p["metadata"]["labels"]
+    ]
+
+
+def _operator_pod(cluster: Cluster, release: Release) -> str:
+    [pod] = [p["metadata"]["name"] for p in _operator_pods(cluster, release)]
+    return pod
+
+
+def _outsider(cluster: Cluster, namespace: str) -> str:
+    """A pod of no job on the real node, in another namespace: what a neighbour's workload is."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "outsider"},
+        "spec": {
+            "nodeSelector": NODE_SELECTOR,
+            "terminationGracePeriodSeconds": 0,
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": 1000,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "containers": [
+                {
+                    "name": "main",
+                    "image": f"{OPERATOR_IMAGE}:{image_tag()}",
+                    "command": ["sleep", "3600"],
+                    "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                }
+            ],
+        },
+    }
+    cluster.apply(pod, namespace)
+    cluster.wait_for(
+        "pod",
+        "outsider",
+        namespace,
+        lambda p: p["status"].get("phase") == "Running",
+        timeout=120,
+        what="Running",
+    )
+    return "outsider"
+
+
+def _scale_operator(cluster: Cluster, release: Release, replicas: int) -> None:
+    deployment = release.deployment()["metadata"]["name"]
+    cluster.kubectl(
+        "scale", "deployment", deployment, "--namespace", release.namespace, f"--replicas={replicas}"
+    )
+    cluster.wait_for(
+        "deployment",
+        deployment,
+        release.namespace,
+        lambda d: (
+            (d["status"].get("readyReplicas") or 0) == replicas and d["status"].get("replicas", 0) == replicas
+        ),
+        timeout=180,
+        what=f"{replicas} ready replicas",
+    )
+    deadline = time.monotonic() + 120
+    while len(_operator_pods(cluster, release)) != replicas:  # none left terminating
+        assert time.monotonic() < deadline, [p["metadata"]["name"] for p in _operator_pods(cluster, release)]
+        time.sleep(1)
+
+
+def _left_of(cluster: Cluster, namespace: str, job: str) -> list[str]:
+    """Whatever of job ``job`` still exists: its pods, Ray cluster, RayJob, Services, policy."""
+    selector = f"{JOB_LABEL}={job}"
+    kinds = "pods,services,networkpolicies,rayclusters.ray.io,rayjobs.ray.io,grpojobs"
+    out = cluster.kubectl("get", kinds, "--namespace", namespace, "-l", selector, "-o", "name").stdout
+    named = cluster.kubectl("get", "grpojobs", "--namespace", namespace, "-o", "name").stdout
+    return sorted({*out.split(), *(n for n in named.split() if n.endswith(f"/{job}"))})
+
+
+# Before the last test, which uninstalls the release; it stops and restarts the operator.
+def test_the_jobs_network_policy_closes_its_ray_cluster_to_other_pods(
+    cluster: Cluster, release: Release, training: str, watched: str, real_node: str
+) -> None:
+    """The job's NetworkPolicy, enforced on the real node (kube-router's firewall, hack/node-up.sh):
+    a pod of no job cannot reach the head's job API (8265) or GCS (6379); the operator reaches the
+    job API only, the job's worker the GCS, this host (where KubeRay runs) the job API. Without the
+    policy the same pod gets through, and the operator's re-created policy closes it again. Then
+    deleting the job leaves nothing of it."""
+    name = f"closed-{secrets.token_hex(2)}"
+    # Long enough to stay Running while the test probes; deleted at the end.
+    cluster.apply(_colour_job(name, steps=1000), training)
+    cluster.wait_for(
+        "grpojob",
+        name,
+        training,
+        lambda j: ((j.get("status") or {}).get("progress") or {}).get("step", 0) >= 1,
+        timeout=600,
+        what="a first step (KubeRay submitted through the job API, the worker joined the GCS)",
+    )
+    pods = _ray_pods(cluster, training, name)
+    assert set(pods) == {"head", "worker"}, sorted(pods)
+    head = pods["head"]["status"]["podIP"]
+    closed = {DASHBOARD_PORT: False, GCS_PORT: False}
+    outsider = _outsider(cluster, watched)
+    wait_reach(cluster, outsider, watched, head, closed)
+    # The paths the product needs: the operator's pod to the job API only; the worker to the GCS.
+    wait_reach(
+        cluster,
+        _operator_pod(cluster, release),
+        release.namespace,
+        head,
+        {DASHBOARD_PORT: True, GCS_PORT: False},
+    )
+    worker = pods["worker"]["metadata"]["name"]
+    wait_reach(cluster, worker, training, head, {DASHBOARD_PORT: True, GCS_PORT: True})
+    # This host, where KubeRay and the fake job API's pod backend run.
+    socket.create_connection((head, DASHBOARD_PORT), timeout=3).close()
+
+    # Without the policy (the operator stopped, so it does not re-create it) the outsider gets in.
+    _scale_operator(cluster, release, 0)
+    policy = network_policy_name(name)
+    cluster.kubectl("delete", "networkpolicy", policy, "--namespace", training)
+    wait_reach(cluster, outsider, watched, head, {DASHBOARD_PORT: True, GCS_PORT: True})
+    # The operator back: its reconcile re-creates the policy, and the enforcer closes the door.
+    _scale_operator(cluster, release, 1)
+    cluster.wait_for("networkpolicy", policy, training, lambda _: True, timeout=120, what="re-created")
+    wait_reach(cluster, outsider, watched, head, closed)
+
+    # Deleting the job stops everything of it: no pod, Ray cluster, RayJob, Service or policy.
+    cluster.kubectl("delete", "grpojob", name, "--namespace", training, "--wait=true", timeout=180)
+    deadline = time.monotonic() + 120
+    while left := _left_of(cluster, training, name):
+        assert time.monotonic() < deadline, f"left of {name} after its deletion: {left}"
+        time.sleep(2)
+
+
+# What a test runs in a Ray pod to SIGKILL the trainer there: every `grpo-train` process (the
+# driver the job API started, and whatever of it runs in that pod), printing their pids.
+_KILL_TRAINER = (
+    "import os, signal\n"
+    "for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+    "    try:\n"
+    "        command = open(f'/proc/{pid}/cmdline', 'rb').read()\n"
+    "    except OSError:\n"
+    "        continue\n"
+    "    if b'grpo-train' in command and int(pid) != os.getpid():\n"
+    "        os.kill(int(pid), signal.SIGKILL)\n"
+    "        print(pid)\n"
+)
+
+
+def _job_folder(cluster: Cluster, namespace: str, name: str) -> Path:
+    """The job's folder on its checkpoint claim's volume, as this host sees it."""
+    job = cluster.get("grpojob", name, namespace)
+    claim = next(
+        v for v in cluster.get("pvc", namespace=namespace)["items"] if v["metadata"]["name"].startswith(name)
+    )
+    path = job_dir(name, job["metadata"]["uid"])
+    return _claim_folder(cluster, namespace, claim["metadata"]["name"]) / Path(path).name
+
+
+def test_a_trainer_killed_after_a_checkpoint_resumes_in_attempt_2(
+    cluster: Cluster, release: Release, training: str, real_node: str
+) -> None:
+    """The real-path scenario (tests/support/colour_lives.py) with the trainer in Ray pods: its
+    processes SIGKILLed inside the pods after a checkpoint, the operator's attempt 2 (a new Ray
+    cluster of pods) resumes from that checkpoint on the same volume."""
+    name = f"kill-{secrets.token_hex(2)}"
+    cluster.apply(_colour_job(name, steps=KILL_STEPS), training)
+    wait_status(cluster, training, name, checkpoint_at_least(SAVE_EVERY), "a first checkpoint", timeout=600)
+    folder = _job_folder(cluster, training, name)
+    killed = [
+        cluster.kubectl(
+            "exec", pod["metadata"]["name"], "-n", training, "--", "python", "-c", _KILL_TRAINER
+        ).stdout
+        for pod in _ray_pods(cluster, training, name).values()
+    ]
+    assert "".join(killed).split(), "no trainer process found in the job's Ray pods"
+    # What attempt 2 must resume from: the newest checkpoint complete at the moment of the kill.
+    resume_step = max(complete_checkpoints(folder))
+    done = wait_status(cluster, training, name, phase_is("Succeeded", "Failed"), "a final phase", timeout=900)
+    assert_resumed_after_a_kill(done, folder, resume_step, KILL_STEPS)
+
+
+def test_suspend_stops_the_ray_pods_and_resume_continues_from_the_checkpoint(
+    cluster: Cluster, release: Release, training: str, real_node: str
+) -> None:
+    name = f"pause-{secrets.token_hex(2)}"
+    cluster.apply(_colour_job(name, steps=KILL_STEPS), training)
+    wait_status(cluster, training, name, checkpoint_at_least(SAVE_EVERY), "a first checkpoint", timeout=600)
+    suspend = {"spec": {"runPolicy": {"suspend": True}}}
+    cluster.kubectl("patch", "grpojob", name, "-n", training, "--type=merge", "-p", json.dumps(suspend))
+    suspended = wait_status(cluster, training, name, phase_is("Suspended"), "Suspended", timeout=120)
+    saved = int(suspended["checkpoint"]["latestStep"])
+    # Suspended holds no pod: the Ray cluster is gone, the checkpoint stays on the volume.
+    deadline = time.monotonic() + 120
+    while pods := [p for p in _left_of(cluster, training, name) if p.startswith("pod/")]:
+        assert time.monotonic() < deadline, f"pods of suspended {name}: {pods}"
+        time.sleep(2)
+    assert saved in complete_checkpoints(_job_folder(cluster, training, name))
+
+    resume = {"spec": {"runPolicy": {"suspend": False}}}
+    cluster.kubectl("patch", "grpojob", name, "-n", training, "--type=merge", "-p", json.dumps(resume))
+    done = wait_status(cluster, training, name, phase_is("Succeeded", "Failed"), "a final phase", timeout=900)
+    assert done["phase"] == "Succeeded", done.get("conditions")
+    assert done["attempt"] == 2
+    assert done["checkpoint"]["resumedFromStep"] >= saved
+    assert done["progress"]["step"] == KILL_STEPS
+    assert_history_covers_every_step_once(done, KILL_STEPS)
 
 
 # Last: it uninstalls the release the module shares.

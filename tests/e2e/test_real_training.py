@@ -30,10 +30,18 @@ from typing import Any
 import pytest
 import yaml
 from grpo_operator.api.contract import job_dir
-from grpo_operator.api.v1alpha1.status import history_points
-from grpo_trainer.spec import grpojob_document
 from grpo_trainer.testing.colour_job import stage
+from support import colour_lives as lives
 from support.cluster import Cluster
+from support.colour_lives import (
+    assert_history_covers_every_step_once,
+    assert_resumed_after_a_kill,
+    checkpoint_at_least,
+    colour_job,
+    complete_checkpoints,
+    phase_is,
+    step_at_least,
+)
 from support.namespaces import create_namespace, delete_namespace, stage_colour_claims
 from support.operator_process import OperatorProcess
 from support.processes import cmdline
@@ -83,22 +91,7 @@ def operator(
 
 
 def apply_job(cluster: Cluster, namespace: str, name: str, **changes: Any) -> None:
-    """examples/colours-cpu.yaml (its reward ConfigMap too) as job `name`, with spec changes."""
-    documents = [d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d]
-    job = grpojob_document(EXAMPLE.read_text())
-    job["metadata"]["name"] = name
-    job["spec"]["algorithm"]["totalSteps"] = STEPS
-    job["spec"]["checkpoint"]["saveInterval"] = SAVE_EVERY
-    for section, values in changes.items():
-        job["spec"][section] = {**job["spec"].get(section, {}), **values}
-    others = [d for d in documents if d.get("kind") != "GRPOJob"]
-    cluster.apply([*others, job], namespace)
-
-
-def status(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
-    job = cluster.get("grpojob", name, namespace)
-    assert job is not None, f"grpojob {name} is gone"
-    return dict(job.get("status") or {})
+    cluster.apply(colour_job(name, STEPS, SAVE_EVERY, **changes), namespace)
 
 
 def wait_status(
@@ -109,18 +102,7 @@ def wait_status(
     what: str,
     timeout: float = ATTEMPT_TIMEOUT,
 ) -> dict[str, Any]:
-    job = cluster.wait_for(
-        "grpojob", name, namespace, lambda j: condition(j.get("status") or {}), timeout=timeout, what=what
-    )
-    return dict(job.get("status") or {})
-
-
-def phase_is(*phases: str) -> Callable[[dict[str, Any]], bool]:
-    return lambda s: s.get("phase") in phases
-
-
-def checkpoint_at_least(step: int) -> Callable[[dict[str, Any]], bool]:
-    return lambda s: ((s.get("checkpoint") or {}).get("latestStep") or 0) >= step
+    return lives.wait_status(cluster, namespace, name, condition, what, timeout)
 
 
 def trainer_pids(namespace: str, name: str) -> list[int]:
@@ -163,16 +145,6 @@ def job_folder(cluster: Cluster, namespace: str, name: str, status_: dict[str, A
     return pod_root(cluster, namespace, status_) / "root" / job_path(cluster, namespace, name).lstrip("/")
 
 
-def metric_steps(folder: Path, attempt: int) -> list[int]:
-    path = folder / "metrics" / f"attempt-{attempt}.jsonl"
-    return [json.loads(line)["step"] for line in path.read_text().splitlines() if '"data"' in line]
-
-
-def assert_history_covers_every_step_once(status_: dict[str, Any]) -> None:
-    steps = [point["step"] for point in history_points(status_)]
-    assert steps == list(range(1, STEPS + 1)), steps
-
-
 def test_a_job_trains_reports_and_exports(
     cluster: Cluster, namespace: str, operator: OperatorProcess
 ) -> None:
@@ -186,7 +158,7 @@ def test_a_job_trains_reports_and_exports(
     assert done["progress"]["totalSteps"] == STEPS
     assert done["progress"]["percent"] == 100.0
     assert 0.0 <= float(done["metrics"]["reward"]) <= 1.0
-    assert_history_covers_every_step_once(done)
+    assert_history_covers_every_step_once(done, STEPS)
     assert done["checkpoint"]["latestStep"] == STEPS
     path = job_path(cluster, namespace, name)
     assert path.startswith(f"/grpo/checkpoints/{name}-")
@@ -242,25 +214,10 @@ def test_a_killed_trainer_resumes_from_its_checkpoint(
     for pid in pids:
         os.kill(pid, signal.SIGKILL)
     # What attempt 2 must resume from: the newest checkpoint complete at the moment of the kill.
-    complete = [
-        int(p.name.removeprefix("checkpoint-"))
-        for p in (folder / "checkpoints").glob("checkpoint-*")
-        if (p / "trainer_state.json").is_file()
-    ]
-    resume_step = max(complete)
+    resume_step = max(complete_checkpoints(folder))
 
     done = wait_status(cluster, namespace, name, phase_is("Succeeded", "Failed"), "a final phase")
-    assert done["phase"] == "Succeeded", done.get("conditions")
-    assert done["attempt"] == 2
-    assert [f["attempt"] for f in done["failedAttempts"]] == [1]
-    assert done["failedAttempts"][0]["retryable"] is True
-    assert done["checkpoint"]["resumedFromStep"] == resume_step
-    assert done["progress"]["step"] == STEPS
-
-    # Attempt 2 trained from the step after the checkpoint; the status shows every step once.
-    folder = job_folder(cluster, namespace, name, done)
-    assert metric_steps(folder, 2) == list(range(resume_step + 1, STEPS + 1))
-    assert_history_covers_every_step_once(done)
+    assert_resumed_after_a_kill(done, job_folder(cluster, namespace, name, done), resume_step, STEPS)
 
 
 def test_a_reward_the_job_cannot_call_fails_before_any_ray_cluster(
@@ -349,7 +306,7 @@ def test_suspend_then_resume_continues_from_the_checkpoint(
     assert done["attempt"] == 2
     assert done["checkpoint"]["resumedFromStep"] >= saved
     assert done["progress"]["step"] == STEPS
-    assert_history_covers_every_step_once(done)
+    assert_history_covers_every_step_once(done, STEPS)
 
 
 def test_deleting_a_running_job_leaves_no_trainer_behind(
@@ -357,9 +314,7 @@ def test_deleting_a_running_job_leaves_no_trainer_behind(
 ) -> None:
     name = f"gone-{secrets.token_hex(2)}"
     apply_job(cluster, namespace, name)
-    wait_status(
-        cluster, namespace, name, lambda s: ((s.get("progress") or {}).get("step") or 0) >= 1, "step 1"
-    )
+    wait_status(cluster, namespace, name, step_at_least(1), "step 1")
     assert trainer_pids(namespace, name)
     cluster.kubectl("delete", "grpojob", name, "-n", namespace, "--wait=true", timeout=120)
     wait_no_trainer(namespace, name)

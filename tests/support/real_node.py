@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import subprocess
+import time
 
-from support.cluster import REPO_ROOT
+from support.cluster import REPO_ROOT, Cluster
 
 NODE = "real-cpu-0"
 # Where a chart value or pod spec pins a pod to it (KWOK's cpu nodes carry the same pool label).
@@ -25,3 +26,44 @@ def node_up() -> None:
     assert result.returncode == 0, (
         f"hack/node-up.sh failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     )
+
+
+# What a pod runs to try ports of an address: one line per port, "open" or why not. A refused or
+# timed-out connect is what an enforced NetworkPolicy gives; the ports tried listen, so without a
+# policy every one is open.
+_REACH = (
+    "import socket, sys\n"
+    "for port in sys.argv[2:]:\n"
+    "    try:\n"
+    "        socket.create_connection((sys.argv[1], int(port)), timeout=3).close()\n"
+    "        print(port, 'open')\n"
+    "    except OSError as e:\n"
+    "        print(port, type(e).__name__)\n"
+)
+
+
+def reach(cluster: Cluster, pod: str, namespace: str, address: str, ports: list[int]) -> dict[int, bool]:
+    """Which of ``ports`` of ``address`` a connection from pod ``pod`` (its first container,
+    which has Python) gets through to, by ``kubectl exec``."""
+    out = cluster.kubectl(
+        "exec", pod, "--namespace", namespace, "--", "python", "-c", _REACH, address, *map(str, ports)
+    ).stdout
+    return {int(port): state == "open" for port, state in (line.split() for line in out.splitlines())}
+
+
+def wait_reach(
+    cluster: Cluster,
+    pod: str,
+    namespace: str,
+    address: str,
+    expected: dict[int, bool],
+    *,
+    timeout: float = 60,
+) -> None:
+    """Until pod ``pod`` reaches exactly the ports of ``expected`` that are True: the enforcer
+    rewrites its rules a moment after a policy or a pod changes."""
+    deadline = time.monotonic() + timeout
+    while (seen := reach(cluster, pod, namespace, address, list(expected))) != expected:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"from {namespace}/{pod} to {address}: {seen}, expected {expected}")
+        time.sleep(2)
