@@ -1,0 +1,179 @@
+"""The kind backend itself (hack/kind-up.sh, ``make e2e-kind``): the suite really talks to a kind
+cluster made from the node image of hack/kind-node-image.sh, and that node's network plugin
+(hack/kind/node/kindnet.yaml: the CNI configuration kindnetd writes, and kube-network-policies,
+the enforcer kindnetd embeds) enforces NetworkPolicies between real containers.
+
+Collected only with ``GRPO_TEST_CLUSTER=kind`` (marker ``kind_backend``, tests/conftest.py): the
+other backends have no kind node. The node is cordoned so the suite's pods go to the KWOK pools;
+the pods here name it in ``nodeName``, which the scheduler and the cordon do not apply to.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.cluster import Cluster
+
+pytestmark = [pytest.mark.kind_backend, pytest.mark.cluster]
+
+HACK = Path(__file__).resolve().parents[2] / "hack"
+
+
+def _versions() -> dict[str, str]:
+    """The pinned versions the node image was built from (hack/versions.env and its siblings)."""
+    values = {}
+    for path in (HACK / "versions.env", HACK / "node" / "versions.env", HACK / "kind" / "versions.env"):
+        for line in path.read_text().splitlines():
+            key, sep, value = line.partition("=")
+            if sep and not key.startswith("#"):
+                values[key.strip()] = value.strip()
+    return values
+
+
+VERSIONS = _versions()
+
+
+def _kind_node(cluster: Cluster) -> dict[str, Any]:
+    nodes = cluster.get("nodes")["items"]
+    kind_nodes = [n for n in nodes if "node-role.kubernetes.io/control-plane" in n["metadata"]["labels"]]
+    assert len(kind_nodes) == 1, [n["metadata"]["name"] for n in nodes]
+    return kind_nodes[0]
+
+
+def test_the_api_server_is_a_kind_node_of_images_made_here(cluster: Cluster) -> None:
+    node = _kind_node(cluster)
+    name = node["metadata"]["name"]
+    info = node["status"]["nodeInfo"]
+    assert info["kubeletVersion"] == VERSIONS["KUBERNETES_VERSION"]
+    # Debian bookworm's containerd, not the one kind's own base image builds.
+    assert info["containerRuntimeVersion"].startswith("containerd://1.6."), info
+    ready = {c["type"]: c["status"] for c in node["status"]["conditions"]}["Ready"]
+    assert ready == "True"
+    assert node["spec"].get("unschedulable") is True, "hack/kind-up.sh cordons the kind node"
+
+    tags = {
+        "kube-apiserver": VERSIONS["KUBERNETES_VERSION"],
+        "kube-controller-manager": VERSIONS["KUBERNETES_VERSION"],
+        "kube-scheduler": VERSIONS["KUBERNETES_VERSION"],
+        "etcd": VERSIONS["ETCD_VERSION"],
+    }
+    for component, tag in tags.items():
+        pod = cluster.get("pod", f"{component}-{name}", "kube-system")
+        assert pod is not None, f"no static pod {component}-{name}"
+        assert pod["status"]["phase"] == "Running", (component, pod["status"])
+        assert pod["spec"]["containers"][0]["image"] == f"grpo-local/{component}:{tag}"
+    # The API server the suite talks to is that static pod: it reports the same version.
+    version = json.loads(cluster.kubectl("version", "-o", "json").stdout)["serverVersion"]
+    assert version["gitVersion"] == VERSIONS["KUBERNETES_VERSION"]
+
+    for daemonset, image in (
+        ("kube-proxy", f"grpo-local/kube-proxy:{VERSIONS['KUBERNETES_VERSION']}"),
+        ("kindnet", f"grpo-local/kube-network-policies:{VERSIONS['KUBE_NETWORK_POLICIES_VERSION']}"),
+    ):
+        ds = cluster.get("daemonset", daemonset, "kube-system")
+        images = [c["image"] for c in ds["spec"]["template"]["spec"]["containers"]]
+        assert image in images
+        assert ds["status"].get("numberReady") == 1, (daemonset, ds["status"])
+    coredns = cluster.get("deployment", "coredns", "kube-system")
+    assert coredns["spec"]["template"]["spec"]["containers"][0]["image"] == (
+        f"grpo-local/coredns:{VERSIONS['COREDNS_VERSION']}"
+    )
+    assert coredns["status"].get("readyReplicas", 0) >= 1, coredns["status"]
+
+
+def _pod(name: str, node: str, image: str, command: list[str], labels: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "nodeName": node,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": name, "image": image, "command": command}],
+        },
+    }
+
+
+def _reachable(cluster: Cluster, namespace: str, ip: str) -> bool:
+    """Whether the client pod opens a TCP connection to the server's port within 3 s."""
+    probe = f"timeout 3 bash -c 'echo > /dev/tcp/{ip}/2379'"
+    result = cluster.kubectl("exec", "-n", namespace, "client", "--", "bash", "-c", probe, check=False)
+    return result.returncode == 0
+
+
+def _until(cluster: Cluster, namespace: str, ip: str, *, reachable: bool, what: str) -> None:
+    deadline = time.monotonic() + 60
+    while _reachable(cluster, namespace, ip) != reachable:
+        assert time.monotonic() < deadline, f"the server stayed {'un' if reachable else ''}reachable: {what}"
+        time.sleep(1)
+
+
+def _policy(name: str, ingress: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "podSelector": {"matchLabels": {"app": "server"}},
+            "policyTypes": ["Ingress"],
+            "ingress": ingress,
+        },
+    }
+
+
+def test_kindnet_enforces_network_policies(cluster: Cluster, namespace: str) -> None:
+    node = _kind_node(cluster)["metadata"]["name"]
+    # etcd serves TCP on its client port with no other set-up; the client is the node image's
+    # Debian base, whose bash opens TCP connections (/dev/tcp).
+    server = _pod(
+        "server",
+        node,
+        f"grpo-local/etcd:{VERSIONS['ETCD_VERSION']}",
+        [
+            "etcd",
+            "--data-dir=/tmp/etcd",
+            "--listen-client-urls=http://0.0.0.0:2379",
+            "--advertise-client-urls=http://127.0.0.1:2379",
+        ],
+        {"app": "server"},
+    )
+    client = _pod(
+        "client",
+        node,
+        f"grpo-local/kindnet-cni:{VERSIONS['KIND_NODE_SUITE']}",
+        ["sleep", "infinity"],
+        {"role": "client"},
+    )
+    cluster.apply([server, client], namespace=namespace)
+    pods = {
+        name: cluster.wait_for(
+            "pod",
+            name,
+            namespace,
+            lambda p: bool(p["status"].get("podIP")) and p["status"].get("phase") == "Running",
+            timeout=90,
+            what="Running with an IP",
+        )
+        for name in ("server", "client")
+    }
+    ip = pods["server"]["status"]["podIP"]
+    # A pod address from kindnet's CNI configuration, not the node's own (hostNetwork).
+    assert ip != pods["server"]["status"]["hostIP"]
+    _until(cluster, namespace, ip, reachable=True, what="no policy yet")
+
+    cluster.apply(_policy("deny-all", []), namespace=namespace)
+    _until(cluster, namespace, ip, reachable=False, what="a policy that admits nothing")
+
+    # The second step: a policy that admits the client's label opens the way again, and only
+    # for it (the deny-all policy still selects the server).
+    cluster.apply(
+        _policy("from-clients", [{"from": [{"podSelector": {"matchLabels": {"role": "client"}}}]}]),
+        namespace=namespace,
+    )
+    _until(cluster, namespace, ip, reachable=True, what="a policy that admits role=client")
+    cluster.kubectl("label", "pod", "client", "-n", namespace, "role=other", "--overwrite")
+    _until(cluster, namespace, ip, reachable=False, what="the client no longer labelled role=client")
