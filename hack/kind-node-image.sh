@@ -141,4 +141,4 @@ run env DOCKER_BUILDKIT=0 docker build --network host -t "$KIND_NODE_IMAGE" \
   "$context"
 rm -rf "$context"
 step "kind node image: $KIND_NODE_IMAGE ($(docker image inspect -f '{{.Size}}' "$KIND_NODE_IMAGE" |
-  awk '{printf "%.0f MB", $1 / 1e6}'), in $((SECONDS - started)) s"
+  awk '{printf "%.0f MB", $1 / 1e6}'), in $((SECONDS - started)) s)"

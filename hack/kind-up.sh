@@ -19,13 +19,13 @@ hold_cluster_lock "$@"
 started=$SECONDS
 
 "$HACK_DIR/kind-node-image.sh"
-mkdir -p "$CLUSTER_DIR"
+mkdir -p "$CLUSTER_DIR" "$LOG_DIR"
 
 if "$KIND" get clusters 2>/dev/null | grep -qx "$KIND_CLUSTER_NAME"; then
   say "kind cluster $KIND_CLUSTER_NAME exists; using it"
   "$KIND" export kubeconfig --name "$KIND_CLUSTER_NAME" --kubeconfig "$KUBECONFIG_PATH" 2>/dev/null
 else
-  say "creating kind cluster $KIND_CLUSTER_NAME from $KIND_NODE_IMAGE (1-3 min)"
+  say "creating kind cluster $KIND_CLUSTER_NAME from $KIND_NODE_IMAGE (2-8 min: kubeadm on a busy 2-core machine)"
   create_started=$SECONDS
   # kubeadm takes its images from the node's own store (grpo-local/..., loaded at boot), and the
   # kubelet runs on the host's cgroup v1 where it must (failCgroupV1: false). kubeadm's timeouts
