@@ -106,9 +106,10 @@ test-real-node: node-up
 	exit $$rc
 
 # The kind backend: hack/kind-up.sh makes the node image here if it is missing
-# (hack/kind-node-image.sh: Debian's packages and binaries built from Go modules; ~25 min cold on
-# 2 cores, seconds warm), starts kind's own dockerd beside any other engine, creates a one-node
-# kind cluster, cordons its node and starts the KWOK pools, KubeRay, the fake Ray job API, the Ray
+# (hack/kind-node-image.sh: Debian's packages and binaries built from Go modules; 43 min cold on 2
+# busy cores, most of it kube-network-policies' Go build; instant once built), starts kind's own
+# dockerd beside any other engine, creates a one-node kind cluster (6 min to a ready backend at
+# load 20-34), cordons its node and starts the KWOK pools, KubeRay, the fake Ray job API, the Ray
 # head and the volume provisioner against its API server. It then runs the e2e tier (tests/e2e:
 # helm install of the chart, the examples, each job's whole life, the real path's training,
 # retry, suspend and delete) and the backend's own checks (tests/cluster/test_kind.py: the
