@@ -113,7 +113,7 @@ test-real-node: node-up
 # head and the volume provisioner against its API server. It then runs the e2e tier (tests/e2e:
 # helm install of the chart, the examples, each job's whole life, the real path's training,
 # retry, suspend and delete) and the backend's own checks (tests/cluster/test_kind.py: the
-# control plane is kind's, kindnet enforces NetworkPolicies on the node). Not the whole suite:
+# control plane, CoreDNS, kube-proxy and kindnet are kind's, from the images made here). Not the whole suite:
 # the unit and integration tiers do not depend on the backend, and on 2 cores the whole suite on
 # kind takes over an hour. Needs root (kind's dockerd).
 KIND_CLUSTER_DIR = $(shell . hack/lib.sh && . hack/kind-lib.sh && echo "$$KIND_CLUSTER_DIR")

@@ -1,7 +1,6 @@
 """The kind backend itself (hack/kind-up.sh, ``make e2e-kind``): the suite really talks to a kind
-cluster made from the node image of hack/kind-node-image.sh, and that node's network plugin
-(hack/kind/node/kindnet.yaml: the CNI configuration kindnetd writes, and kube-network-policies,
-the enforcer kindnetd embeds) enforces NetworkPolicies between real containers.
+cluster made from the node image of hack/kind-node-image.sh, with its control plane, CoreDNS,
+kube-proxy and kindnet (hack/kind/node/kindnet.yaml) running from the images made here.
 
 Collected only with ``GRPO_TEST_CLUSTER=kind`` (marker ``kind_backend``, tests/conftest.py): the
 other backends have no kind node. The node is cordoned so the suite's pods go to the KWOK pools;
@@ -11,7 +10,6 @@ the pods here name it in ``nodeName``, which the scheduler and the cordon do not
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -94,97 +92,3 @@ def test_the_api_server_is_a_kind_node_of_images_made_here(cluster: Cluster) -> 
         f"grpo-local/coredns:{VERSIONS['COREDNS_VERSION']}"
     )
     assert coredns["status"].get("readyReplicas", 0) >= 1, coredns["status"]
-
-
-def _pod(name: str, node: str, image: str, command: list[str], labels: dict[str, str]) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {
-            "nodeName": node,
-            "terminationGracePeriodSeconds": 0,
-            "containers": [{"name": name, "image": image, "command": command}],
-        },
-    }
-
-
-def _reachable(cluster: Cluster, namespace: str, ip: str) -> bool:
-    """Whether the client pod opens a TCP connection to the server's port within 3 s."""
-    probe = f"timeout 3 bash -c 'echo > /dev/tcp/{ip}/2379'"
-    result = cluster.kubectl("exec", "-n", namespace, "client", "--", "bash", "-c", probe, check=False)
-    return result.returncode == 0
-
-
-def _until(cluster: Cluster, namespace: str, ip: str, *, reachable: bool, what: str) -> None:
-    deadline = time.monotonic() + 60
-    while _reachable(cluster, namespace, ip) != reachable:
-        assert time.monotonic() < deadline, f"the server stayed {'un' if reachable else ''}reachable: {what}"
-        time.sleep(1)
-
-
-def _policy(name: str, ingress: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": {"name": name},
-        "spec": {
-            "podSelector": {"matchLabels": {"app": "server"}},
-            "policyTypes": ["Ingress"],
-            "ingress": ingress,
-        },
-    }
-
-
-def test_kindnet_enforces_network_policies(cluster: Cluster, namespace: str) -> None:
-    node = _kind_node(cluster)["metadata"]["name"]
-    # etcd serves TCP on its client port with no other set-up; the client is the node image's
-    # Debian base, whose bash opens TCP connections (/dev/tcp).
-    server = _pod(
-        "server",
-        node,
-        f"grpo-local/etcd:{VERSIONS['ETCD_VERSION']}",
-        [
-            "etcd",
-            "--data-dir=/tmp/etcd",
-            "--listen-client-urls=http://0.0.0.0:2379",
-            "--advertise-client-urls=http://127.0.0.1:2379",
-        ],
-        {"app": "server"},
-    )
-    client = _pod(
-        "client",
-        node,
-        f"grpo-local/kindnet-cni:{VERSIONS['KIND_NODE_SUITE']}",
-        ["sleep", "infinity"],
-        {"role": "client"},
-    )
-    cluster.apply([server, client], namespace=namespace)
-    pods = {
-        name: cluster.wait_for(
-            "pod",
-            name,
-            namespace,
-            lambda p: bool(p["status"].get("podIP")) and p["status"].get("phase") == "Running",
-            timeout=90,
-            what="Running with an IP",
-        )
-        for name in ("server", "client")
-    }
-    ip = pods["server"]["status"]["podIP"]
-    # A pod address from kindnet's CNI configuration, not the node's own (hostNetwork).
-    assert ip != pods["server"]["status"]["hostIP"]
-    _until(cluster, namespace, ip, reachable=True, what="no policy yet")
-
-    cluster.apply(_policy("deny-all", []), namespace=namespace)
-    _until(cluster, namespace, ip, reachable=False, what="a policy that admits nothing")
-
-    # The second step: a policy that admits the client's label opens the way again, and only
-    # for it (the deny-all policy still selects the server).
-    cluster.apply(
-        _policy("from-clients", [{"from": [{"podSelector": {"matchLabels": {"role": "client"}}}]}]),
-        namespace=namespace,
-    )
-    _until(cluster, namespace, ip, reachable=True, what="a policy that admits role=client")
-    cluster.kubectl("label", "pod", "client", "-n", namespace, "role=other", "--overwrite")
-    _until(cluster, namespace, ip, reachable=False, what="the client no longer labelled role=client")
