@@ -9,7 +9,8 @@
 Tests that need the cluster carry ``@pytest.mark.cluster`` (the marker alone brings the cluster up)
 or use one of these fixtures (which adds the marker), so ``pytest -m "not cluster"`` runs only what
 needs no cluster, and unit tests never start one. Tests marked ``real_node`` (the real node of the
-cpu pool, hack/node-up.sh) are collected only with ``GRPO_REAL_NODE=1`` (``make test-real-node``). When such a test fails, its report carries the
+cpu pool, hack/node-up.sh) are collected only with ``GRPO_REAL_NODE=1`` (``make test-real-node``), and tests marked
+``kind_backend`` only with ``GRPO_TEST_CLUSTER=kind`` (``make e2e-kind``). When such a test fails, its report carries the
 events of its namespace and the tail of every cluster component's log.
 """
 
@@ -41,6 +42,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if deselected:
             config.hook.pytest_deselected(items=deselected)
             items[:] = [item for item in items if item.get_closest_marker("real_node") is None]
+    # Tests of the kind backend itself (tests/cluster/test_kind.py) only on that backend.
+    if os.environ.get("GRPO_TEST_CLUSTER") != "kind":
+        deselected = [item for item in items if item.get_closest_marker("kind_backend") is not None]
+        if deselected:
+            config.hook.pytest_deselected(items=deselected)
+            items[:] = [item for item in items if item.get_closest_marker("kind_backend") is None]
 
 
 @pytest.fixture(scope="session")

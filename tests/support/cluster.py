@@ -180,7 +180,8 @@ def connect(backend: str | None = None) -> Cluster:
             backend, Path(os.environ.get("GRPO_CLUSTER_DIR", CACHE_ROOT / "cluster")) / "cluster.env"
         )
     if backend == "kind":
-        env_file = Path(os.environ.get("GRPO_KIND_CLUSTER_DIR", CACHE_ROOT / "kind")) / "cluster.env"
+        kind_root = Path(os.environ.get("GRPO_KIND_CACHE_DIR", CACHE_ROOT))
+        env_file = Path(os.environ.get("GRPO_KIND_CLUSTER_DIR", kind_root / "kind")) / "cluster.env"
         if not env_file.is_file():
             raise ClusterUnavailableError(
                 f"{env_file} is missing: run `make e2e-kind` (hack/kind-up.sh) first"
