@@ -115,6 +115,6 @@ def test_raw_verl_gets_the_same_batches(verl_gpu: ModuleType, tmp_path: Path) ->
     from grpo_operator.api.v1alpha1.spec import AlgorithmSpec
 
     assert AlgorithmSpec.model_fields["seed"].default == verl_gpu.DATA_SEED
-    args = argparse.Namespace(response_length=512, gpus=1, steps=3)
+    args = argparse.Namespace(response_length=512, gpus=1, steps=3, omp_threads=0)
     overrides = verl_gpu.raw_overrides(args, tmp_path / "model", "train.parquet", "test.parquet", tmp_path)
     assert f"data.seed={verl_gpu.DATA_SEED}" in overrides
