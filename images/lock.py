@@ -140,8 +140,12 @@ def resolve(
                 check=True,
             )
         report = Path(tmp) / "report.json"
+        # fast-deps reads each wheel's metadata through HTTP range requests: without it pip
+        # downloads every wheel whole (torch and the CUDA libraries are gigabytes per platform,
+        # enough to fill a CI machine's disk) to read a few kilobytes of each.
         command = [
             sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--ignore-installed",
+            "--use-feature=fast-deps", "--no-cache-dir",
             "--report", str(report), "--target", str(Path(tmp) / "target"),
             "--only-binary=:all:", "--implementation", "cp", "--python-version", python,
             "--abi", f"cp{python.replace('.', '')}", "--find-links", str(wheels),
