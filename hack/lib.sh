@@ -71,3 +71,6 @@ NODE_GATEWAY_IP="${GRPO_NODE_GATEWAY_IP:-10.$NODE_SUBNET_OCTET.0.1}"
 KUBELET_PORT="${GRPO_KUBELET_PORT:-$((10250 + PORT_OFFSET))}"
 KUBELET_HEALTHZ_PORT="${GRPO_KUBELET_HEALTHZ_PORT:-$((10248 + PORT_OFFSET))}"
 COREDNS_HEALTH_PORT="${GRPO_COREDNS_HEALTH_PORT:-$((18281 + PORT_OFFSET))}"
+# The node's image registry (Debian's docker-registry), on loopback: the engine pushes the built
+# images there and the node's containerd pulls them, each layer once.
+NODE_REGISTRY_PORT="${GRPO_NODE_REGISTRY_PORT:-$((15000 + PORT_OFFSET))}"

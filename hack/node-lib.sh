@@ -12,7 +12,7 @@ PAUSE_IMAGE="docker.io/grpo-local/pause:$(sha256sum "$HACK_DIR/node/pause.c" | c
 # The images the node's pods run: what images/build.sh builds for this checkout's version.
 NODE_IMAGES_TAG="$(sed -n 's/^version = "\(.*\)"$/\1/p' "$REPO_ROOT/pyproject.toml" | head -n 1)"
 read -r -a NODE_IMAGES <<<"${GRPO_NODE_IMAGES:-ghcr.io/grpo-operator/operator:$NODE_IMAGES_TAG ghcr.io/grpo-operator/trainer-cpu:$NODE_IMAGES_TAG}"
-NODE_COMPONENTS=(containerd coredns kubelet kube-router)
+NODE_COMPONENTS=(containerd coredns kubelet kube-router registry)
 
 ctr() { command ctr --address "$CONTAINERD_SOCKET" --namespace k8s.io "$@"; }
 
@@ -30,6 +30,7 @@ ensure_node_packages() {  # Debian's containerd, runc, CNI plugins; jq for the r
   command -v jq >/dev/null || missing+=(jq)
   command -v iptables >/dev/null || missing+=(iptables)
   command -v ipset >/dev/null || missing+=(ipset)
+  [[ -x /usr/bin/docker-registry ]] || missing+=(docker-registry)
   ((${#missing[@]} == 0)) && return 0
   if ((EUID != 0)); then
     echo "node: missing ${missing[*]}; as root: apt-get install ${missing[*]}" >&2
@@ -178,6 +179,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         BinaryName = "$HACK_DIR/engine/runc-without-sys-resource"
         SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$NODE_DIR/certs.d"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$NODE_DIR/cni"
@@ -187,39 +190,86 @@ TOML
   wait_until containerd 30 "containerd to answer" ctr version
 }
 
-import_image() {  # import_image <ref>: from the local engine into the node's containerd, when changed
+start_registry() {  # the node's image registry: loopback only, its layers kept in the node's folder
+  mkdir -p "$NODE_DIR/registry" "$NODE_DIR/certs.d/ghcr.io"
+  cat >"$NODE_DIR/registry.yml" <<YAML
+version: 0.1
+log: {level: warn}
+storage:
+  filesystem: {rootdirectory: $NODE_DIR/registry}
+  delete: {enabled: true}
+http:
+  addr: 127.0.0.1:$NODE_REGISTRY_PORT
+YAML
+  # The pods name the images as users do (ghcr.io/grpo-operator/...): containerd resolves ghcr.io
+  # through this registry first, so the same names pull here and from the real registry elsewhere.
+  cat >"$NODE_DIR/certs.d/ghcr.io/hosts.toml" <<TOML
+server = "https://ghcr.io"
+[host."http://127.0.0.1:$NODE_REGISTRY_PORT"]
+  capabilities = ["pull", "resolve"]
+TOML
+  if ! pid_of registry >/dev/null; then
+    ensure_ports_free "$NODE_REGISTRY_PORT"
+    start_process registry /usr/bin/docker-registry serve "$NODE_DIR/registry.yml"
+  fi
+  wait_until registry 30 "the node's registry to answer" curl -fsS -o /dev/null "http://127.0.0.1:$NODE_REGISTRY_PORT/v2/"
+}
+
+ship_image() {  # ship_image <ref>: push to the node's registry and pull into its containerd, when changed
   local ref="$1" id stamp
   id="$(docker image inspect -f '{{.Id}}' "$ref" 2>/dev/null)" ||
     die_with_log containerd "image $ref is not in the local engine: build it first (make images)"
   stamp="$NODE_DIR/imported/$(printf %s "$ref" | tr '/:' '__')"
-  # containerd names an image of Docker Hub's form in full, as the kubelet asks for it.
-  local full="$ref"
-  [[ "${ref%%/*}" == *[.:]* ]] || full="docker.io/$ref"
+  local present
+  present="$(ctr images ls -q 2>/dev/null)" || present=""
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$id" ]] && grep -qxF "$ref" <<<"$present"; then
+    return 0
+  fi
+  [[ "$ref" == ghcr.io/* ]] || die_with_log registry "image $ref: the node's registry serves ghcr.io/... names only"
+  local mirrored="127.0.0.1:$NODE_REGISTRY_PORT/${ref#ghcr.io/}" started=$SECONDS
+  # Both sides move only the layers the other lacks: after a code change, the package's few
+  # megabytes, not the gigabytes of dependencies below them (Dockerfile.cuda's layers).
+  say "shipping $ref ($(docker image inspect -f '{{.Size}}' "$ref" | numfmt --to=si)B, only the layers the node lacks)"
+  mkdir -p "$NODE_DIR/imported"
+  docker tag "$ref" "$mirrored"
+  { docker push "$mirrored" && docker rmi "$mirrored"; } >>"$LOG_DIR/registry-push.log" 2>&1 ||
+    die_with_log registry-push "pushing $ref to the node's registry failed"
+  ctr images pull --hosts-dir "$NODE_DIR/certs.d" "$ref" >>"$LOG_DIR/containerd-pull.log" 2>&1 ||
+    die_with_log containerd-pull "pulling $ref into the node's containerd failed"
+  say "shipped $ref in $((SECONDS - started)) s"
+  printf '%s\n' "$id" >"$stamp"
+}
+
+import_pause_image() {  # the sandbox image, built here from hack/node/pause.c and imported whole (683 kB)
+  local ref="${PAUSE_IMAGE#docker.io/}" id stamp
+  if ! docker image inspect "$ref" >/dev/null 2>&1; then
+    local dir
+    dir="$(mktemp -d)"
+    cp "$NODE_BIN_DIR/pause" "$dir/pause"
+    tar -C "$dir" -c pause | docker import --change 'ENTRYPOINT ["/pause"]' --change 'USER 65535:65535' \
+      - "$ref" >/dev/null
+    rm -rf "$dir"
+  fi
+  id="$(docker image inspect -f '{{.Id}}' "$ref")"
+  stamp="$NODE_DIR/imported/pause"
   # (The list is read whole first: grep -q stopping early would fail the pipeline under pipefail.)
   local present
   present="$(ctr images ls -q 2>/dev/null)" || present=""
-  if [[ -f "$stamp" && "$(cat "$stamp")" == "$id" ]] && grep -qxF "$full" <<<"$present"; then
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$id" ]] && grep -qxF "$PAUSE_IMAGE" <<<"$present"; then
     return 0
   fi
-  say "importing $ref ($(docker image inspect -f '{{.Size}}' "$ref" | numfmt --to=si)B) into the node's containerd"
   mkdir -p "$NODE_DIR/imported"
   docker save "$ref" | ctr images import --no-unpack=false - >>"$LOG_DIR/containerd-import.log" 2>&1 ||
     die_with_log containerd-import "importing $ref failed"
   printf '%s\n' "$id" >"$stamp"
 }
 
-import_images() {  # the pause image (built from hack/node/pause.c), then the product's images
-  if ! docker image inspect "${PAUSE_IMAGE#docker.io/}" >/dev/null 2>&1; then
-    local dir
-    dir="$(mktemp -d)"
-    cp "$NODE_BIN_DIR/pause" "$dir/pause"
-    tar -C "$dir" -c pause | docker import --change 'ENTRYPOINT ["/pause"]' --change 'USER 65535:65535' \
-      - "${PAUSE_IMAGE#docker.io/}" >/dev/null
-    rm -rf "$dir"
-  fi
+import_images() {  # the pause image, then the product's images through the node's registry
+  start_registry
+  import_pause_image
   local ref
-  for ref in "${PAUSE_IMAGE#docker.io/}" "${NODE_IMAGES[@]}"; do
-    import_image "$ref"
+  for ref in "${NODE_IMAGES[@]}"; do
+    ship_image "$ref"
   done
 }
 
@@ -342,6 +392,7 @@ stop_node() {  # pods, kubelet, containerd, the Node object, the bridge and the 
   stop_node_pods
   stop_process containerd
   stop_process coredns
+  stop_process registry
   # containerd's shims outlive it by design: any left for this node's socket go now.
   local pid
   for pid in $(pgrep -f "containerd-shim-runc-v2 .*-address $CONTAINERD_SOCKET" 2>/dev/null); do

@@ -3,16 +3,19 @@ joined to the local control plane. Pods scheduled onto it run as containers of t
 local engine built (images/build.sh), under the namespace's Pod Security level.
 
 Opt-in: these tests are collected only with ``GRPO_REAL_NODE=1`` (``make test-real-node``), since
-the first start imports the 6 GB CPU trainer image into the node's containerd (minutes); the
+the first start ships the 6 GB CPU trainer image to the node (through its registry: minutes); the
 ``real_node`` fixture (tests/conftest.py) starts the node (idempotent, seconds when it runs)."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import urllib.request
 from typing import Any
 
 import pytest
-from support.cluster import Cluster
+from support.cluster import REPO_ROOT, Cluster
+from support.hack_env import lib_variable
 from support.real_node import NODE, image_tag
 
 pytestmark = pytest.mark.real_node
@@ -114,6 +117,64 @@ def test_a_failing_container_reports_its_exit_code(cluster: Cluster, namespace: 
     pod = _ended(cluster, "fails", namespace, 120)
     assert _terminated(pod)["exitCode"] == 75  # type: ignore[index]
     assert pod["status"]["phase"] == "Failed"
+
+
+def _registry(path: str, accept: str = "") -> urllib.request.Request:
+    port = lib_variable("NODE_REGISTRY_PORT")
+    return urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}", headers={"Accept": accept} if accept else {}
+    )
+
+
+def test_the_node_pulls_the_images_from_its_registry(cluster: Cluster, real_node: str) -> None:
+    """hack/node-up.sh pushes the built images to the node's registry and the node's containerd
+    pulls them from there by the names users write (ghcr.io/grpo-operator/...): each layer moves
+    once, so a code change ships the package's small layer and not the whole environment."""
+    with urllib.request.urlopen(_registry("/v2/_catalog")) as answer:
+        catalog = json.load(answer)["repositories"]
+    assert {"grpo-operator/operator", "grpo-operator/trainer-cpu"} <= set(catalog)
+    manifest = "application/vnd.docker.distribution.manifest.v2+json"
+    with urllib.request.urlopen(
+        _registry(f"/v2/grpo-operator/trainer-cpu/manifests/{image_tag()}", manifest)
+    ) as answer:
+        pushed = answer.headers["Docker-Content-Digest"]
+    listed = subprocess.run(
+        ["bash", "-c", ". hack/lib.sh && . hack/cluster-lib.sh && . hack/node-lib.sh && ctr images ls"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    node_digest = {line.split()[0]: line.split()[2] for line in listed[1:] if line.strip()}
+    assert node_digest[f"{TRAINER_IMAGE}:{image_tag()}"] == pushed
+    # The trainer image is its dependencies' layer with the package's small one on top.
+    with urllib.request.urlopen(
+        _registry(f"/v2/grpo-operator/trainer-cpu/manifests/{image_tag()}", manifest)
+    ) as answer:
+        layers = [layer["size"] for layer in json.load(answer)["layers"]]
+    assert max(layers) > 500 * 2**20
+    assert layers[-1] < 20 * 2**20, f"the last layer (the package) is {layers[-1]} bytes: {layers}"
+
+
+def test_a_pod_whose_image_the_registry_lacks_waits_with_the_pull_error(
+    cluster: Cluster, namespace: str, real_node: str
+) -> None:
+    """The kubelet's own pull failure, as a job's pods would meet a wrong image tag: the
+    container waits with ErrImagePull / ImagePullBackOff and a message that names the image."""
+    _restricted(namespace, cluster)
+    missing = f"{TRAINER_IMAGE}:no-such-tag"
+    cluster.apply(_pod("missing", missing, ["true"]), namespace)
+
+    def waiting(pod: dict[str, Any]) -> bool:
+        statuses = pod.get("status", {}).get("containerStatuses") or []
+        reason = (statuses[0]["state"].get("waiting") or {}).get("reason") if statuses else None
+        return reason in ("ErrImagePull", "ImagePullBackOff")
+
+    pod = cluster.wait_for("pod", "missing", namespace, waiting, timeout=120, what="a pull error")
+    state = pod["status"]["containerStatuses"][0]["state"]["waiting"]
+    if state["reason"] == "ErrImagePull":
+        assert missing in state["message"]
+    assert pod["status"]["phase"] == "Pending"
 
 
 def test_restricted_pod_security_is_enforced_for_real_pods(

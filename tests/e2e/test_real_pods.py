@@ -399,6 +399,45 @@ def test_suspend_stops_the_ray_pods_and_resume_continues_from_the_checkpoint(
     assert_history_covers_every_step_once(done, KILL_STEPS)
 
 
+def test_a_job_whose_image_does_not_pull_says_why_in_its_status(
+    cluster: Cluster, release: Release, training: str, real_node: str
+) -> None:
+    """A wrong trainer tag: the node's kubelet fails to pull it (the node's registry has no such
+    tag), and the job's Running condition and a Warning Event carry that, in the pods' own words,
+    within a minute and a half of the create on this 2-core machine."""
+    name = f"badtag-{secrets.token_hex(2)}"
+    missing = f"{TRAINER_IMAGE}:no-such-tag"
+    documents = _colour_job(name)
+    documents[-1]["spec"]["image"] = missing
+
+    def pull_reason(status: dict[str, Any]) -> bool:
+        running = next((c for c in status.get("conditions") or [] if c["type"] == "Running"), {})
+        return running.get("status") == "False" and running.get("reason") in (
+            "ErrImagePull",
+            "ImagePullBackOff",
+        )
+
+    cluster.apply(documents, training)
+    try:
+        status = wait_status(cluster, training, name, pull_reason, "Running=False for the pull", timeout=90)
+        running = next(c for c in status["conditions"] if c["type"] == "Running")
+        assert running["message"].startswith("attempt 1 has not started: "), running
+        assert "no-such-tag" in running["message"], running
+        events = cluster.get("events", namespace=training)["items"]
+        assert any(
+            e["involvedObject"].get("kind") == "GRPOJob"
+            and e["involvedObject"]["name"] == name
+            and e["type"] == "Warning"
+            and e["reason"] == running["reason"]
+            for e in events
+        ), [(e["involvedObject"]["name"], e["reason"]) for e in events]
+        assert status["phase"] not in ("Failed", "Succeeded")
+    finally:
+        cluster.kubectl(
+            "delete", "grpojob", name, "-n", training, "--wait=true", "--timeout=120s", check=False
+        )
+
+
 # Last: it uninstalls the release the module shares.
 def test_the_operator_is_a_pod_of_its_image_and_runs_a_job(
     cluster: Cluster, release: Release, watched: str, job_api: RayJobAPI, real_node: str

@@ -16,27 +16,16 @@ from typing import Any
 import pytest
 import yaml
 
+from support.hack_env import lib_variable
+
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "grpo-operator"
 RELEASE = "grpo"
 NAMESPACE = "grpo-system"
 
 
-@functools.cache
-def _lib(variable: str) -> str:
-    """A variable of hack/lib.sh, computed the way the hack/ scripts compute it."""
-    out = subprocess.run(
-        ["bash", "-c", f'. hack/lib.sh && printf %s "${variable}"'],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return out.stdout
-
-
 def helm_binary() -> Path:
-    helm = Path(_lib("BIN_DIR")) / "helm"
+    helm = Path(lib_variable("BIN_DIR")) / "helm"
     if not helm.is_file():
         pytest.fail(f"no helm binary at {helm}: build it with `make cluster-up` (hack/build-binaries.sh)")
     return helm
@@ -44,7 +33,7 @@ def helm_binary() -> Path:
 
 def kube_version() -> str:
     """The Kubernetes version the local cluster runs, so kubeVersion checks see a real one."""
-    return _lib("KUBERNETES_VERSION")
+    return lib_variable("KUBERNETES_VERSION")
 
 
 def helm(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

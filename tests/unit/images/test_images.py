@@ -163,13 +163,10 @@ def test_the_cpu_image_is_the_cuda_dockerfiles_own_stages() -> None:
     same system and torch stages, with the same user and entrypoint, and no CUDA toolchain."""
     dockerfile = Dockerfile.read(DOCKERFILES["cuda"])
     assert dockerfile.lineage("cpu") == ["cpu", "system"]
-    assert dockerfile.lineage("cpu-build") == ["cpu-build", "torch", "system"]
-    assert dockerfile.lineage("cuda-build") == ["cuda-build", "torch", "system"]
-    assert [c.flags["from"] for c in dockerfile.copies() if c.stage == dockerfile.stage_number("cpu")] == [
-        "cpu-build"
-    ]
+    assert dockerfile.lineage("cpu-build") == ["cpu-build", "cpu-deps", "torch", "system"]
+    assert dockerfile.lineage("cuda-build") == ["cuda-build", "cuda-deps", "torch", "system"]
     # The legacy builder builds every stage before its target: the CPU stages come first.
-    assert dockerfile.stage_number("cpu") < dockerfile.stage_number("cuda-build")
+    assert dockerfile.stage_number("cpu") < dockerfile.stage_number("cuda-deps")
     for stage in ("cpu", "cuda"):
         (user,) = dockerfile.in_stage("USER", stage)
         assert user.arguments == "1000:1000"
@@ -184,6 +181,74 @@ def test_the_cpu_image_is_the_cuda_dockerfiles_own_stages() -> None:
     assert {k: v for k, v in cpu.items() if k.endswith("_VERSION")} == {
         k: v for k, v in cuda.items() if k.endswith("_VERSION")
     }
+
+
+@pytest.mark.parametrize(
+    ("final", "layers"),
+    [
+        ("cpu", {"cpu-deps": ["/opt/venv"], "cpu-build": ["/opt/grpo/dist"]}),
+        (
+            "cuda",
+            {"cuda-deps": ["/opt/venv"], "llama-cpp": ["/opt/llama.cpp"], "cuda-build": ["/opt/grpo/dist"]},
+        ),
+    ],
+)
+def test_a_code_change_rebuilds_only_the_packages_small_layer(
+    final: str, layers: dict[str, list[str]]
+) -> None:
+    """The trainer images ship their dependencies and the project's package as separate layers:
+    the stages that install the dependencies (gigabytes) copy no code, so a change to `operator/`
+    or `trainer/` rebuilds only the package's wheel and the layer that installs it (a node imports
+    megabytes, not the whole environment again)."""
+    dockerfile = Dockerfile.read(DOCKERFILES["cuda"])
+    code = ("operator", "trainer")
+    for stage in layers:
+        if stage.endswith("-build"):
+            continue
+        for number in {dockerfile.stage_number(s) for s in dockerfile.lineage(stage)}:
+            sources = [
+                src
+                for c in dockerfile.copies()
+                if c.stage == number and "from" not in c.flags
+                for src in c.sources
+            ]
+            whole_code = [src for src in sources if src.rstrip("/") in code]
+            assert not whole_code, f"stage {stage} copies {whole_code}: every code change would rebuild it"
+    copied = {}
+    for c in dockerfile.copies():
+        if c.stage == dockerfile.stage_number(final):
+            copied.setdefault(c.flags["from"], []).extend(c.sources)
+    assert copied == layers
+    # The package goes in last, offline and without dependencies (they are the layer below).
+    (install,) = [r for r in dockerfile.in_stage("RUN", final) if "pip install" in r.arguments]
+    assert "--no-deps --no-index /opt/grpo/dist/" in install.arguments
+
+
+def test_the_images_read_the_packages_requirements_from_pyproject() -> None:
+    """images/trainer/package_requirements.py gives the dependency layer exactly what installing
+    `.[trainer]` would ask for, the project's own extras expanded."""
+    script = REPO / "images" / "trainer" / "package_requirements.py"
+    printed = subprocess.run(
+        ["python3", str(script), str(REPO / "pyproject.toml"), "trainer"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    project = PYPROJECT["project"]
+    assert printed == [*project["dependencies"], *project["optional-dependencies"]["trainer"]]
+    plugin = subprocess.run(
+        ["python3", str(script), str(REPO / "pyproject.toml"), "plugin"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\n")
+    assert "grpo-operator[trainer]" not in plugin
+    assert set(project["optional-dependencies"]["trainer"]) <= set(plugin)
+    refused = subprocess.run(
+        ["python3", str(script), str(REPO / "pyproject.toml"), "nonesuch"], capture_output=True, text=True
+    )
+    assert refused.returncode != 0
+    assert "no extra 'nonesuch'" in refused.stderr
 
 
 def test_train_cuda_extra_pins_what_the_cuda_image_installs() -> None:
@@ -226,8 +291,12 @@ def test_every_verl_has_a_tested_trainer_profile() -> None:
 
 
 def _installed_extras(dockerfile: Dockerfile) -> set[str]:
+    """The project's extras an image installs: `".[x,y]"`, or named to package_requirements.py
+    (the dependency layer of the trainer images)."""
     runs = " ".join(i.arguments for i in dockerfile.all("RUN"))
-    return {e for extras in re.findall(r'"\.\[([\w,-]+)\]"', runs) for e in extras.split(",")}
+    named = {e for extras in re.findall(r'"\.\[([\w,-]+)\]"', runs) for e in extras.split(",")}
+    listed = re.findall(r"package_requirements\.py \S+((?: [\w-]+)*) >", runs)
+    return named | {e for extras in listed for e in extras.split()}
 
 
 @pytest.mark.parametrize("image", TRAINERS)
