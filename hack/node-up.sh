@@ -3,7 +3,8 @@
 # kubelet built from the Go module proxy, on this host, as the `cpu` pool's node $NODE_NAME.
 # Its pods are real containers of the images the local engine holds (images/build.sh), imported
 # into the node's containerd; the KWOK nodes stay for the NVIDIA and Ascend pools.
-# Idempotent: when the node's processes run and the Node is Ready it says so and exits 0.
+# Idempotent: when the node's processes run and the Node is Ready it ships any image rebuilt since,
+# says so and exits 0.
 # Docs: hack/README.md ("The real node").
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -13,6 +14,8 @@ hold_cluster_lock "$@"
 
 pid_of kube-apiserver >/dev/null || { echo "node: the local cluster is not running: make cluster-up first" >&2; exit 1; }
 if node_is_up; then
+  # A rebuilt image reaches the running node too (its changed layers only); unchanged, nothing moves.
+  import_images
   echo "node: $NODE_NAME already running and Ready"
   exit 0
 fi
