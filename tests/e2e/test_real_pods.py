@@ -38,6 +38,7 @@ from support.colour_lives import (
 )
 from support.life import apply_example, ray_job_id, wait_condition, writers
 from support.namespaces import create_namespace, delete_namespace, stage_colour_claims
+from support.plugin import kubectl_grpo, plugin_path
 from support.rayjobapi import RUNNING_FOREVER, RayJobAPI
 from support.real_node import NODE_SELECTOR, image_tag, wait_reach
 from support.release import Helm, Release, existing
@@ -397,6 +398,69 @@ def test_suspend_stops_the_ray_pods_and_resume_continues_from_the_checkpoint(
     assert done["checkpoint"]["resumedFromStep"] >= saved
     assert done["progress"]["step"] == KILL_STEPS
     assert_history_covers_every_step_once(done, KILL_STEPS)
+
+
+def test_kubectl_grpo_logs_reads_a_running_a_finished_and_a_deleted_job(
+    cluster: Cluster, release: Release, training: str, real_node: str, tmp_path: Path
+) -> None:
+    """`kubectl grpo logs` in a namespace that enforces `restricted`: the plugin's reader pod (its
+    image the trainer's: nothing else can be pulled here) mounts the job's claim read-only on the
+    real node and prints the attempt's log, while the job runs, once it finished, and from the
+    claim alone once the job is deleted. What it prints is the file on the volume."""
+    path = plugin_path(tmp_path)
+    image = ["--image", f"{TRAINER_IMAGE}:{image_tag()}"]
+    name = f"logs-{secrets.token_hex(2)}"
+    cluster.apply(_colour_job(name, steps=KILL_STEPS), training)
+    wait_status(cluster, training, name, checkpoint_at_least(SAVE_EVERY), "a first checkpoint", timeout=600)
+    folder = _job_folder(cluster, training, name)
+    [log_file] = folder.rglob("attempt-1.log")
+
+    running = kubectl_grpo(cluster, path, "logs", name, "-n", training, *image, timeout=300)
+    assert running.returncode == 0, running.stderr
+    assert running.stdout.strip(), "the running job's log read back empty"
+    assert log_file.read_text().startswith(running.stdout), "the reader printed what the volume does not hold"
+
+    done = wait_status(cluster, training, name, phase_is("Succeeded", "Failed"), "a final phase", timeout=900)
+    assert done["phase"] == "Succeeded", done.get("conditions")
+    finished = kubectl_grpo(cluster, path, "logs", name, "-n", training, *image, timeout=300)
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout == log_file.read_text()
+    assert len(finished.stdout) > len(running.stdout)
+
+    claim = next(
+        v["metadata"]["name"]
+        for v in cluster.get("pvc", namespace=training)["items"]
+        if v["metadata"]["name"].startswith(name)
+    )
+    cluster.kubectl("delete", "grpojob", name, "-n", training, "--wait=true", "--timeout=180s")
+    deleted = kubectl_grpo(
+        cluster,
+        path,
+        "-n",
+        training,
+        "logs",
+        name,
+        "--claim",
+        claim,
+        "--job",
+        folder.name,
+        "--attempt",
+        "1",
+        *image,
+        timeout=300,
+    )
+    assert deleted.returncode == 0, deleted.stderr
+    assert deleted.stdout == finished.stdout
+    # The reader pods go with their reads; the claim stays (checkpoint.retention: Retain).
+    deadline = time.monotonic() + 60
+    while readers := [
+        p["metadata"]["name"]
+        for p in cluster.get("pods", namespace=training)["items"]
+        if p["metadata"]["name"].startswith(f"{name}-read-")
+    ]:
+        assert time.monotonic() < deadline, f"reader pods left: {readers}"
+        time.sleep(2)
+    cluster.kubectl("delete", "pvc", claim, "-n", training, "--wait=false")
 
 
 def test_a_job_whose_image_does_not_pull_says_why_in_its_status(

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 from support.cluster import Cluster
 from support.jobs import apply_job, example, phase_is
 from support.operator_process import OperatorProcess
+from support.plugin import kubectl_grpo, plugin_path
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -17,22 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 def _plugin(
     cluster: Cluster, tmp_path: Path, *args: str, timeout: float = 30
 ) -> subprocess.CompletedProcess[str]:
-    shim = tmp_path / "kubectl-grpo"
-    shim.write_text(f'#!/bin/sh\nexec {sys.executable} -m grpo_kubectl "$@"\n')
-    shim.chmod(0o755)
-    env = {
-        **cluster.env,
-        "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}",
-        "PYTHONPATH": os.pathsep.join(str(REPO / p) for p in ("operator", "trainer", "kubectl")),
-    }
-    return subprocess.run(
-        [cluster.kubectl_path, "grpo", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return kubectl_grpo(cluster, plugin_path(tmp_path), *args, timeout=timeout)
 
 
 def test_dashboard_reaches_the_running_head_of_a_kwok_job_up_to_its_node(

@@ -11,9 +11,7 @@ path's one-line error and its clean-up are what is tested here, and the reading 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,8 @@ from grpo_operator.verdict import parse
 from grpo_trainer.spec import grpojob_document
 from support.cluster import Cluster
 from support.jobs import create_inputs
+from support.plugin import kubectl_grpo
+from support.plugin import plugin_path as shim_path
 from support.verdict_cases import CASES, Case
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,31 +41,7 @@ def crds(cluster: Cluster) -> None:
 @pytest.fixture(scope="module")
 def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A PATH holding `kubectl-grpo`, as `pip install` puts it in a virtualenv's bin/."""
-    folder = tmp_path_factory.mktemp("bin")
-    shim = folder / "kubectl-grpo"
-    shim.write_text(
-        f'#!/bin/sh\nexec {sys.executable} -c "import sys; from grpo_kubectl.cli import main; sys.exit(main())" "$@"\n'
-    )
-    shim.chmod(0o755)
-    return f"{folder}{os.pathsep}{os.environ['PATH']}"
-
-
-def kubectl_grpo(
-    cluster: Cluster, plugin_path: str, *args: str, stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    env = {
-        **cluster.env,
-        "PATH": plugin_path,
-        "PYTHONPATH": os.pathsep.join([str(REPO / "operator"), str(REPO / "trainer"), str(REPO / "kubectl")]),
-    }
-    return subprocess.run(
-        [cluster.kubectl_path, "grpo", *args],
-        env=env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return shim_path(tmp_path_factory.mktemp("bin"))
 
 
 def server_verdict(cluster: Cluster, namespace: str, manifest: dict) -> str | None:
