@@ -179,15 +179,17 @@ class JobQueue:
     async def _fresh_pass(self, key: Key, wanted: Trigger, release: Callable[[], None] | None) -> str:
         """One pass, started over from a fresh read while the job it read was stale."""
         body, rayjob = wanted.body, wanted.rayjob
+        # The resync's visit plans from what the watches delivered; a start-over reads afresh.
+        watched = wanted.trigger == "resync"
         for tries in range(1, STALE_READ_ATTEMPTS + 1):
             try:
                 return await self.reconciler.once(
-                    *key, wanted.owner_uid, body, rayjob, release, trigger=wanted.trigger
+                    *key, wanted.owner_uid, body, rayjob, release, trigger=wanted.trigger, watched=watched
                 )
             except StaleReadError:
                 if tries == STALE_READ_ATTEMPTS:
                     raise
-                body, rayjob = None, None  # read both afresh
+                body, rayjob, watched = None, None, False  # read both afresh
         raise AssertionError("unreachable")
 
     def _succeeded(self, key: Key) -> None:

@@ -6,9 +6,9 @@ so there is one code path to reason about. Deterministic names and server-side a
 repeat after a crash harmless.
 
 Level-triggered throughout: every pass over an unfinished job makes sure each of its children
-exists (from memory when this process has seen them all for the current attempt within a resync
-period, by asking the API server otherwise), and a finished job is looked at until its Ray
-cluster is gone.
+exists (from memory when this process has seen them all for the current attempt within
+CHILDREN_CHECK_PERIODS resync periods, by asking the API server otherwise), and a finished job
+is looked at until its Ray cluster is gone.
 """
 
 from __future__ import annotations
@@ -49,11 +49,19 @@ from ..rayjob_status import RayJobStatus
 from ..startup import Trouble, trouble
 from ..validation import validate
 from .urgency import Urgency
+from .watched import Watched
 
 log = logging.getLogger(__name__)
 
 REJECTED = frozenset({400, 413, 422})
 """Answers that refuse a child as written: sending it again cannot help."""
+CHILDREN_CHECK_PERIODS = 5
+"""Resync periods between two reads of a job's children (ConfigMap, claim, RBAC, NetworkPolicy).
+
+Nothing but a person or another controller deletes them, and their reads were most of what the
+resync cost per quiet job: read every period, a burst that waits long for its Ray clusters paid
+six GETs per job per period. A child deleted by hand comes back within this many periods (the
+operator's restart and a Lease takeover read every child at once)."""
 
 
 class ChildRefusedError(Exception):
@@ -94,6 +102,8 @@ class Reconciler:
         self.metrics = metrics
         self.clock = clock
         self.urgency = Urgency()
+        self.watched = Watched()
+        """What the watches last delivered (wiring.py feeds it), for the resync's visits."""
         # Unfinished jobs with an activeDeadlineSeconds: the deadline pass visits only these.
         self.with_deadline: set[tuple[str, str]] = set()
         # Finished jobs whose current RayJob may still hold a Ray cluster: visited as often.
@@ -119,6 +129,7 @@ class Reconciler:
         self.draining.discard(key)
         self.unfinished.discard(key)
         self._ensured.pop(key, None)
+        self.watched.job_gone(key)
 
     async def once(
         self,
@@ -130,6 +141,7 @@ class Reconciler:
         release: Callable[[], None] | None,
         *,
         trigger: str = "job",
+        watched: bool = False,
     ) -> str:
         """One pass; returns its outcome (a metrics label). StaleReadError: start over from a fresh read.
 
@@ -137,10 +149,15 @@ class Reconciler:
         an earlier job of the same name must not drive the new one. `body` (a just-created job) and
         `event_rayjob` (from a RayJob event) each save a read when they are current. `release`
         ends this pass's hold on the urgency gate once its RayJob is created. `trigger` names what
-        brought the job here, for the count of RayJobs by trigger.
+        brought the job here, for the count of RayJobs by trigger. `watched` (the resync's visits):
+        plan from the bodies the watches last delivered where they have one (handlers/watched.py);
+        a stale one is refused on write, and the pass started over with `watched` off.
         """
         key = (namespace, name)
-        if body is None or body.get("status"):
+        seen = self.watched.job(key) if watched and body is None else None
+        if seen is not None:
+            body = seen
+        elif body is None or body.get("status"):
             # Read afresh under the lock: a handler's body may predate our last status write.
             body = await self.api.get_job(namespace, name)
         else:
@@ -172,7 +189,7 @@ class Reconciler:
         waiting = ""
         if not terminal and not problems and not job.status.attempt:
             problems, waiting = await self._preflight(job)
-        rayjob = await self._current_rayjob(job, event_rayjob)
+        rayjob = await self._current_rayjob(job, event_rayjob, watched=seen is not None)
         trouble = await self._startup_trouble(job, rayjob) if not terminal else None
         result = plan(job, rayjob, problems, self.clock(), waiting, trouble)
         phase = result.status.get("phase", "Pending")
@@ -193,7 +210,7 @@ class Reconciler:
         return "invalid" if problems else "ok"
 
     async def _current_rayjob(
-        self, job: GRPOJob, event_rayjob: dict[str, Any] | None
+        self, job: GRPOJob, event_rayjob: dict[str, Any] | None, *, watched: bool = False
     ) -> dict[str, Any] | None:
         attempt = job.status.attempt
         if not attempt:
@@ -201,6 +218,9 @@ class Reconciler:
         current = rayjob_name(job.name, attempt)
         if event_rayjob is not None and event_rayjob["metadata"]["name"] == current:
             return event_rayjob
+        seen = self.watched.rayjob((job.namespace, current)) if watched else None
+        if seen is not None and ownership(seen, job) == "ours":
+            return seen
         found = await self.api.get_rayjob(job.namespace, current)
         if found is not None and ownership(found, job) != "ours":
             # An earlier job's of the same name, on its way out: not this job's attempt. Planned as
@@ -333,9 +353,9 @@ class Reconciler:
         elif (
             ensured is not None
             and ensured[:2] == (job.uid, attempt)
-            and (now - ensured[2]).total_seconds() < self.settings.resync_seconds
+            and (now - ensured[2]).total_seconds() < self.settings.resync_seconds * CHILDREN_CHECK_PERIODS
         ):
-            # Seen within a period: a child deleted by hand comes back within one.
+            # Seen within CHILDREN_CHECK_PERIODS periods: a child deleted by hand comes back within as many.
             return
         else:
             await self._put_others(job, create=False)

@@ -12,6 +12,12 @@ pass is a period old. A job a RayJob event brought forward a moment ago is not v
 so in a burst the resync adds no work, and with a thousand quiet jobs their visits spread over
 the period instead of arriving all at once. Once a period it lists the jobs, to find those no
 event ever brought to this process.
+
+What a visit costs does not grow with how long a job waits: a Pending job whose RayJob status
+moved within the period (KubeRay bringing its cluster up) is not visited, for up to
+CHILDREN_CHECK_PERIODS periods; a visit plans from what the watches last delivered instead of
+reading the job and its RayJob again (handlers/watched.py); and the children are read again
+only every CHILDREN_CHECK_PERIODS periods (reconcile.py).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import time
 from ..config import Settings
 from ..lifecycle import TERMINAL
 from .queue import JobQueue
+from .reconcile import CHILDREN_CHECK_PERIODS
 
 log = logging.getLogger(__name__)
 TICK_SECONDS = 5.0
@@ -49,7 +56,16 @@ async def resync_once(queue: JobQueue, settings: Settings, *, full: bool, everyt
         reconciler.forget_children()
         quiet = known
     else:
-        quiet = {key for key in known if queue.quiet_for(key) >= settings.resync_seconds}
+        period = settings.resync_seconds
+        quiet = {
+            key
+            for key in known
+            if queue.quiet_for(key) >= period
+            and (
+                not reconciler.watched.cluster_coming_up(key, period)
+                or queue.quiet_for(key) >= period * CHILDREN_CHECK_PERIODS
+            )
+        }
     often = reconciler.due_often - quiet
     gate = asyncio.Semaphore(PARALLEL_RECONCILES)
 

@@ -202,16 +202,20 @@ def _register_events(registry: kopf.OperatorRegistry, queue: JobQueue) -> None:
     """The GRPOJob and RayJob events, each worth a reconcile only when something we read changed."""
     seen = SeenEvents()
     metrics = queue.reconciler.metrics
+    watched = queue.reconciler.watched
 
     @kopf.on.event(GROUP, VERSION, PLURAL, id="grpojob", registry=registry)
     async def on_job(body: kopf.Body, type: str | None, **_: Any) -> None:
         key = (body.metadata["namespace"], body.metadata["name"])
         if type == "DELETED":
             seen.job_deleted(key)
+            watched.job_gone(key)
             metrics.forget(*key)
             return
-        # Every event, the trainer's progress reports included, refreshes the job's gauges.
+        # Every event, the trainer's progress reports included, refreshes the job's gauges and the
+        # body the resync plans from.
         metrics.observe(dict(body))
+        watched.saw_job(key, body)
         if not seen.job_changed(key, body):
             return
         # A job without status is as fresh as a read would be: hand it over, save the round trip.
@@ -225,13 +229,17 @@ def _register_events(registry: kopf.OperatorRegistry, queue: JobQueue) -> None:
         if owner is None:
             return
         key = (body.metadata["namespace"], body.metadata["name"])
+        name, uid = owner
         rayjob: dict[str, Any] | None = None
         if type == "DELETED":
             seen.rayjob_deleted(key)
+            watched.rayjob_gone(key)
         else:
+            # Every event, also those that change nothing the lifecycle reads: a status that moves
+            # is KubeRay at work, and spares the job the resync's visit (handlers/watched.py).
+            watched.saw_rayjob(key, body, (key[0], name))
             status = dict(body.get("status") or {})
             if not seen.rayjob_changed(key, status):
                 return
             rayjob = {"metadata": dict(body.metadata), "spec": dict(body.spec), "status": status}
-        name, uid = owner
         await queue.reconcile(key[0], name, trigger="rayjob", owner_uid=uid, rayjob=rayjob)

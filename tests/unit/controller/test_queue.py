@@ -33,8 +33,17 @@ class Passes:
         self.hold = hold
         self.forgotten: list[tuple[str, str]] = []
 
-    async def once(self, namespace, name, owner_uid, body, rayjob, release, *, trigger):  # type: ignore[no-untyped-def]
-        self.calls.append({"trigger": trigger, "owner_uid": owner_uid, "body": body, "rayjob": rayjob})
+    async def once(self, namespace, name, owner_uid, body, rayjob, release, *, trigger, watched=False):  # type: ignore[no-untyped-def]
+        self.calls.append(
+            {
+                "key": (namespace, name),
+                "trigger": trigger,
+                "owner_uid": owner_uid,
+                "body": body,
+                "rayjob": rayjob,
+                "watched": watched,
+            }
+        )
         if self.hold is not None:
             await self.hold.wait()
         failure = self.failures.pop(0) if self.failures else None
@@ -125,6 +134,18 @@ async def test_a_stale_read_starts_over_from_a_fresh_one() -> None:
     await queue.reconcile(*KEY, trigger="job", body={"metadata": {"name": "geo3k"}})
     assert [c["body"] for c in passes.calls] == [{"metadata": {"name": "geo3k"}}, None]
     assert passes.requeued("failed") == 0
+
+
+async def test_the_resync_plans_from_the_watches_and_a_start_over_reads_afresh() -> None:
+    passes = Passes(StaleReadError("409"))
+    queue = _queue(passes)
+    await queue.reconcile(*KEY, trigger="resync")
+    await queue.reconcile(*KEY, trigger="job")
+    assert [(c["trigger"], c["watched"]) for c in passes.calls] == [
+        ("resync", True),
+        ("resync", False),
+        ("job", False),
+    ]
 
 
 async def test_a_pass_that_goes_through_cancels_the_retry_it_makes_unneeded() -> None:
