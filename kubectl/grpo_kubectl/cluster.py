@@ -236,7 +236,11 @@ class Cluster:
         try:
             self._wait_started(name, start_timeout)
             try:
-                yield from self.client.log(name, namespace=self.namespace, container=CONTAINER, follow=follow)
+                # Lines without their newline, as every reader of these lines expects (print adds
+                # one; a listing's names must not end in one).
+                yield from self.client.log(
+                    name, namespace=self.namespace, container=CONTAINER, follow=follow, newlines=False
+                )
             except (ApiError, httpx.HTTPError) as error:
                 message = error.status.message if isinstance(error, ApiError) else one_line(error)
                 raise PluginError(

@@ -403,7 +403,7 @@ def test_suspend_stops_the_ray_pods_and_resume_continues_from_the_checkpoint(
 def test_kubectl_grpo_logs_reads_a_running_a_finished_and_a_deleted_job(
     cluster: Cluster, release: Release, training: str, real_node: str, tmp_path: Path
 ) -> None:
-    """`kubectl grpo logs` in a namespace that enforces `restricted`: the plugin's reader pod (its
+    """`kubectl grpo logs` (and `checkpoints`) in a namespace that enforces `restricted`: the plugin's reader pod (its
     image the trainer's: nothing else can be pulled here) mounts the job's claim read-only on the
     real node and prints the attempt's log, while the job runs, once it finished, and from the
     claim alone once the job is deleted. What it prints is the file on the volume."""
@@ -426,6 +426,13 @@ def test_kubectl_grpo_logs_reads_a_running_a_finished_and_a_deleted_job(
     assert finished.returncode == 0, finished.stderr
     assert finished.stdout == log_file.read_text()
     assert len(finished.stdout) > len(running.stdout)
+    # The volume's listing through the same pod: every complete checkpoint, by its step.
+    listed = kubectl_grpo(cluster, path, "checkpoints", name, "-n", training, *image, timeout=300)
+    assert listed.returncode == 0, listed.stderr
+    steps = complete_checkpoints(folder)
+    assert steps
+    for step in steps:
+        assert str(step) in listed.stdout.split(), listed.stdout
 
     claim = next(
         v["metadata"]["name"]
