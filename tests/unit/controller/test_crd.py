@@ -9,6 +9,7 @@ import pytest
 import yaml
 from grpo_operator.api import crdgen
 from grpo_operator.api.crdgen import CRD_FILENAME, build_crd, render
+from grpo_operator.api.rules import rule_violations
 from grpo_operator.api.v1alpha1 import GRPOJobSpec
 from support.operator_inputs import REPO
 
@@ -208,3 +209,39 @@ def test_printer_columns_show_rounded_metrics_and_the_wide_view_progress_and_eta
     assert columns["ETA"]["jsonPath"] == ".status.eta"
     assert columns["Healthy"]["jsonPath"] == '.status.conditions[?(@.type=="Healthy")].status'
     assert all(columns[n]["priority"] == 1 for n in ("%", "ETA", "Healthy", "Accelerator", "RayJob"))
+
+
+MINIMAL = {
+    "model": {"source": "hf://Qwen/Qwen3-VL-4B-Instruct"},
+    "dataset": {"preset": "geo3k"},
+    "reward": {"builtin": "geo3k"},
+    "resources": {"accelerator": "nvidia", "devicesPerNode": 8, "nodes": 1},
+    "engine": {"name": "verl"},
+}
+
+
+@pytest.mark.parametrize(
+    ("sections", "refused"),
+    [
+        ({}, False),
+        ({"resources": {"accelerator": "nvidia", "devicesPerNode": 3, "nodes": 1}}, True),
+        ({"dataset": {"train": ["pvc://data/train.parquet"]}}, True),
+        ({"rollout": {"minP": 0.1}}, True),
+        ({"algorithm": {"trainBatchSize": 40}}, True),
+        ({"checkpoint": {"resume": "step-3"}}, True),
+        ({"export": {"gguf": {}}}, True),
+        ({"engine": {"name": "trl"}}, True),
+        ({"resources": {"accelerator": "nvidia", "devicesPerNode": 4, "nodes": 2}}, False),
+    ],
+    ids=["minimal", "3-devices", "no-validation", "min-p", "batch", "resume", "gguf", "trl", "2-nodes"],
+)
+def test_the_rules_judge_a_spec_as_written_as_they_judge_it_with_every_default(
+    sections: dict[str, Any], refused: bool
+) -> None:
+    # The stored spec (what the server's rules see) against the spec with every default written
+    # out (what they saw when the server stored them all): the same problems, field and words.
+    written = {**copy.deepcopy(MINIMAL), **sections}
+    full = GRPOJobSpec.model_validate(written).to_wire()
+    problems = rule_violations(written)
+    assert problems == rule_violations(full)
+    assert bool(problems) is refused, problems
