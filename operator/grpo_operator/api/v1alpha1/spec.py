@@ -3,9 +3,12 @@
 The defaults written here are the API's defaults, and they live here alone: the API server
 stores a spec as the user wrote it (the CRD keeps only the defaults of immutable fields, which
 its transition rules need stored; crdgen.py), and the operator, the trainer and `kubectl grpo`
-read every spec through these models. So `kubectl describe` shows what the user asked for, and
-a default changed in a later release applies to a job written before it from that job's next
-attempt: changing one is an API change, to be named in the release notes. Values that belong to
+read every spec through these models. So `kubectl describe` shows what the user asked for. The
+trainer's resolved job (children/configmap.py) writes every default down when it is rendered and
+is kept for every later attempt of the same spec as written, so a default changed in a later
+release does not reach a job already running, even when a retry resumes its checkpoint: it
+applies to jobs created, or edited, after the upgrade (still an API change, to be named in the
+release notes). Values that belong to
 the cluster rather than the job (images, node selectors of a pool, volume sizes) are
 deliberately left without a default and resolved from the operator's settings at reconcile time.
 """
