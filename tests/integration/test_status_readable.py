@@ -30,14 +30,15 @@ from support.rayjobapi import RUNNING_FOREVER, RayJobAPI
 pytestmark = pytest.mark.cluster
 
 STEPS = 100
-STATUS_LIMIT = 80
-"""Lines of the Status part of `kubectl describe grpojob` for a finished job of STEPS steps: 78
-(the history once made it 380; an empty failedAttempts is left out)."""
+STATUS_LIMIT = 76
+"""Lines of the Status part of `kubectl describe grpojob` for a finished job of STEPS steps: 75
+(the history once made it 380; an empty failedAttempts is left out, the server fills in no status
+default, a healthy verdict is its attempt and step)."""
 SPEC_LIMIT = 60
 """Lines of its Spec part: 57, what the single-GPU LoRA example writes. The API server stores no
 defaults but those of the immutable fields (they made it 104)."""
-DESCRIBE_LIMIT = 150
-"""Lines of the whole description before its Events: 146 (194 while the server stored every
+DESCRIBE_LIMIT = 145
+"""Lines of the whole description before its Events: 143 (194 while the server stored every
 default)."""
 
 
@@ -151,6 +152,9 @@ def test_describe_of_a_finished_100_step_job_fits_and_its_curves_are_still_there
     # Only what the user wrote, and the immutable fields the server must store.
     assert not {"  Run Policy:", "  Health:", "    Seed:"} & set(spec), spec
     assert "  Failed Attempts:" not in status, status
+    health = status[status.index("  Health:") :][:4]
+    assert [line.split(":")[0].strip() for line in health] == ["Health", "Attempt", "Healthy", "Step"]
+    assert not any(line.strip().startswith("Updated At:") for line in status), status
     assert len(lines) < DESCRIBE_LIMIT, "\n".join(lines)
     # One line per series, each one line of numbers.
     assert [line.split(":")[0].strip() for line in history[1:5]] == [

@@ -413,6 +413,9 @@ def build_crd() -> dict[str, Any]:
     _stored_defaults(spec_schema, GRPOJobSpec)
     _rules_absent_safe(spec_schema, GRPOJobSpec)
     status_schema = schema_for(GRPOJobStatus)
+    # The status is written by the operator and the trainer and read through the models too: the
+    # server fills in none of its defaults (a healthy verdict's absent reason is TrainingHealthy).
+    _stored_defaults(status_schema, GRPOJobStatus)
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
