@@ -115,7 +115,9 @@ def expected(job: Job, obj: dict[str, Any] | None, children: set[tuple[str, str]
         "retry": phase == "Failed" and failed == "BackoffLimitExceeded" and attempt == 2,
         "config": phase == "Failed" and failed == "TrainerFailed" and attempt == 1,
         "deadline": phase == "Failed" and failed == "DeadlineExceeded",
-        "suspend": phase == "Running" and (attempt or 0) >= 2 and not obj["spec"]["runPolicy"].get("suspend"),
+        "suspend": phase == "Running"
+        and (attempt or 0) >= 2
+        and not obj["spec"].get("runPolicy", {}).get("suspend"),
         "recreate": phase == "Succeeded" and attempt == 1 and obj["metadata"]["uid"] == job.uid,
     }
     created = (conditions.get("Created") or {}).get("status") == "True"

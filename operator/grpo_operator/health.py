@@ -72,5 +72,11 @@ def judge(job: GRPOJob, running_since: datetime | None, now: datetime) -> Verdic
             f"{limits.stall_minimum_seconds})",
         )
     if trainer is not None and trainer.attempt == status.attempt:
-        return Verdict(True, HEALTHY, trainer.message or f"step {progress.step}: training normally")
+        # The trainer writes a healthy verdict as its step alone (no reason, no message).
+        checked = (
+            f"step {trainer.step}: finite rewards and losses, entropy above its floor"
+            if trainer.step is not None
+            else f"step {progress.step}: training normally"
+        )
+        return Verdict(True, HEALTHY, trainer.message or checked)
     return Verdict(True, HEALTHY, f"step {progress.step}: training normally")

@@ -191,6 +191,9 @@ class _Status:
         """The fields, stamped with the generation they were computed from."""
         fields = dict(self.fields)
         fields["conditions"] = _observed(fields["conditions"], self.generation)
+        if not fields.get("failedAttempts"):
+            # None failed: no empty list for `kubectl describe` to print (an absent one deletes it).
+            fields.pop("failedAttempts", None)
         if self.generation is not None:
             fields["observedGeneration"] = self.generation
         # The ETA column follows the phase this pass decided: empty while suspended, restarting or

@@ -15,10 +15,13 @@ from typing import Any
 
 import pytest
 from grpo_operator.api.v1alpha1 import GRPOJob
+from grpo_operator.children.configmap import build_spec_configmap
+from grpo_operator.children.rayjob import build_rayjob
 from grpo_operator.config import load_settings
 from grpo_operator.verdict import job_problems
 from lightkube import ApiError, Client, codecs
 from lightkube.config.kubeconfig import KubeConfig
+from lightkube.types import PatchType
 from pydantic import ValidationError
 from support.cluster import Cluster
 from support.jobs import example
@@ -311,3 +314,90 @@ def test_verl_refuses_what_only_the_trl_engine_honours_in_one_sentence_each(
     for field, messages in python.items():
         assert any(message in said for message in messages for said in server[field]), (field, server, python)
     assert "verl passes no min-p to its vLLM rollouts" in python["spec.rollout.minP"][0]
+
+
+MINIMAL_SPEC: dict[str, Any] = {
+    "model": {"source": "hf://Qwen/Qwen3-VL-4B-Instruct"},
+    "dataset": {"preset": "geo3k"},
+    "reward": {"builtin": "geo3k"},
+    "resources": {"accelerator": "nvidia"},
+}
+"""A job that writes only the required sections: every other one is the models' default."""
+
+
+def _minimal(name: str, **sections: Any) -> dict[str, Any]:
+    spec = copy.deepcopy(MINIMAL_SPEC)
+    for key, value in sections.items():
+        spec[key] = {**spec.get(key, {}), **value}
+    return {"apiVersion": "grpo.dev/v1alpha1", "kind": "GRPOJob", "metadata": {"name": name}, "spec": spec}
+
+
+def test_a_spec_that_omits_its_sections_is_stored_as_written_and_read_with_every_default(
+    client: Client, namespace: str
+) -> None:
+    body = _minimal("omitted-sections")
+    stored = client.create(codecs.from_dict(body), namespace=namespace, dry_run=True).to_dict()
+    # The server adds only the immutable fields' defaults (a transition rule needs them stored).
+    assert stored["spec"] == {
+        **MINIMAL_SPEC,
+        "resources": {"accelerator": "nvidia", "devicesPerNode": 8, "nodes": 1},
+        "engine": {"name": "verl"},
+    }
+    # What the operator reads of it is the job with every default written out, and what it
+    # renders from it (the RayJob, the trainer's resolved job) is the same.
+    full = GRPOJob.model_validate({**body, "metadata": {"name": "x", "namespace": namespace, "uid": "u"}})
+    read = GRPOJob.model_validate({**stored, "metadata": full.metadata})
+    assert read.spec == full.spec
+    assert build_rayjob(read, SETTINGS, attempt=1) == build_rayjob(full, SETTINGS, attempt=1)
+    assert build_spec_configmap(read, SETTINGS)["data"] == build_spec_configmap(full, SETTINGS)["data"]
+    written_out = {**body, "spec": full.spec.to_wire()}
+    assert server_answer(client, namespace, written_out) == {} == python_answer(written_out, namespace)
+
+
+@pytest.mark.parametrize(
+    ("sections", "field", "words"),
+    [
+        # The default batch (512 prompts × 5 responses) does not split over 3 devices.
+        ({"resources": {"devicesPerNode": 3}}, "spec.algorithm.trainBatchSize", "must be divisible"),
+        # Validation every 10 steps (the default) needs a validation set.
+        (
+            {"dataset": {"preset": None, "train": ["pvc://data/train.parquet"]}},
+            "spec.evaluation.interval",
+            "10",
+        ),
+        # verl's rollouts take no min-p; the section written, its other fields left out.
+        ({"rollout": {"minP": 0.1}}, "spec.rollout.minP", "min-p"),
+        # The trl engine needs its LoRA section: a rule across a section left out.
+        ({"engine": {"name": "trl"}, "resources": {"devicesPerNode": 1}}, "spec.engine.lora", "engine.lora"),
+    ],
+    ids=["default-batch", "default-evaluation", "rollout-partial", "trl-without-lora"],
+)
+def test_rules_read_an_omitted_section_as_its_defaults(
+    client: Client, namespace: str, sections: dict[str, Any], field: str, words: str
+) -> None:
+    body = _minimal("omitted-rules", **sections)
+    body["spec"]["dataset"] = {k: v for k, v in body["spec"]["dataset"].items() if v is not None}
+    server = server_answer(client, namespace, body)
+    python = python_answer(body, namespace)
+    assert field in server, server
+    assert set(server) == set(python), (server, python)
+    assert any(words in said for said in server[field]), server[field]
+    for name, messages in python.items():
+        assert all(any(m in said for said in server[name]) for m in messages), (name, server, python)
+
+
+def test_an_omitted_immutable_field_stays_immutable(client: Client, namespace: str) -> None:
+    created = client.create(codecs.from_dict(_minimal("omitted-immutable")), namespace=namespace)
+    try:
+        for patch in ({"engine": {"name": "trl"}}, {"resources": {"nodes": 2}}):
+            with pytest.raises(ApiError) as refused:
+                client.patch(
+                    type(created),
+                    "omitted-immutable",
+                    {"spec": patch},
+                    namespace=namespace,
+                    patch_type=PatchType.MERGE,
+                )
+            assert "is immutable" in str(refused.value.status.message), refused.value.status.message
+    finally:
+        client.delete(type(created), "omitted-immutable", namespace=namespace)

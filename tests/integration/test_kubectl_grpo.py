@@ -158,7 +158,7 @@ def test_suspend_and_resume_refuse_a_finished_job_with_the_reason(cluster, names
             f"error: grpojob done has finished (Succeeded): there is nothing to {verb}, and a finished "
             "job's spec cannot change; to train again, apply the job under a new name\n"
         )
-    assert cluster.get("grpojob", "done", namespace)["spec"]["runPolicy"].get("suspend") is not True
+    assert cluster.get("grpojob", "done", namespace)["spec"].get("runPolicy", {}).get("suspend") is not True
 
 
 def test_a_missing_job_is_one_line(cluster, namespace, crds, plugin_path):

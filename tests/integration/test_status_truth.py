@@ -71,7 +71,7 @@ def test_conditions_are_waitable_after_edits_and_a_finished_spec_is_frozen(
     )
     after = cluster.get("grpojob", job, namespace)
     assert after["metadata"]["generation"] == 2
-    assert after["spec"]["runPolicy"].get("suspend") is not True
+    assert after["spec"].get("runPolicy", {}).get("suspend") is not True
 
 
 def test_a_normal_start_posts_no_warning(

@@ -181,12 +181,8 @@ class TrainingState:
                 )
                 return
         if self.health is None or not self.health["healthy"]:
-            self._verdict(
-                True,
-                "TrainingHealthy",
-                f"step {step}: finite rewards and losses, entropy above its floor",
-                step,
-            )
+            # A healthy verdict is its step alone: the operator words the Healthy condition.
+            self._verdict(True, "TrainingHealthy", "", step)
 
     def _verdict(self, healthy: bool, reason: str, message: str, step: int) -> None:
         self.health = {"healthy": healthy, "reason": reason, "message": message, "step": step}
@@ -241,7 +237,7 @@ def eta_seconds(state: TrainingState) -> int | None:
     return round(remaining * sum(state.step_seconds) / len(state.step_seconds))
 
 
-def status_patch(state: TrainingState, now: str) -> dict[str, Any]:
+def status_patch(state: TrainingState) -> dict[str, Any]:
     """The merge patch for `status` (the trainer's own fields only), in the API's wire form."""
     total = state.total_steps
     percent = None
@@ -256,7 +252,6 @@ def status_patch(state: TrainingState, now: str) -> dict[str, Any]:
         percent=percent,
         eta_seconds=eta,
         attempt=state.attempt,
-        updated_at=now,
         last_step_at=state.last_step_at,
     )
     wire = progress.to_wire()
@@ -279,7 +274,13 @@ def status_patch(state: TrainingState, now: str) -> dict[str, Any]:
     if checkpoint:
         status["checkpoint"] = checkpoint
     if state.health is not None:
-        status["health"] = TrainerHealth(attempt=state.attempt, **state.health).to_wire()
+        health = TrainerHealth(attempt=state.attempt, **state.health).to_wire()
+        if state.health["healthy"]:
+            # Its attempt and step say it all. Null removes a sick verdict's reason and message: a
+            # merge patch keeps what it does not name.
+            health["reason"] = None
+            health["message"] = None
+        status["health"] = health
     assert set(status) <= TRAINER_STATUS_FIELDS, "the trainer patches only its own status fields"
     return {"status": status}
 

@@ -167,7 +167,7 @@ class Reporter:
         now = time.monotonic() if now is None else now
         if not self._dirty or now < self._next_send:
             return False
-        body = status_patch(self.state, rfc3339())
+        body = status_patch(self.state)
         try:
             self.writer.patch_status(body)
         except Exception as exc:  # lightkube ApiError, httpx transport errors, anything: keep training

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
+import re
 import sys
 from pathlib import Path
 from typing import Any, get_args
@@ -221,8 +223,8 @@ def _kept(key: str, value: Any) -> bool:
     """Whether a schema keyword goes into the CRD."""
     if key in _DROP:
         return False
-    # Empty and object defaults are left out here; _object_defaults writes each section's
-    # whole default object, which is what the API server's CEL checks need.
+    # Empty and object defaults are left out here; _stored_defaults writes the few a section
+    # must hold.
     if key == "default" and (value is None or value == [] or isinstance(value, dict)):
         return False
     # additionalProperties: false is extra="forbid" in the models; the API server prunes unknown
@@ -230,40 +232,163 @@ def _kept(key: str, value: Any) -> bool:
     return not (key == "additionalProperties" and value is False)
 
 
-def _object_defaults(schema: dict[str, Any], model: type[Any]) -> None:
-    """Give sub-sections that have a default factory their full default object, recursively.
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model a field holds (directly, or as `Optional[Model]`), if any."""
+    return next(
+        (a for a in (annotation, *get_args(annotation)) if isinstance(a, type) and issubclass(a, BaseModel)),
+        None,
+    )
 
-    The API server checks a default against the section's CEL rules as it stands, before nested
-    defaults apply, so an empty `{}` would fail rules like miniBatchSize <= trainBatchSize.
+
+def _item_model(annotation: Any) -> type[BaseModel] | None:
+    """The model of a list's items (`list[Model]`, also inside Annotated or Optional), if any."""
+    for arg in (annotation, *get_args(annotation)):
+        for inner in get_args(arg) or ():
+            if isinstance(inner, type) and issubclass(inner, BaseModel):
+                return inner
+            found = _model_of(inner) if get_args(inner) else None
+            if found is not None:
+                return found
+    return None
+
+
+def _stored(prop: dict[str, Any]) -> bool:
+    """Whether the API server must store this field's default: a transition rule (`oldSelf`) runs
+    only where the old and the new object both hold the field, so a field that is immutable must
+    be there even when the user left it out (else leaving it out, then setting it, would pass)."""
+    return any("oldSelf" in rule["rule"] for rule in prop.get("x-kubernetes-validations", []))
+
+
+def _stored_defaults(schema: dict[str, Any], model: type[BaseModel]) -> dict[str, Any]:
+    """Keep in the CRD only the defaults the API server must store; return the section's default.
+
+    Every other default lives in the models alone: the operator and the trainer read the spec
+    through them, so a field the user left out means its model default without the server writing
+    it into the object (`kubectl describe` then shows what the user wrote, not a page of
+    defaults). A section keeps a default object only for the fields that must be stored (the
+    engine's immutable name); the CEL rules read absent fields through `_absent_safe`.
     """
+    stored: dict[str, Any] = {}
     for name, field in model.model_fields.items():
-        prop = schema.get("properties", {}).get(field.alias or name)
-        annotation = field.annotation
-        if prop is None or prop.get("type") != "object" or "properties" not in prop:
+        alias = field.alias or name
+        prop = schema.get("properties", {}).get(alias)
+        if prop is None:
             continue
-        if field.default_factory is not None:
-            default = field.default_factory()
-            if isinstance(default, BaseModel):
-                prop["default"] = default.model_dump(by_alias=True, exclude_none=True, mode="json")
-        sub = next(
-            (
-                a
-                for a in (annotation, *get_args(annotation))
-                if isinstance(a, type) and issubclass(a, BaseModel)
-            ),
-            None,
+        sub = _model_of(field.annotation)
+        if sub is not None and prop.get("type") == "object" and "properties" in prop:
+            inner = _stored_defaults(prop, sub)
+            prop.pop("default", None)
+            if inner and field.default_factory is not None:
+                prop["default"] = inner
+                stored[alias] = inner
+        elif (item := _item_model(field.annotation)) is not None and isinstance(prop.get("items"), dict):
+            _stored_defaults(prop["items"], item)
+        elif "default" in prop:
+            if _stored(prop):
+                stored[alias] = prop["default"]
+            else:
+                # Not in the schema, so said in words: `kubectl explain` still tells it.
+                said = json.dumps(value) if isinstance(value := prop.pop("default"), bool) else value
+                prop["description"] = f"{prop.get('description', '').rstrip()} Default: {said}.".lstrip()
+    return stored
+
+
+# --- CEL rules over fields the server may not store ------------------------------------------
+
+_ACCESS = re.compile(r"has\(self((?:\.[A-Za-z_]\w*)+)\)|\bself((?:\.[A-Za-z_]\w*)+)")
+
+
+def _cel_literal(value: Any) -> str | None:
+    """A model default as a CEL literal, or None where it has none that a rule could compare."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        text = repr(value)
+        return text if any(c in text for c in ".eE") else text + ".0"
+    if isinstance(value, str):
+        return json.dumps(value)
+    return None
+
+
+def _walk(model: type[BaseModel], schema: dict[str, Any], names: list[str]) -> tuple[int, list[int], Any]:
+    """How far `names` (a path below `self`) runs through the model's fields: the count of field
+    names, the indexes of those the server may leave out, and the last field's model default as
+    a CEL literal (None where it has none, or where the server stores it)."""
+    optional: list[int] = []
+    literal: str | None = None
+    current: type[BaseModel] | None = model
+    node = schema
+    for index, name in enumerate(names):
+        field = next(
+            (f for n, f in (current.model_fields.items() if current else ()) if (f.alias or n) == name), None
         )
-        if sub is not None:
-            _object_defaults(prop, sub)
+        prop = (node.get("properties") or {}).get(name)
+        if field is None or prop is None:
+            return index, optional, literal
+        if not field.is_required() and "default" not in prop:
+            optional.append(index)
+        default = (
+            None if field.is_required() or "default" in prop else field.get_default(call_default_factory=True)
+        )
+        literal = _cel_literal(default)
+        current, node = _model_of(field.annotation), prop
+    return len(names), optional, literal
+
+
+def _absent_safe(rule: str, model: type[BaseModel], schema: dict[str, Any]) -> str:
+    """`rule` written as if every default were stored, made to hold where the server stores none.
+
+    `self.a.b` (a field with a model default) reads `(has(self.a) && has(self.a.b) ? self.a.b :
+    <default>)`, and `has(self.a.b)` first asks whether `a` is there: CEL refuses to read a field
+    of an absent object. The defaults come from the models, so a rule never states one itself.
+    """
+
+    def replace(match: re.Match[str]) -> str:
+        is_has = match.group(1) is not None
+        names = (match.group(1) or match.group(2)).lstrip(".").split(".")
+        count, optional, literal = _walk(model, schema, names)
+        if count == 0:
+            return match.group(0)
+        path = ["self" + "".join("." + n for n in names[: i + 1]) for i in range(count)]
+        rest = "".join("." + n for n in names[count:])
+        if is_has:
+            if rest or not optional:
+                return match.group(0)
+            guards = [f"has({path[i]})" for i in optional if i < count - 1] + [f"has({path[-1]})"]
+            return guards[0] if len(guards) == 1 else "(" + " && ".join(guards) + ")"
+        if not optional or literal is None or optional[-1] != count - 1:
+            return match.group(0)
+        guards = " && ".join(f"has({path[i]})" for i in optional)
+        return f"({guards} ? {path[-1]} : {literal}){rest}"
+
+    return _ACCESS.sub(replace, rule)
+
+
+def _rules_absent_safe(schema: dict[str, Any], model: type[BaseModel]) -> None:
+    """`_absent_safe` on every rule (and message expression) of a model's schema, recursively."""
+    for entry in schema.get("x-kubernetes-validations", []):
+        for key in ("rule", "messageExpression"):
+            if key in entry:
+                entry[key] = _absent_safe(entry[key], model, schema)
+    for name, field in model.model_fields.items():
+        prop = (schema.get("properties") or {}).get(field.alias or name)
+        if prop is None:
+            continue
+        sub = _model_of(field.annotation)
+        if sub is not None and "properties" in prop:
+            _rules_absent_safe(prop, sub)
+        item = _item_model(field.annotation)
+        if item is not None and isinstance(prop.get("items"), dict):
+            _rules_absent_safe(prop["items"], item)
 
 
 def schema_for(model: type[Any]) -> dict[str, Any]:
     """Structural schema of one pydantic model."""
     raw = model.model_json_schema(by_alias=True, mode="validation")
     defs = raw.get("$defs", {})
-    schema = _structural(raw, defs)
-    _object_defaults(schema, model)
-    return schema
+    return _structural(raw, defs)
 
 
 FINISHED_RULE = {
@@ -282,8 +407,15 @@ never starts a finished job again, so an edit it accepted would only make the st
 def build_crd() -> dict[str, Any]:
     """The complete CustomResourceDefinition object."""
     spec_schema = schema_for(GRPOJobSpec)
-    spec_schema["x-kubernetes-validations"] = spec_schema.get("x-kubernetes-validations", []) + SPEC_RULES
+    spec_schema["x-kubernetes-validations"] = spec_schema.get("x-kubernetes-validations", []) + copy.deepcopy(
+        SPEC_RULES
+    )
+    _stored_defaults(spec_schema, GRPOJobSpec)
+    _rules_absent_safe(spec_schema, GRPOJobSpec)
     status_schema = schema_for(GRPOJobStatus)
+    # The status is written by the operator and the trainer and read through the models too: the
+    # server fills in none of its defaults (a healthy verdict's absent reason is TrainingHealthy).
+    _stored_defaults(status_schema, GRPOJobStatus)
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",

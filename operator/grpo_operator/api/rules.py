@@ -4,10 +4,11 @@
 The schema half needs nothing here: the pydantic models it is generated from enforce the same
 types and bounds. The CEL half (one of preset/train, at most one of two batch knobs, the TRL
 engine's one device...) is written only as CEL, so this module walks the generated schema
-(`crdgen.build_crd`) beside a spec — with its defaults applied, as the server sees it — and
-evaluates every rule with cel-python. A rule added to the models is checked here with no
-second copy to keep in step; transition rules (those that read `oldSelf`) need an old object
-and are left to the server.
+(`crdgen.build_crd`) beside a spec — with its defaults applied; the rules read an absent field
+as its default, so the verdict is the server's on the spec as written — and evaluates every
+rule with cel-python. A rule added to the models is checked here with no second copy to keep
+in step; transition rules (those that read `oldSelf`) need an old object and are left to the
+server.
 
 cel-python is imported on first use: the operator process never calls this (the API server has
 already run these rules on every object it sees).

@@ -26,7 +26,7 @@ from ..api.problem import Problem
 from ..api.timestamps import parse_rfc3339, rfc3339
 from ..api.v1alpha1 import GRPOJob
 from ..api.v1alpha1.status import CONDITION_MESSAGE_LIMIT, OPERATOR_STATUS_FIELDS, cut, diff
-from ..children.configmap import build_spec_configmap
+from ..children.configmap import build_spec_configmap, is_pinned
 from ..children.meta import ATTEMPT_LABEL, JOB_LABEL, ownership, rayjob_name
 from ..children.networkpolicy import build_network_policy
 from ..children.pvc import build_checkpoint_pvc
@@ -388,12 +388,22 @@ class Reconciler:
 
     async def _put_others(self, job: GRPOJob, *, create: bool, first: bool = False) -> None:
         """The spec ConfigMap, the trainer's ServiceAccount, Role and RoleBinding, the claim and the
-        NetworkPolicy."""
+        NetworkPolicy.
+
+        The spec ConfigMap is brought up to date only when the spec as written changed since it was
+        rendered (children/configmap.py): a later attempt of the same spec keeps its defaults.
+        """
         account, role, binding = build_trainer_rbac(job)
         pvc = build_checkpoint_pvc(job, self.settings)
         policy = build_network_policy(job, self.settings)
         await asyncio.gather(
-            self._put(job, build_spec_configmap(job, self.settings), create=create, first=first),
+            self._put(
+                job,
+                build_spec_configmap(job, self.settings),
+                create=create,
+                first=first,
+                keep=lambda existing: is_pinned(existing, job),
+            ),
             self._put(job, account, create=create, first=first),
             self._put(job, role, create=create, first=first),
             # A claim's spec is immutable once bound: it is only ever created.
@@ -412,13 +422,15 @@ class Reconciler:
         create: bool,
         update: bool = True,
         first: bool = False,
+        keep: Callable[[dict[str, Any]], bool] | None = None,
     ) -> bool:
         """Make `manifest` exist as this job's own object, never taking over someone else's; True
         when this call created it.
 
         `create`: this is when the object is expected to be new, so it is created straight away
         (one request in a burst), and an existing one of ours is brought up to date by server-side
-        apply. Otherwise it is read first and only created when missing.
+        apply, unless `keep` says it is to stay as it is. Otherwise it is read first and only
+        created when missing.
         """
         existing: dict[str, Any] | None = None
         try:
@@ -448,7 +460,7 @@ class Reconciler:
                     f"{_kind_name(manifest)} already exists and was not created by this GRPOJob; "
                     "the operator does not take over objects it did not create: delete or rename it",
                 )
-            if update and create:
+            if update and create and not (keep is not None and keep(existing)):
                 await self.api.apply(manifest, first=first)
             return False
         except ApiError as error:

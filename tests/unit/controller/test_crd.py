@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
 import yaml
+from grpo_operator.api import crdgen
 from grpo_operator.api.crdgen import CRD_FILENAME, build_crd, render
+from grpo_operator.api.rules import rule_violations
 from grpo_operator.api.v1alpha1 import GRPOJobSpec
 from support.operator_inputs import REPO
 
@@ -77,31 +80,55 @@ def test_immutable_fields_carry_transition_rules() -> None:
         assert any(r["rule"] == "self == oldSelf" for r in rules), f"spec.{section}.{field} is mutable"
 
 
-def test_sections_default_so_nested_defaults_apply() -> None:
+def _defaults_in(node: dict, path: str = "spec") -> dict[str, object]:
+    """Every `default:` of a schema, by field path."""
+    found = {path: node["default"]} if "default" in node else {}
+    for name, child in (node.get("properties") or {}).items():
+        found |= _defaults_in(child, f"{path}.{name}")
+    if isinstance(node.get("items"), dict):
+        found |= _defaults_in(node["items"], f"{path}[]")
+    return found
+
+
+def test_the_server_stores_only_the_defaults_of_immutable_fields() -> None:
+    # Every other default is the models' alone (the operator and the trainer read the spec
+    # through them), so `kubectl describe` shows what the user wrote, not a page of defaults.
     spec = _schema()["properties"]["spec"]
-    defaults = GRPOJobSpec.model_validate(
-        {
-            "model": {"source": "/m"},
-            "dataset": {"preset": "geo3k"},
-            "reward": {"builtin": "geo3k"},
-            "resources": {"accelerator": "nvidia"},
-        }
-    ).to_wire()
-    sections = (
-        "algorithm",
-        "rollout",
-        "engine",
-        "checkpoint",
-        "evaluation",
-        "logging",
-        "export",
-        "runPolicy",
-    )
-    for section in sections:
-        # The whole default object: the API server checks CEL rules against it as it stands.
-        assert spec["properties"][section].get("default") == defaults[section], section
-    assert spec["properties"]["algorithm"]["properties"]["kl"]["default"] == defaults["algorithm"]["kl"]
+    assert _defaults_in(spec) == {
+        "spec.resources.devicesPerNode": 8,
+        "spec.resources.nodes": 1,
+        "spec.engine": {"name": "verl"},
+        "spec.engine.name": "verl",
+    }
     assert set(spec["required"]) == {"model", "dataset", "reward", "resources"}
+
+
+@pytest.mark.parametrize(
+    ("rule", "expected"),
+    [
+        ("self.engine.name == 'trl'", "self.engine.name == 'trl'"),  # stored: read as it is
+        (
+            "self.rollout.minP == 0.0",
+            "(has(self.rollout) && has(self.rollout.minP) ? self.rollout.minP : 0.0) == 0.0",
+        ),
+        ("!has(self.export.gguf)", "!(has(self.export) && has(self.export.gguf))"),
+        ("has(self.dataset.train)", "has(self.dataset.train)"),  # dataset is required
+        (
+            "self.checkpoint.resume.startsWith('/')",
+            '(has(self.checkpoint) && has(self.checkpoint.resume) ? self.checkpoint.resume : "latest")'
+            ".startsWith('/')",
+        ),
+        (
+            "self.algorithm.kl.coefficient > 0.0",
+            "(has(self.algorithm) && has(self.algorithm.kl) && has(self.algorithm.kl.coefficient) ? "
+            "self.algorithm.kl.coefficient : 0.01) > 0.0",
+        ),
+        ("self.resources.nodes <= 1", "self.resources.nodes <= 1"),
+    ],
+)
+def test_rules_read_an_absent_field_as_its_model_default(rule: str, expected: str) -> None:
+    spec = copy.deepcopy(_schema()["properties"]["spec"])
+    assert crdgen._absent_safe(rule, GRPOJobSpec, spec) == expected
 
 
 def test_printer_columns_and_status_subresource() -> None:
@@ -182,3 +209,39 @@ def test_printer_columns_show_rounded_metrics_and_the_wide_view_progress_and_eta
     assert columns["ETA"]["jsonPath"] == ".status.eta"
     assert columns["Healthy"]["jsonPath"] == '.status.conditions[?(@.type=="Healthy")].status'
     assert all(columns[n]["priority"] == 1 for n in ("%", "ETA", "Healthy", "Accelerator", "RayJob"))
+
+
+MINIMAL = {
+    "model": {"source": "hf://Qwen/Qwen3-VL-4B-Instruct"},
+    "dataset": {"preset": "geo3k"},
+    "reward": {"builtin": "geo3k"},
+    "resources": {"accelerator": "nvidia", "devicesPerNode": 8, "nodes": 1},
+    "engine": {"name": "verl"},
+}
+
+
+@pytest.mark.parametrize(
+    ("sections", "refused"),
+    [
+        ({}, False),
+        ({"resources": {"accelerator": "nvidia", "devicesPerNode": 3, "nodes": 1}}, True),
+        ({"dataset": {"train": ["pvc://data/train.parquet"]}}, True),
+        ({"rollout": {"minP": 0.1}}, True),
+        ({"algorithm": {"trainBatchSize": 40}}, True),
+        ({"checkpoint": {"resume": "step-3"}}, True),
+        ({"export": {"gguf": {}}}, True),
+        ({"engine": {"name": "trl"}}, True),
+        ({"resources": {"accelerator": "nvidia", "devicesPerNode": 4, "nodes": 2}}, False),
+    ],
+    ids=["minimal", "3-devices", "no-validation", "min-p", "batch", "resume", "gguf", "trl", "2-nodes"],
+)
+def test_the_rules_judge_a_spec_as_written_as_they_judge_it_with_every_default(
+    sections: dict[str, Any], refused: bool
+) -> None:
+    # The stored spec (what the server's rules see) against the spec with every default written
+    # out (what they saw when the server stored them all): the same problems, field and words.
+    written = {**copy.deepcopy(MINIMAL), **sections}
+    full = GRPOJobSpec.model_validate(written).to_wire()
+    problems = rule_violations(written)
+    assert problems == rule_violations(full)
+    assert bool(problems) is refused, problems

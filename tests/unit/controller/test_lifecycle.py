@@ -641,12 +641,15 @@ def test_a_recovered_run_turns_healthy_again_with_a_normal_event() -> None:
         [],
         NOW,
     )
-    job = _training({"healthy": True, "reason": "TrainingHealthy", "message": "step 50: fine"})
+    # As the trainer writes a healthy verdict: its step alone; the operator words the condition.
+    job = _training({"healthy": True, "step": 50})
     body = job.model_dump(by_alias=True, exclude_none=True, mode="json")
     body["status"]["conditions"] = sick.status["conditions"]
     result = plan(GRPOJob.model_validate(body), _rayjob("Running", "RUNNING"), [], NOW)
     assert _healthy(result)["status"] == "True"
-    assert ("Normal", "Recovered", "step 50: fine") in result.events
+    message = "step 50: finite rewards and losses, entropy above its floor"
+    assert _healthy(result)["message"] == message
+    assert ("Normal", "Recovered", message) in result.events
 
 
 def test_an_earlier_attempts_verdict_is_not_this_ones() -> None:

@@ -23,10 +23,11 @@ def _live(state: TrainingState, step: int, **extra) -> None:
 def test_a_healthy_run_says_so_with_its_attempt():
     state = _state()
     _live(state, 1)
-    health = status_patch(state, NOW)["status"]["health"]
+    health = status_patch(state)["status"]["health"]
     assert health["attempt"] == 2
-    assert (health["healthy"], health["reason"], health["step"]) == (True, "TrainingHealthy", 1)
-    assert status_patch(state, NOW)["status"]["progress"]["lastStepAt"] == NOW
+    # Its step alone: null for a sick verdict's reason and message, the operator words the condition.
+    assert health == {"attempt": 2, "healthy": True, "reason": None, "message": None, "step": 1}
+    assert status_patch(state)["status"]["progress"]["lastStepAt"] == NOW
 
 
 def test_a_nan_loss_as_verls_file_logger_writes_it_makes_the_run_sick_for_good():
@@ -39,7 +40,7 @@ def test_a_nan_loss_as_verls_file_logger_writes_it_makes_the_run_sick_for_good()
     assert "actor/pg_loss is nan at step 7" in health["message"]
     _live(state, 8)  # finite again: the weights are still broken
     assert state.health["reason"] == "NonFiniteLoss"
-    patch = status_patch(state, NOW)["status"]
+    patch = status_patch(state)["status"]
     assert "loss" not in json.dumps(patch["metrics"]), "NaN never reaches the status"
 
 
@@ -59,6 +60,9 @@ def test_entropy_collapse_needs_consecutive_low_steps_and_recovers():
     assert "entropyFloor=0.02 for 3 steps" in state.health["message"]
     _live(state, 8, **{"actor/entropy": 0.4})
     assert state.health["healthy"] is True
+    # Recovered: the patch removes the collapse's reason and message, which a merge patch would keep.
+    health = status_patch(state)["status"]["health"]
+    assert (health["healthy"], health["reason"], health["message"], health["step"]) == (True, None, None, 8)
 
 
 def test_an_entropy_floor_of_zero_turns_the_check_off():
@@ -72,4 +76,4 @@ def test_an_earlier_attempts_lines_are_history_not_this_attempts_health():
     state.add_line(5, verl_step(5, **{"actor/pg_loss": float("nan")}))  # replayed for the plot
     assert state.health is None
     assert state.last_step_at is None
-    assert "health" not in status_patch(state, NOW)["status"]
+    assert "health" not in status_patch(state)["status"]

@@ -232,7 +232,7 @@ def test_validation_runs_on_the_validation_rows_and_its_score_reaches_the_status
     for line in lines:
         if "data" in line:
             state.add_line(line["step"], line["data"])
-    patch = status_patch(state, "2026-01-01T00:00:00Z")
+    patch = status_patch(state)
     expected = validation_lines[-1]["data"]["val-core/all/reward/mean@4"]
     assert patch["status"]["metrics"]["valScore"] == pytest.approx(expected, abs=1e-3)
     assert state.history[2]["reward"] is not None  # the training line of the same step is kept

@@ -1,8 +1,9 @@
 """The resolved job the operator mounts for the trainer (contract.SPEC_FILE).
 
-It is the job's spec as stored (schema defaults applied), plus the absolute paths the operator
-chose for this job's volumes and the facts of the accelerator pool it runs on, so the trainer
-never guesses where anything is mounted or tests for an accelerator by name.
+It is the job's spec with every model default filled in (the API server stores the spec as
+written), plus the absolute paths the operator chose for this job's volumes and the facts of the
+accelerator pool it runs on, so the trainer never guesses where anything is mounted or tests for
+an accelerator by name.
 """
 
 from __future__ import annotations

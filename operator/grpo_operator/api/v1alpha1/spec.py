@@ -1,10 +1,16 @@
 """`GRPOJob.spec`: what a user asks for.
 
-Defaults written here become schema defaults, so the API server stores them in the object: a
-later operator release that changes a default does not change the hyperparameters of a job that
-is already running (or resuming). Values that belong to the cluster rather than the job (images,
-node selectors of a pool, volume sizes) are deliberately left without a default and resolved from
-the operator's settings at reconcile time.
+The defaults written here are the API's defaults, and they live here alone: the API server
+stores a spec as the user wrote it (the CRD keeps only the defaults of immutable fields, which
+its transition rules need stored; crdgen.py), and the operator, the trainer and `kubectl grpo`
+read every spec through these models. So `kubectl describe` shows what the user asked for. The
+trainer's resolved job (children/configmap.py) writes every default down when it is rendered and
+is kept for every later attempt of the same spec as written, so a default changed in a later
+release does not reach a job already running, even when a retry resumes its checkpoint: it
+applies to jobs created, or edited, after the upgrade (still an API change, to be named in the
+release notes). Values that belong to
+the cluster rather than the job (images, node selectors of a pool, volume sizes) are
+deliberately left without a default and resolved from the operator's settings at reconcile time.
 """
 
 from __future__ import annotations

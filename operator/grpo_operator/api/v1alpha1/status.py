@@ -163,8 +163,6 @@ class Progress(ApiModel):
     attempt: int | None = None
     """The attempt that reported these fields: a suspended or failed attempt's estimate is not the
     current one's."""
-    updated_at: Timestamp | None = None
-    """When the trainer last patched these fields."""
     last_step_at: Timestamp | None = None
     """When the trainer read this attempt's newest step: the operator's stall check starts here."""
 
