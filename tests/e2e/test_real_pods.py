@@ -52,6 +52,8 @@ STEPS = 6
 # Long enough that the kill and the suspension land mid-run.
 KILL_STEPS = 12
 GCS_PORT = 6379  # Ray's GCS on the head (KubeRay's default)
+METRICS_PORT = 8080  # Ray's metrics exporter on every Ray pod (KubeRay's default, settings.rayMetricsPort)
+SCRAPER = {"grpo-e2e/scraper": "yes"}
 SAVE_EVERY = 3
 # The real node has the host's cores (2 here): the Ray head (the driver only) and one worker must
 # fit beside each other, so the head asks for a quarter core and the worker for one.
@@ -96,7 +98,13 @@ def release(cluster: Cluster, helm: Helm, watched: str, training: str, real_node
             "image": {"tag": image_tag(), "pullPolicy": "Never"},
             "nodeSelector": NODE_SELECTOR,
             "rbac": {"clusterWide": False, "namespaces": [watched, training]},
-            "settings": {"resyncSeconds": 5, "fieldManager": FIELD_MANAGER, **HEAD},
+            "settings": {
+                "resyncSeconds": 5,
+                "fieldManager": FIELD_MANAGER,
+                **HEAD,
+                # Pods labelled as this module's scraper, in any namespace: a Prometheus stand-in.
+                "metricsScrapers": [{"namespaceSelector": {}, "podSelector": {"matchLabels": SCRAPER}}],
+            },
             # The cpu pool's trainer pods on the real node, from the CPU trainer image.
             # Ray's dashboard gives each of its module processes 30 s to start, which a loaded
             # 2-core machine overruns (the host's Ray head has the same setting, hack/README.md).
@@ -202,12 +210,15 @@ def _operator_pod(cluster: Cluster, release: Release) -> str:
     return pod
 
 
-def _outsider(cluster: Cluster, namespace: str) -> str:
-    """A pod of no job on the real node, in another namespace: what a neighbour's workload is."""
+def _outsider(
+    cluster: Cluster, namespace: str, name: str = "outsider", labels: dict[str, str] | None = None
+) -> str:
+    """A pod of no job on the real node, in another namespace: what a neighbour's workload is (or,
+    with `labels`, a metrics scraper the settings name)."""
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": "outsider"},
+        "metadata": {"name": name, "labels": labels or {}},
         "spec": {
             "nodeSelector": NODE_SELECTOR,
             "terminationGracePeriodSeconds": 0,
@@ -229,13 +240,13 @@ def _outsider(cluster: Cluster, namespace: str) -> str:
     cluster.apply(pod, namespace)
     cluster.wait_for(
         "pod",
-        "outsider",
+        name,
         namespace,
         lambda p: p["status"].get("phase") == "Running",
         timeout=120,
         what="Running",
     )
-    return "outsider"
+    return name
 
 
 def _scale_operator(cluster: Cluster, release: Release, replicas: int) -> None:
@@ -273,8 +284,10 @@ def test_the_jobs_network_policy_closes_its_ray_cluster_to_other_pods(
     cluster: Cluster, release: Release, training: str, watched: str, real_node: str
 ) -> None:
     """The job's NetworkPolicy, enforced on the real node (kube-router's firewall, hack/node-up.sh):
-    a pod of no job cannot reach the head's job API (8265) or GCS (6379); the operator reaches the
-    job API only, the job's worker the GCS, this host (where KubeRay runs) the job API. Without the
+    a pod of no job cannot reach the head's job API (8265), GCS (6379) or metrics (8080); a pod
+    the settings name as a metrics scraper reaches the metrics port of every Ray pod and nothing
+    else; the operator reaches the job API only, the job's worker the GCS, this host (where
+    KubeRay runs) the job API. Without the
     policy the same pod gets through, and the operator's re-created policy closes it again. Then
     deleting the job leaves nothing of it."""
     name = f"closed-{secrets.token_hex(2)}"
@@ -291,9 +304,20 @@ def test_the_jobs_network_policy_closes_its_ray_cluster_to_other_pods(
     pods = _ray_pods(cluster, training, name)
     assert set(pods) == {"head", "worker"}, sorted(pods)
     head = pods["head"]["status"]["podIP"]
-    closed = {DASHBOARD_PORT: False, GCS_PORT: False}
+    closed = {DASHBOARD_PORT: False, GCS_PORT: False, METRICS_PORT: False}
     outsider = _outsider(cluster, watched)
     wait_reach(cluster, outsider, watched, head, closed)
+    # The scrapers the settings name reach Ray's metrics port of every Ray pod, and nothing else.
+    scraper = _outsider(cluster, watched, "scraper", SCRAPER)
+    for pod in pods.values():
+        wait_reach(
+            cluster,
+            scraper,
+            watched,
+            pod["status"]["podIP"],
+            {METRICS_PORT: True, DASHBOARD_PORT: False, GCS_PORT: False},
+            timeout=120,
+        )
     # The paths the product needs: the operator's pod to the job API only; the worker to the GCS.
     wait_reach(
         cluster,

@@ -107,6 +107,16 @@ def test_a_normal_start_posts_no_warning(
             and e["involvedObject"]["kind"] == "Pod"
             and ("pod affinity" in e["message"] or "unbound immediate PersistentVolumeClaims" in e["message"])
         )
+        # KubeRay's RayJob controller racing its own cache (seen once in a full run): two of its
+        # reconciles 41 ms apart, the second not yet seeing the RayCluster the first made, so it
+        # tries to create it again, is told it exists, and carries on with that one (the job
+        # Succeeded). The ordering this test holds, RBAC and ConfigMap before the RayJob, is not
+        # involved.
+        and not (
+            e["reason"] == "FailedToCreateRayCluster"
+            and e["involvedObject"]["kind"] == "RayJob"
+            and e["message"].endswith("already exists")
+        )
     ]
     assert warnings == []
 
