@@ -11,16 +11,9 @@ from typing import Any
 
 import pytest
 from grpo_operator.k8s import ApiError, Leader, LeaseTerms
+from support.clock import ManualClock
 
 TERMS = dict(name="grpo-operator", namespace="ops", duration=15.0, renew_deadline=10.0, retry=2.0)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class LeaseStore:
@@ -64,12 +57,12 @@ class LeaseStore:
         return (self.lease or {}).get("spec", {}).get("holderIdentity")
 
 
-def _leader(store: LeaseStore, clock: Clock, identity: str) -> Leader:
+def _leader(store: LeaseStore, clock: ManualClock, identity: str) -> Leader:
     return Leader(store, LeaseTerms(identity=identity, **TERMS), clock=clock)  # type: ignore[arg-type]
 
 
 async def test_the_first_candidate_takes_a_free_lease() -> None:
-    store, clock = LeaseStore(), Clock()
+    store, clock = LeaseStore(), ManualClock()
     a = _leader(store, clock, "a")
     assert not a.leading
     assert await a._try()
@@ -78,7 +71,7 @@ async def test_the_first_candidate_takes_a_free_lease() -> None:
 
 
 async def test_a_renewed_lease_keeps_others_waiting_however_long() -> None:
-    store, clock = LeaseStore(), Clock()
+    store, clock = LeaseStore(), ManualClock()
     a, b = _leader(store, clock, "a"), _leader(store, clock, "b")
     await a._try()
     for _ in range(20):
@@ -92,7 +85,7 @@ async def test_a_renewed_lease_keeps_others_waiting_however_long() -> None:
 async def test_acquiring_and_renewing_go_ahead_of_the_reconciles_requests() -> None:
     # In a burst, a renewal queued behind hundreds of reconciles' requests would outlast the renew
     # deadline: the leader would lapse mid-burst and drop work.
-    store, clock = LeaseStore(), Clock()
+    store, clock = LeaseStore(), ManualClock()
     a = _leader(store, clock, "a")
     await a._try()
     clock.now += 2.0
@@ -102,7 +95,7 @@ async def test_acquiring_and_renewing_go_ahead_of_the_reconciles_requests() -> N
 
 
 async def test_a_lease_not_renewed_for_its_duration_is_taken_over() -> None:
-    store, clock = LeaseStore(), Clock()
+    store, clock = LeaseStore(), ManualClock()
     a, b = _leader(store, clock, "a"), _leader(store, clock, "b")
     await a._try()
     assert not await b._try()  # b starts watching the record now
@@ -115,7 +108,7 @@ async def test_a_lease_not_renewed_for_its_duration_is_taken_over() -> None:
 
 
 async def test_a_leader_that_cannot_renew_stops_before_anyone_may_start() -> None:
-    store, clock = LeaseStore(), Clock()
+    store, clock = LeaseStore(), ManualClock()
     a, b = _leader(store, clock, "a"), _leader(store, clock, "b")
     await a._try()
     await b._try()
@@ -133,7 +126,7 @@ async def test_a_leader_that_cannot_renew_stops_before_anyone_may_start() -> Non
 
 
 async def test_a_replica_waking_from_a_pause_is_not_leader_and_cannot_win_back() -> None:
-    store, clock = LeaseStore(), Clock()
+    store, clock = LeaseStore(), ManualClock()
     a, b = _leader(store, clock, "a"), _leader(store, clock, "b")
     await a._try()
     await b._try()
@@ -145,7 +138,7 @@ async def test_a_replica_waking_from_a_pause_is_not_leader_and_cannot_win_back()
 
 
 async def test_two_candidates_for_an_expired_lease_cannot_both_win() -> None:
-    store, clock = LeaseStore(), Clock()
+    store, clock = LeaseStore(), ManualClock()
     a, b, c = (_leader(store, clock, n) for n in "abc")
     await a._try()
     await b._try()
@@ -167,7 +160,7 @@ async def test_two_candidates_for_an_expired_lease_cannot_both_win() -> None:
 
 
 async def test_a_clean_stop_hands_the_lease_over_at_once() -> None:
-    store, clock = LeaseStore(), Clock()
+    store, clock = LeaseStore(), ManualClock()
     a, b = _leader(store, clock, "a"), _leader(store, clock, "b")
     await a._try()
     await b._try()
@@ -185,7 +178,7 @@ def test_the_durations_must_leave_a_gap() -> None:
 async def test_a_long_takeover_does_not_hold_up_the_renewals() -> None:
     import asyncio
 
-    store, clock = LeaseStore(), Clock()
+    store, clock = LeaseStore(), ManualClock()
     renewals: list[str] = []
     original = store.request
 

@@ -13,6 +13,7 @@ from grpo_operator.handlers.queue import JobQueue
 from grpo_operator.handlers.reconcile import CHILDREN_CHECK_PERIODS
 from grpo_operator.handlers.resync import resync_once
 from grpo_operator.handlers.watched import Watched
+from support.clock import ManualClock
 
 from .test_queue import Passes
 
@@ -21,18 +22,10 @@ MOVING = ("team-a", "moving")
 STILL = ("team-a", "still")
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 class Reconciler(Passes):
     """The stand-in pass, with what the resync reads of a reconciler."""
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: ManualClock) -> None:
         super().__init__()
         self.unfinished = {MOVING, STILL}
         self.due_often: set[tuple[str, str]] = set()
@@ -46,7 +39,7 @@ async def _visited(queue: JobQueue, reconciler: Reconciler) -> set[tuple[str, st
 
 
 async def test_a_job_whose_rayjob_moves_is_not_visited_until_children_are_due() -> None:
-    clock = Clock()
+    clock = ManualClock()
     reconciler = Reconciler(clock)
     queue = JobQueue(reconciler, clock=clock)  # type: ignore[arg-type]
     for key in (MOVING, STILL):

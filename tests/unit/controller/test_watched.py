@@ -4,17 +4,10 @@ whether a job's RayJob is moving (which spares it the resync's visit)."""
 from __future__ import annotations
 
 from grpo_operator.handlers.watched import Watched
+from support.clock import ManualClock
 
 JOB = ("team-a", "geo3k")
 RAYJOB = ("team-a", "geo3k-1")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _rayjob(**status: str) -> dict:
@@ -26,7 +19,7 @@ def _rayjob(**status: str) -> dict:
 
 
 def test_a_rayjob_status_that_moves_is_seen_and_one_that_stands_still_is_not() -> None:
-    clock = Clock()
+    clock = ManualClock(100.0)
     watched = Watched(clock)
     assert watched.moved_for(JOB) == float("inf")
     watched.saw_rayjob(RAYJOB, _rayjob(jobDeploymentStatus="Initializing"), JOB)
@@ -40,7 +33,7 @@ def test_a_rayjob_status_that_moves_is_seen_and_one_that_stands_still_is_not() -
 
 
 def test_only_a_pending_job_counts_as_its_cluster_coming_up() -> None:
-    clock = Clock()
+    clock = ManualClock(100.0)
     watched = Watched(clock)
     watched.saw_rayjob(RAYJOB, _rayjob(jobDeploymentStatus="Initializing"), JOB)
     assert not watched.cluster_coming_up(JOB, 60)  # no body of the job seen yet
