@@ -12,7 +12,6 @@ PAUSE_IMAGE="docker.io/grpo-local/pause:$(sha256sum "$HACK_DIR/node/pause.c" | c
 # The images the node's pods run: what images/build.sh builds for this checkout's version.
 NODE_IMAGES_TAG="$(sed -n 's/^version = "\(.*\)"$/\1/p' "$REPO_ROOT/pyproject.toml" | head -n 1)"
 read -r -a NODE_IMAGES <<<"${GRPO_NODE_IMAGES:-ghcr.io/grpo-operator/operator:$NODE_IMAGES_TAG ghcr.io/grpo-operator/trainer-cpu:$NODE_IMAGES_TAG}"
-NODE_COMPONENTS=(containerd coredns kubelet kube-router registry)
 
 ctr() { command ctr --address "$CONTAINERD_SOCKET" --namespace k8s.io "$@"; }
 
