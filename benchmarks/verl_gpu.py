@@ -701,12 +701,19 @@ def threads_override(args: argparse.Namespace) -> list[str]:
     return [f"+ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS='{args.omp_threads}'"]
 
 
+DATA_ROWS_PER_GPU = 64
+"""Training rows of the 4B runs per GPU (prompts per step per GPU: 16)."""
+
+
 def inputs_4b(args: argparse.Namespace, part: str) -> tuple[Path, Path, Path]:
     """The model, data and job of a 4B run; the shapes it starts with are kept beside them for the
     summaries of later calls (which run with their own flags)."""
     work = WORK / "shapes-4b"  # raw-4b runs on the same model and data
     model = build_model(work / "models" / "qwen3-vl-4b-random", "4b", args.smoke)
-    rows = max(64, 16 * args.gpus * (args.steps + 1))
+    # A fixed number of rows, whatever --steps is: the data (and the key of its prepared parquet)
+    # must not change between ours and raw-4b run with different step counts, or the two train
+    # on different batches. Four batches an epoch; later steps start another epoch.
+    rows = DATA_ROWS_PER_GPU * args.gpus
     data = build_geo3k(
         work / f"geo3k-hub-{args.prompts}",
         train=rows,
@@ -1008,6 +1015,15 @@ def startup_against_cold(cold: dict[str, Any], retry: dict[str, Any]) -> dict[st
     }
 
 
+def train_file(overrides: list[str]) -> str | None:
+    """The parquet file a run trained on, from its engine command (ours gives a one-item list)."""
+    for item in overrides:
+        key, _, value = item.partition("=")
+        if key == "data.train_files":
+            return value.strip("[]'\"")
+    return None
+
+
 def last_completed(found: dict[str, Any]) -> str:
     """The newest attempt that ended with exit code 0 (an earlier one may have failed to start)."""
     done = [name for name, one in found["attempts"].items() if one["exit_code"] == 0]
@@ -1064,6 +1080,7 @@ def record(source: Path, gpus: int, section: str | None = None) -> int:
                 "tokens_per_s_per_gpu": mean("perf/throughput"),
             },
             "startup_s": logged_phases(source / f"{found['part']}-logs.tar.gz", attempt) or one["startup_s"],
+            "train_file": train_file(one["engine_overrides"]),
             "tokens_per_sequence": {
                 "prompt_mean": mean("prompt_length/mean"),
                 "response_mean": mean("response_length/mean"),
@@ -1087,6 +1104,9 @@ def record(source: Path, gpus: int, section: str | None = None) -> int:
             summary["raw_verl"]["steady_state"]["step_s"],
         )
         summary["overhead_pct"] = round(100 * (ours_s - raw_s) / raw_s, 2)
+        summary["same_data"] = summary["ours"]["train_file"] == summary["raw_verl"]["train_file"]
+        if not summary["same_data"]:
+            log("ours and raw verl trained on different files: their steps are different batches")
     target = ROOT / "docs" / "benchmarks" / "data" / f"verl-4b-{gpus}gpu.json"
     if section:
         if not raw:
@@ -1094,6 +1114,7 @@ def record(source: Path, gpus: int, section: str | None = None) -> int:
         kept = json.loads(target.read_text()) if target.is_file() else {}
         pair = {key: summary[key] for key in ("machine", "attention", "shapes", "ours", "raw_verl")}
         pair["overhead_pct"] = summary["overhead_pct"]
+        pair["same_data"] = summary["same_data"]
         pair["per_phase_s"] = steady_difference(pair["ours"], pair["raw_verl"])
         summary = {**kept, section: pair}
     write_json(target, summary)

@@ -48,12 +48,15 @@ def step(number: int, step_s: float, update_s: float) -> dict[str, Any]:
     }
 
 
-def attempt(exit_code: int, steps: list[dict[str, Any]]) -> dict[str, Any]:
+def attempt(
+    exit_code: int, steps: list[dict[str, Any]], train: str = "data.train_files=/v/data/geo3k-a/train.parquet"
+) -> dict[str, Any]:
     return {
         "exit_code": exit_code,
         "steps": [s["step"] for s in steps],
         "per_step": steps,
         "startup_s": {"engine_process": 15.0, "first_step": 450.0},
+        "engine_overrides": ["algorithm.adv_estimator=grpo", train, "trainer.nnodes=1"],
     }
 
 
@@ -100,6 +103,61 @@ def test_section_keeps_the_main_run_and_reads_raw_verls_completed_attempt(
     assert pair["overhead_pct"] == pytest.approx(100 * (93 - 86) / 86, abs=0.01)
     assert pair["per_phase_s"]["update_actor_s"] == {"ours": 47.0, "raw_verl": 41.0, "difference": 6.0}
     assert pair["shapes"] == {"response": 512}
+    assert pair["same_data"] is True  # ours passes a one-item list, main_ppo's card a bare path
+
+
+def test_a_pair_on_different_files_says_so(verl_gpu: ModuleType, tmp_path: Path) -> None:
+    source = tmp_path / "came-back"
+    source.mkdir()
+    ours = summary(
+        "shapes-4b",
+        {
+            "attempt_1": attempt(
+                0, [step(1, 115, 43), step(2, 92, 46)], "data.train_files=[/v/geo3k-a/train.parquet]"
+            )
+        },
+    )
+    raw = summary(
+        "raw-4b",
+        {
+            "attempt_1": attempt(
+                0, [step(1, 120, 45), step(2, 86, 42)], "data.train_files=/v/geo3k-b/train.parquet"
+            )
+        },
+    )
+    (source / "shapes-4b-summary.json").write_text(json.dumps(ours))
+    (source / "raw-4b-summary.json").write_text(json.dumps(raw))
+
+    assert verl_gpu.record(source, 1, "comparison_512") == 0
+
+    target = tmp_path / "repo" / "docs" / "benchmarks" / "data" / "verl-4b-1gpu.json"
+    pair = json.loads(target.read_text())["comparison_512"]
+    assert pair["same_data"] is False
+    assert pair["ours"]["train_file"] == "/v/geo3k-a/train.parquet"
+    assert pair["raw_verl"]["train_file"] == "/v/geo3k-b/train.parquet"
+
+
+def test_the_data_does_not_follow_the_step_count(
+    verl_gpu: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """raw-4b run with fewer steps than ours must prepare the very same parquet files."""
+    rows: list[int] = []
+    monkeypatch.setattr(verl_gpu, "WORK", tmp_path / "work")
+    monkeypatch.setattr(verl_gpu, "build_model", lambda *a, **k: tmp_path / "model")
+    monkeypatch.setattr(verl_gpu, "build_geo3k", lambda *a, train, **k: rows.append(train) or tmp_path)
+    monkeypatch.setattr(verl_gpu, "write_spec", lambda path, value: path)
+    for steps in (3, 4, 9):
+        args = argparse.Namespace(
+            gpus=1,
+            steps=steps,
+            prompts="varied",
+            image_side=896,
+            response_length=512,
+            smoke=False,
+            omp_threads=0,
+        )
+        verl_gpu.inputs_4b(args, "shapes-4b")
+    assert len(set(rows)) == 1
 
 
 def test_a_section_needs_raw_verl(verl_gpu: ModuleType, tmp_path: Path) -> None:
