@@ -72,12 +72,13 @@ demo: install
 demo-down:
 	source hack/demo-env.sh && hack/cluster-down.sh
 
-# The one test command (CI runs it through .ci/run): lint first (seconds), then every tier.
+# The one test command (CI runs it through .ci/run): lint first (seconds), then every tier, ending
+# with the 30 slowest tests (the suite runs close to CI's 90 minutes: where its time goes).
 # pytest's exit code 5, "no tests ran", fails too. Under CI the cluster is stopped afterwards so
 # no process outlives the job.
 # tests/containers needs a container engine and the built images: `make test-images` runs it.
 test: lint cluster-up
-	rc=0; GRPO_TEST_CLUSTER=local $(PY) -m pytest $(PYTEST_ARGS) --ignore=tests/containers tests || rc=$$?; \
+	rc=0; GRPO_TEST_CLUSTER=local $(PY) -m pytest --durations=30 $(PYTEST_ARGS) --ignore=tests/containers tests || rc=$$?; \
 	if [[ -n "$${CI:-}" ]]; then hack/cluster-down.sh || true; fi; \
 	if [[ $$rc -eq 5 ]]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$rc
