@@ -78,7 +78,7 @@ def test_a_normal_start_posts_no_warning(
     cluster: Cluster, namespace: str, operator: OperatorProcess, job_api: RayJobAPI
 ) -> None:
     """The RayJob comes after its ServiceAccount, Role and ConfigMap: KubeRay has nothing to retry.
-    Once the cluster is gone, so is its dashboard address."""
+    Once the cluster is gone, so are its dashboard address and its name."""
     job_api.configure_namespace(namespace, (("RUNNING", 0), ("SUCCEEDED", 8, "Job finished successfully.")))
     job = apply_job(cluster, namespace, example("safegrpo-nvidia"))
     running = cluster.wait_for("grpojob", job, namespace, phase_is("Running"), timeout=120, what="Running")
@@ -94,6 +94,7 @@ def test_a_normal_start_posts_no_warning(
         what="no dashboardURL once the cluster is gone",
     )
     assert done["status"]["phase"] == "Succeeded"
+    assert "rayClusterName" not in done["status"], "nor the name of a cluster that is gone"
     warnings = [
         f"{e['involvedObject']['kind']}/{e['involvedObject']['name']}: {e['reason']}: {e['message']}"
         for e in cluster.events(namespace)
