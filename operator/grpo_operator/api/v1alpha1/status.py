@@ -301,7 +301,8 @@ class GRPOJobStatus(ApiModel):
         ),
     ] = Field(default_factory=list)
     """The job's conditions, one per type: `kubectl wait --for=condition=Succeeded` (or Failed,
-    Healthy=false...) waits on them."""
+    Healthy=false...) waits on them. A finished job keeps those of its end (Succeeded or Failed,
+    Healthy, Suspended): Created, Running and Restarting go with the attempt they described."""
     attempt: int | None = None
     """The current attempt (1 + the attempts before it, failed or suspended); each later attempt
     resumes from the latest checkpoint."""
