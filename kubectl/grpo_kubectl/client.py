@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 from grpo_operator.api.contract import attempt_log_file, job_dir
 from grpo_operator.api.v1alpha1 import GROUP, KIND, VERSION, GRPOJob, JobPaths
-from grpo_operator.api.v1alpha1.status import history_points
+from grpo_operator.api.v1alpha1.status import history_points, latest_response_length
 from grpo_trainer.kube import GRPOJobResource
 from grpo_trainer.spec import grpojob_document
 from lightkube import ApiError
@@ -136,9 +136,15 @@ class Job:
         return next((c for c in self.status.get("conditions") or [] if c.get("type") == type_), None)
 
     def metrics(self) -> dict[str, Any]:
-        """The newest step's metrics as the trainer reported them (reward, valScore, kl...)."""
+        """The newest step's metrics as the trainer reported them (reward, valScore, kl,
+        responseLength...)."""
         status = self.status
-        return {**(status.get("metrics") or {}), "step": (status.get("progress") or {}).get("step")}
+        length = latest_response_length(status)
+        return {
+            **(status.get("metrics") or {}),
+            **({"responseLength": length} if length is not None else {}),
+            "step": (status.get("progress") or {}).get("step"),
+        }
 
     def history(self, *, full: bool = False) -> list[dict[str, Any]]:
         """Rows of {"step", "reward", "valScore", "responseLength"}: the status's bounded series,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from grpo_operator.api.v1alpha1.spec import EngineSpec, ResourcesSpec, RunPolicy
-from grpo_operator.api.v1alpha1.status import current_eta_seconds
+from grpo_operator.api.v1alpha1.status import current_eta_seconds, latest_response_length
 from pydantic import BaseModel
 
 
@@ -77,7 +77,7 @@ def _metrics(name: str, spec: dict[str, Any], status: dict[str, Any]) -> list[st
         return []
     return [
         f"  metrics    reward {_num(metrics.get('reward'))}  val {_num(metrics.get('valScore'))}  "
-        f"length {_num(metrics.get('responseLength'))}  entropy {_num(metrics.get('entropy'))}  "
+        f"length {_num(latest_response_length(status))}  entropy {_num(metrics.get('entropy'))}  "
         f"kl {_num(metrics.get('kl'))}  step {duration(metrics.get('stepSeconds'))}  "
         f"tokens/s/device {_num(metrics.get('tokensPerSecondPerDevice'))}"
     ]

@@ -19,10 +19,12 @@ from datetime import datetime
 
 from .api.timestamps import parse_rfc3339
 from .api.v1alpha1 import GRPOJob
+from .api.v1alpha1.status import Progress
 
 HEALTHY = "TrainingHealthy"
 STALLED = "Stalled"
 UNREADABLE = "UnreadableProgress"
+HEALTHY_MESSAGE = "training normally: finite rewards and losses, entropy above its floor, steps arriving"
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,8 @@ class Verdict:
 
 
 def judge(job: GRPOJob, running_since: datetime | None, now: datetime) -> Verdict | None:
-    """The verdict on the current attempt, or None before it has reported a step.
+    """The verdict on the current attempt, or None before it has reported a step (and once it
+    has trained its last one: an export is not a stall).
 
     `running_since` is when the current attempt started running (its Running condition's
     transition): steps and verdicts from before it belong to an earlier attempt.
@@ -55,6 +58,10 @@ def judge(job: GRPOJob, running_since: datetime | None, now: datetime) -> Verdic
             f"status.progress.lastStepAt={progress.last_step_at!r} is not an RFC 3339 time: "
             "the stall check is off until the trainer writes one",
         )
+    if last_step is None and progress is not None and _trained(progress, status.attempt):
+        # The trainer leaves its pace out once the last step is trained: what follows (the
+        # export) is not a stall, and the run was healthy to its end.
+        return Verdict(True, HEALTHY, HEALTHY_MESSAGE)
     if last_step is None or (running_since is not None and last_step < running_since):
         return None
     step_seconds = status.metrics.step_seconds if status.metrics else None
@@ -71,12 +78,12 @@ def judge(job: GRPOJob, running_since: datetime | None, now: datetime) -> Verdic
             f"allowed: {allowed / 60:.0f} min ({usual}, at least spec.health.stallMinimumSeconds="
             f"{limits.stall_minimum_seconds})",
         )
-    if trainer is not None and trainer.attempt == status.attempt:
-        # The trainer writes a healthy verdict as its step alone (no reason, no message).
-        checked = (
-            f"step {trainer.step}: finite rewards and losses, entropy above its floor"
-            if trainer.step is not None
-            else f"step {progress.step}: training normally"
-        )
-        return Verdict(True, HEALTHY, trainer.message or checked)
-    return Verdict(True, HEALTHY, f"step {progress.step}: training normally")
+    # A healthy attempt has no trainer verdict (an older trainer wrote one with healthy: true).
+    # The message names no step, so the condition does not change with every step.
+    return Verdict(True, HEALTHY, HEALTHY_MESSAGE)
+
+
+def _trained(progress: Progress, attempt: int | None) -> bool:
+    """Whether this attempt reported its last step."""
+    total = progress.total_steps
+    return progress.attempt == attempt and total is not None and progress.step >= total

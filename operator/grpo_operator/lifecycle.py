@@ -39,6 +39,10 @@ from .validation import describe
 
 TERMINAL: frozenset[str] = frozenset({"Succeeded", "Failed"})
 CONDITION_TYPES = ("Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed", "Healthy")
+ENDED_CONDITIONS = ("Succeeded", "Failed", "Suspended", "Healthy")
+"""The conditions a finished job keeps: how it ended, and how it was. Created, Running and
+Restarting described an attempt on its way; once the job has ended they say nothing its phase
+and Succeeded or Failed do not (`kubectl wait` the end on those)."""
 _SIGNATURE = re.compile(contract.SIGNATURE_PATTERN)
 
 
@@ -190,7 +194,10 @@ class _Status:
     def observed(self) -> dict[str, Any]:
         """The fields, stamped with the generation they were computed from."""
         fields = dict(self.fields)
-        fields["conditions"] = _observed(fields["conditions"], self.generation)
+        conditions = fields["conditions"]
+        if fields.get("phase") in TERMINAL:
+            conditions = [c for c in conditions if c["type"] in ENDED_CONDITIONS]
+        fields["conditions"] = _observed(conditions, self.generation)
         if not fields.get("failedAttempts"):
             # None failed: no empty list for `kubectl describe` to print (an absent one deletes it).
             fields.pop("failedAttempts", None)
@@ -330,7 +337,9 @@ def _end(st: _Status, job: GRPOJob, current: str | None, rayjob: dict[str, Any] 
     succeeded = st.fields.get("phase") == "Succeeded" and rayjob is not None
     wanted_gone = holds_cluster(rayjob) or (succeeded and _success_goes_early(job))
     if not _cluster_may_live(st, job, rayjob, going=wanted_gone):
+        # Neither the cluster's address nor its name is true of anything once it has gone.
         st.fields.pop("dashboardURL", None)
+        st.fields.pop("rayClusterName", None)
     if not wanted_gone or being_deleted(rayjob):
         return st.plan()
     return st.plan(delete_rayjob=current)

@@ -13,7 +13,7 @@ a scrape costs no API call and the trainer's reports need no reconcile to show.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,12 +29,12 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from .api.v1alpha1.status import current_eta_seconds
+from .api.v1alpha1.status import current_eta_seconds, latest_response_length
 
 PHASES = ("Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed")
 JOB_LABELS = ["namespace", "name"]
 
-# (metric, help, where in status) for the numeric per-job gauges.
+# (metric, help, where in status: a path, or a function of it) for the numeric per-job gauges.
 _JOB_GAUGES = (
     ("grpo_job_attempt", "The job's current attempt (1 + retries so far)", ("attempt",)),
     ("grpo_job_step", "The newest training step the trainer reported", ("progress", "step")),
@@ -44,7 +44,7 @@ _JOB_GAUGES = (
     (
         "grpo_job_response_length",
         "Mean response length of the newest step, in tokens",
-        ("metrics", "responseLength"),
+        latest_response_length,
     ),
     ("grpo_job_entropy", "Mean token entropy of the newest step", ("metrics", "entropy")),
     ("grpo_job_kl", "KL divergence from the reference policy at the newest step", ("metrics", "kl")),
@@ -64,9 +64,12 @@ class JobView:
     phase: str | None
     status: dict[str, Any]
 
-    def value(self, path: tuple[str, ...]) -> float | None:
+    def value(self, path: tuple[str, ...] | Callable[[dict[str, Any]], Any]) -> float | None:
+        """The number at `path` in the status, or what a function of the status reads."""
         node: Any = self.status
-        for key in path:
+        if callable(path):
+            node = path(node)
+        for key in () if callable(path) else path:
             node = node.get(key) if isinstance(node, dict) else None
         if isinstance(node, bool) or not isinstance(node, int | float) or not math.isfinite(node):
             return None

@@ -193,9 +193,11 @@ def test_a_job_trains_reports_and_exports(
     ]
     assert trainer_fields
     assert {"f:progress", "f:metrics", "f:history", "f:checkpoint", "f:outputs"} <= set(trainer_fields[0])
-    # The trainer judged every step: finite rewards and losses.
-    assert done["health"]["healthy"] is True
-    assert done["health"]["attempt"] == 1
+    # The trainer judged every step: finite rewards and losses, so it left no (sick) verdict,
+    # and the Healthy condition says so.
+    assert "health" not in done
+    healthy = next(c for c in done["conditions"] if c["type"] == "Healthy")
+    assert healthy["status"] == "True", healthy
     kubeconfig = yaml.safe_load((pod_root(cluster, namespace, done) / "kubeconfig").read_text())
     token = kubeconfig["users"][0]["user"]["token"]
     claims = json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "=="))

@@ -30,15 +30,19 @@ from support.rayjobapi import RUNNING_FOREVER, RayJobAPI
 pytestmark = pytest.mark.cluster
 
 STEPS = 100
-STATUS_LIMIT = 76
-"""Lines of the Status part of `kubectl describe grpojob` for a finished job of STEPS steps: 75
-(the history once made it 380; an empty failedAttempts is left out, the server fills in no status
-default, a healthy verdict is its attempt and step)."""
+STATUS_LIMIT = 51
+"""Lines of the Status part of `kubectl describe grpojob` for a finished job of STEPS steps: 49
+(the history once made it 380). The conditions of its end only (Succeeded, Healthy: 12), the
+history as four lines of numbers, the newest step's metrics that the history does not hold, the
+progress, the newest checkpoint, one line per exported file, and the operator's attempt, times
+and Ray job; no trainer verdict for a healthy run, no pace once the last step is trained, no Ray
+cluster once it is gone, no empty failedAttempts."""
 SPEC_LIMIT = 60
 """Lines of its Spec part: 57, what the single-GPU LoRA example writes. The API server stores no
 defaults but those of the immutable fields (they made it 104)."""
-DESCRIBE_LIMIT = 145
-"""Lines of the whole description before its Events: 143 (194 while the server stored every
+DESCRIBE_LIMIT = 119
+"""Lines of the whole description before its Events: 117, the spec's 57, the status's 49 and the
+object's metadata (143 before the status was cut down, 194 while the server stored every
 default)."""
 
 
@@ -102,17 +106,8 @@ def _export(cluster: Cluster, namespace: str, name: str) -> None:
             "step": STEPS,
             "model": f"{root}/model",
             "loraAdapter": f"{root}/lora",
-            "gguf": {
-                "model": f"{root}/gguf/model-q4_k_m.gguf",
-                "projector": f"{root}/gguf/mmproj.gguf",
-                "quantization": "q4_k_m",
-            },
-            "sample": {
-                "prompt": "What is 3 + 4?",
-                "response": "<REASONING>3 + 4 = 7</REASONING><SOLUTION>7</SOLUTION>",
-                "reward": 3.0,
-                "file": f"{root}/sample.json",
-            },
+            "gguf": {"model": f"{root}/gguf/model-q4_k_m.gguf", "projector": f"{root}/gguf/mmproj.gguf"},
+            "sampleFile": f"{root}/sample.json",
         }
     )
     KubeStatusWriter(name, namespace, str(cluster.kubeconfig)).patch_status(
@@ -152,9 +147,13 @@ def test_describe_of_a_finished_100_step_job_fits_and_its_curves_are_still_there
     # Only what the user wrote, and the immutable fields the server must store.
     assert not {"  Run Policy:", "  Health:", "    Seed:"} & set(spec), spec
     assert "  Failed Attempts:" not in status, status
-    health = status[status.index("  Health:") :][:4]
-    assert [line.split(":")[0].strip() for line in health] == ["Health", "Attempt", "Healthy", "Step"]
-    assert not any(line.strip().startswith("Updated At:") for line in status), status
+    # Healthy to the end: the condition says it, the trainer wrote no verdict.
+    assert "  Health:" not in status, status
+    conditions = [line.split(":", 1)[1].strip() for line in status if line.strip().startswith("Type:")]
+    assert conditions == ["Succeeded", "Healthy"], status
+    # The pace of the last step and the Ray cluster's name are gone with the training and the cluster.
+    for gone in ("Updated At:", "Last Step At:", "Step Seconds:", "Ray Cluster Name:", "Prompt:"):
+        assert not any(line.strip().startswith(gone) for line in status), (gone, status)
     assert len(lines) < DESCRIBE_LIMIT, "\n".join(lines)
     # One line per series, each one line of numbers.
     assert [line.split(":")[0].strip() for line in history[1:5]] == [

@@ -13,6 +13,7 @@ import json
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from grpo_operator.health import HEALTHY_MESSAGE
 from support.cluster import Cluster
 from support.jobs import apply_job, condition, create_source_claims, example, phase_is
 from support.operator_process import OperatorProcess
@@ -45,8 +46,6 @@ def test_conditions_are_waitable_after_edits_and_a_finished_spec_is_frozen(
     cluster.wait_for("grpojob", job, namespace, phase_is("Running"), timeout=120, what="Running")
     # A spec edit while it runs: the generation moves on, and every condition must follow it.
     _patch(cluster, namespace, job, {"spec": {"runPolicy": {"backoffLimit": 5}}})
-    done = cluster.wait_for("grpojob", job, namespace, phase_is("Succeeded"), timeout=120, what="Succeeded")
-    assert done["metadata"]["generation"] == 2
     cluster.wait_for(
         "grpojob",
         job,
@@ -55,9 +54,14 @@ def test_conditions_are_waitable_after_edits_and_a_finished_spec_is_frozen(
         timeout=30,
         what="observedGeneration 2",
     )
+    running = _wait_every_condition(cluster, namespace, job)
+    assert {"condition=Created=True", "condition=Running=True"} <= set(running), running
+    done = cluster.wait_for("grpojob", job, namespace, phase_is("Succeeded"), timeout=120, what="Succeeded")
+    assert done["metadata"]["generation"] == 2
+    assert done["status"]["observedGeneration"] == 2
+    # Once it has ended, the conditions of its end: Created and Running would only repeat the phase.
     waited = _wait_every_condition(cluster, namespace, job)
-    assert "condition=Succeeded=True" in waited
-    assert "condition=Created=True" in waited
+    assert waited == ["condition=Succeeded=True"]
 
     # Labels may change on a finished job (metadata, no new generation); waits still answer.
     cluster.kubectl("label", "grpojob", job, "-n", namespace, "team=vision")
@@ -78,7 +82,7 @@ def test_a_normal_start_posts_no_warning(
     cluster: Cluster, namespace: str, operator: OperatorProcess, job_api: RayJobAPI
 ) -> None:
     """The RayJob comes after its ServiceAccount, Role and ConfigMap: KubeRay has nothing to retry.
-    Once the cluster is gone, so is its dashboard address."""
+    Once the cluster is gone, so are its dashboard address and its name."""
     job_api.configure_namespace(namespace, (("RUNNING", 0), ("SUCCEEDED", 8, "Job finished successfully.")))
     job = apply_job(cluster, namespace, example("safegrpo-nvidia"))
     running = cluster.wait_for("grpojob", job, namespace, phase_is("Running"), timeout=120, what="Running")
@@ -94,6 +98,7 @@ def test_a_normal_start_posts_no_warning(
         what="no dashboardURL once the cluster is gone",
     )
     assert done["status"]["phase"] == "Succeeded"
+    assert "rayClusterName" not in done["status"], "nor the name of a cluster that is gone"
     warnings = [
         f"{e['involvedObject']['kind']}/{e['involvedObject']['name']}: {e['reason']}: {e['message']}"
         for e in cluster.events(namespace)
@@ -141,24 +146,30 @@ def test_every_timestamp_form_the_schema_admits_is_read(
     job = apply_job(cluster, namespace, example("geo3k-ascend-910b"))
     cluster.wait_for("grpojob", job, namespace, phase_is("Running"), timeout=120, what="Running")
     for step, written in enumerate(_forms(datetime.now(UTC) + timedelta(seconds=5)), start=1):
-        _patch(
-            cluster,
-            namespace,
+        # A sick verdict first, then its recovery in the same patch as the step: Healthy turns True
+        # again only in a pass that read this lastStepAt (one it could not read is Unknown).
+        sick = {"attempt": 1, "healthy": False, "reason": "EntropyCollapse", "message": f"probe {step}"}
+        _patch(cluster, namespace, job, {"status": {"health": sick}}, status=True)
+        cluster.wait_for(
+            "grpojob",
             job,
-            {"status": {"progress": {"step": step, "lastStepAt": written}}},
-            status=True,
+            namespace,
+            lambda o, step=step: (condition(o, "Healthy") or {}).get("message") == f"probe {step}",
+            timeout=30,
+            what=f"Healthy=False, probe {step}",
         )
+        recovered = {"health": None, "progress": {"step": step, "lastStepAt": written}}
+        _patch(cluster, namespace, job, {"status": recovered}, status=True)
         healthy = cluster.wait_for(
             "grpojob",
             job,
             namespace,
-            lambda o, step=step: (
-                (condition(o, "Healthy") or {}).get("message") == f"step {step}: training normally"
-            ),
+            lambda o: (condition(o, "Healthy") or {}).get("status") != "False",
             timeout=30,
             what=f"Healthy from lastStepAt={written}",
         )
         assert condition(healthy, "Healthy")["status"] == "True", written
+        assert condition(healthy, "Healthy")["message"] == HEALTHY_MESSAGE
     warnings = [e["reason"] for e in cluster.events(namespace) if e["type"] == "Warning"]
     assert "UnreadableProgress" not in warnings
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from grpo_operator.api.contract import COMPLETE_FILE, OK, UNKNOWN, Failure, attempt_log_file, metrics_file
 from grpo_operator.api.timestamps import rfc3339
 from grpo_operator.api.v1alpha1 import ResolvedJob
-from grpo_operator.api.v1alpha1.status import GgufOutputs, LogStatus, Outputs, SampleOutput
+from grpo_operator.api.v1alpha1.status import GgufOutputs, LogStatus, Outputs
 
 from .engines.base import Engine, EngineOptions, ExportResult, RunInputs, engine_for
 from .failures import TrainerError
@@ -115,6 +115,16 @@ def _export(engine: Engine, job: ResolvedJob, writer: StatusWriter | None) -> in
     log.info("exported step %s: model=%s adapter=%s", result.step, result.model, result.lora_adapter)
     if result.gguf is not None:
         log.info("GGUF: %s + %s (%s)", result.gguf.model, result.gguf.projector, result.gguf.quantization)
+    if result.sample is not None:
+        # The post-training check in the attempt's log (`kubectl grpo logs`); status names its file.
+        sample = result.sample
+        log.info(
+            "sample (reward %s, %s): %s -> %s",
+            "-" if sample.reward is None else f"{sample.reward:g}",
+            sample.path,
+            _excerpt(sample.prompt, 256),
+            _excerpt(sample.response, 512),
+        )
     if writer is not None:
         outputs = outputs_status(result, job.pod_path)
         try:
@@ -125,28 +135,17 @@ def _export(engine: Engine, job: ResolvedJob, writer: StatusWriter | None) -> in
 
 
 def outputs_status(result: ExportResult, pod_path: Callable[[str], str] = str) -> Outputs:
-    """status.outputs from an engine's export: paths as the pods name them, the sample's text cut
-    to what status holds."""
-    gguf = sample = None
+    """status.outputs from an engine's export: where each file is, as the pods name them. The
+    sample's text stays in its file (and the attempt's log): status says where to find it."""
+    gguf = None
     if result.gguf is not None:
-        gguf = GgufOutputs(
-            model=pod_path(result.gguf.model),
-            projector=pod_path(result.gguf.projector),
-            quantization=result.gguf.quantization,
-        )
-    if result.sample is not None:
-        sample = SampleOutput(
-            prompt=_excerpt(result.sample.prompt, 256),
-            response=_excerpt(result.sample.response, 512),
-            reward=result.sample.reward,
-            file=pod_path(result.sample.path),
-        )
+        gguf = GgufOutputs(model=pod_path(result.gguf.model), projector=pod_path(result.gguf.projector))
     return Outputs(
         step=result.step,
         model=pod_path(result.model) if result.model else None,
         lora_adapter=pod_path(result.lora_adapter) if result.lora_adapter else None,
         gguf=gguf,
-        sample=sample,
+        sample_file=pod_path(result.sample.path) if result.sample is not None else None,
     )
 
 

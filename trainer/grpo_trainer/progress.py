@@ -1,7 +1,7 @@
 """Training progress -> the job's status: per-step metrics and checkpoint events in, a patch out.
 
-The trainer is the one writer of `status.progress`, `status.metrics`, `status.history` and
-`status.checkpoint`. The pure part here turns the metrics lines (verl's file-logger format,
+The trainer is the one writer of `status.progress`, `status.metrics`, `status.history`,
+`status.checkpoint` and `status.health`. The pure part here turns the metrics lines (verl's file-logger format,
 `{"step": N, "data": {...}}`, which the TRL engine writes too) into those fields; `Reporter`
 (reporter.py) tails the files and sends the patch at most every few
 seconds, keeping the newest values across API errors so nothing is lost, only coalesced.
@@ -197,14 +197,18 @@ def downsample(history: dict[int, dict[str, float]], limit: int = HISTORY_LIMIT)
 
     Consecutive steps share a bucket; each bucket becomes one point at its last step with the mean
     reward and response length and the bucket's newest validation score, so sparse validation
-    points survive and a long run's curve keeps its shape.
+    points survive and a long run's curve keeps its shape. The newest step is the last point,
+    alone.
     """
     steps = sorted(history)
     if len(steps) <= limit:
         return [{"step": s, **history[s]} for s in steps]
+    # The newest step is a point of its own: the last point is what the run does now (the newest
+    # response length is read from it, not kept twice).
+    *earlier, newest = steps
     points = []
-    for i in range(limit):
-        bucket = steps[len(steps) * i // limit : len(steps) * (i + 1) // limit]
+    for i in range(limit - 1):
+        bucket = earlier[len(earlier) * i // (limit - 1) : len(earlier) * (i + 1) // (limit - 1)]
         point: dict[str, Any] = {"step": bucket[-1]}
         for name in ("reward", "response_length"):
             values = [history[s][name] for s in bucket if name in history[s]]
@@ -214,7 +218,7 @@ def downsample(history: dict[int, dict[str, float]], limit: int = HISTORY_LIMIT)
         if vals:
             point["val_score"] = vals[-1]
         points.append(point)
-    return points
+    return [*points, {"step": newest, **history[newest]}]
 
 
 SIGNIFICANT_DIGITS = 4
@@ -237,30 +241,43 @@ def eta_seconds(state: TrainingState) -> int | None:
     return round(remaining * sum(state.step_seconds) / len(state.step_seconds))
 
 
+PACE_FIELDS = {
+    "progress": ("etaSeconds", "lastStepAt"),
+    "metrics": ("stepSeconds", "tokensPerSecondPerDevice"),
+}
+"""How the attempt is going, step by step: what the ETA and the stall check read while it trains,
+left out once the last step is trained (the export that follows is not a stall, and a finished
+run's pace is in its metrics files)."""
+
+
+def trained(state: TrainingState) -> bool:
+    """Whether the run has trained its last step."""
+    return state.total_steps is not None and state.step >= state.total_steps
+
+
 def status_patch(state: TrainingState) -> dict[str, Any]:
     """The merge patch for `status` (the trainer's own fields only), in the API's wire form."""
     total = state.total_steps
     percent = None
     if total:
         percent = round(min(100.0, 100.0 * state.step / total), 1)
-    eta = eta_seconds(state)
     progress = Progress(
         step=state.step,
         total_steps=total,
         steps=f"{state.step}/{total}" if total else str(state.step),
         epoch=state.epoch,
         percent=percent,
-        eta_seconds=eta,
+        eta_seconds=eta_seconds(state),
         attempt=state.attempt,
         last_step_at=state.last_step_at,
     )
-    wire = progress.to_wire()
-    if eta is None:
-        # A merge patch keeps what it does not name: null removes an ETA written before.
-        wire["etaSeconds"] = None
+    # The newest response length is the history's last point alone; the reward and validation
+    # score are there too, and here for the REWARD and VAL columns (a printer column cannot read
+    # a series).
+    latest = {k: rounded(v) for k, v in state.latest.items() if k in Metrics.model_fields}
     status: dict[str, Any] = {
-        "progress": wire,
-        "metrics": Metrics(**{k: rounded(v) for k, v in state.latest.items()}).to_wire(),
+        "progress": progress.to_wire(),
+        "metrics": Metrics(**latest).to_wire(),
         # Every column, null where a series has no point yet: a merge patch merges objects key
         # by key, and a column left from an earlier patch would not line up with the new steps.
         "history": {wire: None for wire in HISTORY_SERIES} | History.of(downsample(state.history)).to_wire(),
@@ -273,14 +290,19 @@ def status_patch(state: TrainingState) -> dict[str, Any]:
     ).to_wire()
     if checkpoint:
         status["checkpoint"] = checkpoint
+    if trained(state):
+        for part, names in PACE_FIELDS.items():
+            for name in names:
+                status[part][name] = None
+    elif progress.eta_seconds is None:
+        status["progress"]["etaSeconds"] = None
+    # A merge patch keeps what it does not name: null removes a value written before (an ETA, a
+    # pace, a sick verdict of this attempt that has recovered or of an earlier one).
     if state.health is not None:
-        health = TrainerHealth(attempt=state.attempt, **state.health).to_wire()
         if state.health["healthy"]:
-            # Its attempt and step say it all. Null removes a sick verdict's reason and message: a
-            # merge patch keeps what it does not name.
-            health["reason"] = None
-            health["message"] = None
-        status["health"] = health
+            status["health"] = None  # the Healthy condition says it
+        else:
+            status["health"] = TrainerHealth(attempt=state.attempt, **state.health).to_wire()
     assert set(status) <= TRAINER_STATUS_FIELDS, "the trainer patches only its own status fields"
     return {"status": status}
 

@@ -25,7 +25,7 @@ from .. import preflight
 from ..api.problem import Problem
 from ..api.timestamps import parse_rfc3339, rfc3339
 from ..api.v1alpha1 import GRPOJob
-from ..api.v1alpha1.status import CONDITION_MESSAGE_LIMIT, OPERATOR_STATUS_FIELDS, cut, diff
+from ..api.v1alpha1.status import CONDITION_MESSAGE_LIMIT, OPERATOR_STATUS_FIELDS, cut, diff, readable
 from ..children.configmap import build_spec_configmap, is_pinned
 from ..children.meta import ATTEMPT_LABEL, JOB_LABEL, ownership, rayjob_name
 from ..children.networkpolicy import build_network_policy
@@ -55,6 +55,8 @@ log = logging.getLogger(__name__)
 
 REJECTED = frozenset({400, 413, 422})
 """Answers that refuse a child as written: sending it again cannot help."""
+UNREADABLE_STATUS = "UnreadableStatus"
+"""The Warning's reason when part of a job's status is left unread (written by another version)."""
 CHILDREN_CHECK_PERIODS = 5
 """Resync periods between two reads of a job's children (ConfigMap, claim, RBAC, NetworkPolicy).
 
@@ -112,6 +114,8 @@ class Reconciler:
         self.unfinished: set[tuple[str, str]] = set()
         # Per job whose children this process has seen exist: (uid, attempt), and when it looked.
         self._ensured: dict[tuple[str, str], tuple[str, int, datetime]] = {}
+        # Per job: the status fields last left out as unreadable (one Warning per change).
+        self._unread: dict[tuple[str, str], list[str]] = {}
 
     @property
     def due_often(self) -> set[tuple[str, str]]:
@@ -129,6 +133,7 @@ class Reconciler:
         self.draining.discard(key)
         self.unfinished.discard(key)
         self._ensured.pop(key, None)
+        self._unread.pop(key, None)
         self.watched.job_gone(key)
 
     async def once(
@@ -169,6 +174,7 @@ class Reconciler:
         if body["metadata"].get("deletionTimestamp"):
             # Being deleted: its RayJob vanishing now is the cascade, not a lost attempt.
             return "deleting"
+        body = await self._readable(key, body)
         try:
             job = GRPOJob.model_validate(body)
         except ValidationError as error:
@@ -208,6 +214,19 @@ class Reconciler:
         if terminal:
             return "terminal"
         return "invalid" if problems else "ok"
+
+    async def _readable(self, key: tuple[str, str], body: dict[str, Any]) -> dict[str, Any]:
+        """The job without the trainer's status fields this version cannot read (an older
+        trainer's shapes), and one Warning each time what is left out changes."""
+        status, unread = readable(body.get("status") or {})
+        if self._unread.get(key, []) != unread:
+            if unread:
+                message = "ignored what this operator cannot read of its status: " + "; ".join(unread)
+                await self.api.post_event(
+                    body, "Warning", UNREADABLE_STATUS, cut(message, CONDITION_MESSAGE_LIMIT)
+                )
+            self._unread[key] = unread
+        return {**body, "status": status} if unread else body
 
     async def _current_rayjob(
         self, job: GRPOJob, event_rayjob: dict[str, Any] | None, *, watched: bool = False

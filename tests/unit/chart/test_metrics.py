@@ -72,13 +72,13 @@ def test_the_dashboard_is_a_configmap_for_grafanas_sidecar_and_plots_the_operato
                     for k in (
                         "reward",
                         "valScore",
-                        "responseLength",
                         "entropy",
                         "kl",
                         "stepSeconds",
                         "tokensPerSecondPerDevice",
                     )
                 },
+                "history": {"steps": "1", "responseLength": "512"},
                 "conditions": [{"type": "Healthy", "status": "True"}],
             },
         }

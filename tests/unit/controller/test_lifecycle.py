@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 from grpo_operator.api.problem import Problem
 from grpo_operator.api.v1alpha1 import GRPOJob
-from grpo_operator.api.v1alpha1.status import GRPOJobStatus, diff, reason
+from grpo_operator.api.v1alpha1.status import GRPOJobStatus, diff, readable, reason
 from grpo_operator.children.rayjob import build_rayjob
 from grpo_operator.config import Settings
+from grpo_operator.health import HEALTHY_MESSAGE
 from grpo_operator.lifecycle import (
     children_created,
     children_waiting,
@@ -151,10 +152,11 @@ def test_running_sets_condition_and_copies_cluster_names() -> None:
     assert result.create_attempt is None
 
 
-def test_success_is_terminal_and_clears_running() -> None:
+def test_success_is_terminal_and_keeps_only_the_conditions_of_the_end() -> None:
     result = plan(_job(_running_status()), _rayjob("Complete", "SUCCEEDED"), [], NOW)
     assert result.status["phase"] == "Succeeded"
-    assert _conditions(result.status) == {"Created": "True", "Running": "False", "Succeeded": "True"}
+    # Created and Running described the attempt on its way: the phase and Succeeded say the rest.
+    assert _conditions(result.status) == {"Succeeded": "True"}
     assert result.status["completionTime"] == "2026-11-29T12:00:00Z"
     again = plan(_job(result.status), None, [], NOW + timedelta(hours=1))
     assert again.status == result.status
@@ -531,7 +533,7 @@ def test_a_rejected_child_fails_the_job_and_stops_its_cluster() -> None:
     message = 'RayJob "demo-1" is invalid: metadata.labels: Invalid value: "my queue"'
     result = fail(_job(), _running_status(), _rayjob("Initializing"), "ChildRejected", message, NOW)
     assert result.status["phase"] == "Failed"
-    assert _conditions(result.status)["Created"] == "False"
+    assert _conditions(result.status) == {"Failed": "True"}  # Created=False would only repeat it
     failed = next(c for c in result.status["conditions"] if c["type"] == "Failed")
     assert (failed["reason"], failed["message"]) == ("ChildRejected", message)
     assert result.delete_rayjob == "demo-1"
@@ -641,15 +643,23 @@ def test_a_recovered_run_turns_healthy_again_with_a_normal_event() -> None:
         [],
         NOW,
     )
-    # As the trainer writes a healthy verdict: its step alone; the operator words the condition.
-    job = _training({"healthy": True, "step": 50})
+    # As the trainer writes a recovery: no verdict at all; the operator words the condition.
+    job = _training({"healthy": False, "reason": "EntropyCollapse", "message": "low"})
     body = job.model_dump(by_alias=True, exclude_none=True, mode="json")
+    del body["status"]["health"]
     body["status"]["conditions"] = sick.status["conditions"]
     result = plan(GRPOJob.model_validate(body), _rayjob("Running", "RUNNING"), [], NOW)
     assert _healthy(result)["status"] == "True"
-    message = "step 50: finite rewards and losses, entropy above its floor"
-    assert _healthy(result)["message"] == message
-    assert ("Normal", "Recovered", message) in result.events
+    assert _healthy(result)["message"] == HEALTHY_MESSAGE
+    assert ("Normal", "Recovered", HEALTHY_MESSAGE) in result.events
+    # A later step changes nothing in the condition (no status write per step).
+    body["status"]["progress"]["step"] += 1
+    again = plan(GRPOJob.model_validate(body), _rayjob("Running", "RUNNING"), [], NOW)
+    assert _healthy(again) == _healthy(result)
+    # An older trainer's healthy verdict reads the same.
+    body["status"]["health"] = {"attempt": 1, "healthy": True, "step": 50}
+    old = plan(GRPOJob.model_validate(body), _rayjob("Running", "RUNNING"), [], NOW)
+    assert _healthy(old) == _healthy(result)
 
 
 def test_an_earlier_attempts_verdict_is_not_this_ones() -> None:
@@ -732,7 +742,19 @@ def _at_generation(job: GRPOJob, generation: int) -> GRPOJob:
     "status",
     [
         _running_status(),
-        {**_running_status(), "phase": "Succeeded", "completionTime": "2026-11-29T11:30:00Z"},
+        {
+            **_running_status(),
+            "phase": "Succeeded",
+            "completionTime": "2026-11-29T11:30:00Z",
+            "conditions": [
+                {
+                    "type": "Succeeded",
+                    "status": "True",
+                    "reason": "TrainingSucceeded",
+                    "lastTransitionTime": "2026-11-29T11:30:00Z",
+                }
+            ],
+        },
         {**_running_status(), "phase": "Suspended"},
     ],
     ids=["running", "succeeded", "suspended"],
@@ -788,3 +810,79 @@ def test_a_suspended_job_has_no_dashboard() -> None:
     result = plan(_job(status, suspend=True), _rayjob("Running", "RUNNING"), [], NOW)
     assert result.status["phase"] == "Suspended"
     assert "dashboardURL" not in result.status
+
+
+def _previous_version_finished_status() -> dict[str, Any]:
+    """A Succeeded job's status as the previous operator and trainer left it."""
+    return {
+        **_running_status(),
+        "phase": "Succeeded",
+        "completionTime": "2026-11-29T11:30:00Z",
+        "conditions": [
+            *_running_status()["conditions"][:1],
+            {
+                "type": "Running",
+                "status": "False",
+                "reason": "TrainingSucceeded",
+                "message": "attempt 1 finished training",
+                "lastTransitionTime": "2026-11-29T11:30:00Z",
+            },
+            {
+                "type": "Succeeded",
+                "status": "True",
+                "reason": "TrainingSucceeded",
+                "message": "attempt 1 finished training",
+                "lastTransitionTime": "2026-11-29T11:30:00Z",
+            },
+        ],
+        "progress": {"step": 100, "steps": "100/100", "updatedAt": "2026-11-29T11:29:00Z"},
+        "history": [{"step": 50, "reward": 0.5}, {"step": 100, "reward": 0.8}],
+        "health": {"attempt": 1, "healthy": True, "step": 1},
+        "outputs": {
+            "step": 100,
+            "gguf": {"model": "/e/m.gguf", "projector": "/e/p.gguf", "quantization": "q4_k_m"},
+            "sample": {"prompt": "p", "response": "r", "reward": 3.0, "file": "/e/sample.json"},
+        },
+    }
+
+
+def test_a_status_the_previous_version_wrote_is_read_and_converges() -> None:
+    """What this version cannot read of the trainer's fields is left out with a line each (the
+    reconcile posts them as one Warning), never a failing reconcile; the operator's own fields
+    converge to this version's shape on the next pass."""
+    old = _previous_version_finished_status()
+    status, unread = readable(old)
+    assert [line.split(":")[0] for line in unread] == [
+        "status.progress.updatedAt",
+        "status.history",
+        "status.outputs.gguf.quantization",
+    ]
+    assert status["health"] == old["health"]  # an older healthy verdict still reads
+    body = {**minimal_body(), "status": status}
+    body["metadata"]["generation"] = 1
+    job = GRPOJob.model_validate(body)
+    result = plan(job, None, [], NOW)
+    assert _conditions(result.status) == {"Succeeded": "True"}
+    assert diff({k: old[k] for k in result.status if k in old}, result.status) == {
+        "conditions": result.status["conditions"],
+        "observedGeneration": 1,
+    }
+    assert readable(result.status) == (result.status, [])
+    body["status"] = {**status, **result.status}
+    assert plan(GRPOJob.model_validate(body), None, [], NOW).status == result.status
+
+
+def test_an_attempt_that_trained_its_last_step_is_healthy_through_its_export() -> None:
+    """The trainer leaves lastStepAt out once the last step is trained: a long export after it is
+    not a stall, and a run that reported its last step in one go still gets its Healthy."""
+    body = _training().model_dump(by_alias=True, exclude_none=True, mode="json")
+    body["status"]["progress"] = {"step": 100, "totalSteps": 100, "attempt": 1}
+    body["status"]["metrics"] = {}
+    result = plan(GRPOJob.model_validate(body), _rayjob("Running", "RUNNING"), [], NOW + timedelta(days=1))
+    assert _healthy(result)["status"] == "True"
+    assert _healthy(result)["message"] == HEALTHY_MESSAGE
+    # Another attempt's last step is not this one's.
+    body["status"]["progress"]["attempt"] = 0
+    assert "Healthy" not in _conditions(
+        plan(GRPOJob.model_validate(body), _rayjob("Running", "RUNNING"), [], NOW).status
+    )

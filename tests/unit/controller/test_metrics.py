@@ -19,6 +19,7 @@ RUNNING = {
     "attempt": 2,
     "progress": {"step": 40, "totalSteps": 300},
     "metrics": {"reward": 0.8209, "valScore": 0.61, "tokensPerSecondPerDevice": 1250.0, "entropy": 0.4},
+    "history": {"steps": "20 39 40", "reward": "0.7 0.8 0.8209", "responseLength": "300 410 512.5"},
     "conditions": [{"type": "Healthy", "status": "False", "reason": "Stalled"}],
 }
 
@@ -36,6 +37,8 @@ def test_a_running_job_has_its_gauges():
     assert f"grpo_job_reward{{{labels}}} 0.8209" in text
     assert f"grpo_job_validation_score{{{labels}}} 0.61" in text
     assert f"grpo_job_tokens_per_second_per_device{{{labels}}} 1250.0" in text
+    # The newest step's response length: the history's last point, which is that step alone.
+    assert f"grpo_job_response_length{{{labels}}} 512.5" in text
     assert f"grpo_job_healthy{{{labels}}} 0.0" in text
 
 

@@ -20,14 +20,20 @@ def _live(state: TrainingState, step: int, **extra) -> None:
     state.add_line(step, verl_step(step, **extra), live=True, now=NOW)
 
 
-def test_a_healthy_run_says_so_with_its_attempt():
+def test_a_healthy_run_writes_no_verdict_and_a_sick_one_names_its_attempt():
     state = _state()
     _live(state, 1)
-    health = status_patch(state)["status"]["health"]
-    assert health["attempt"] == 2
-    # Its step alone: null for a sick verdict's reason and message, the operator words the condition.
-    assert health == {"attempt": 2, "healthy": True, "reason": None, "message": None, "step": 1}
+    # Healthy: null, which also removes an earlier attempt's sick verdict; the Healthy condition says it.
+    assert status_patch(state)["status"]["health"] is None
     assert status_patch(state)["status"]["progress"]["lastStepAt"] == NOW
+    _live(state, 2, reward=math.inf)
+    health = status_patch(state)["status"]["health"]
+    assert (health["attempt"], health["healthy"], health["reason"], health["step"]) == (
+        2,
+        False,
+        "NonFiniteReward",
+        2,
+    )
 
 
 def test_a_nan_loss_as_verls_file_logger_writes_it_makes_the_run_sick_for_good():
@@ -60,9 +66,8 @@ def test_entropy_collapse_needs_consecutive_low_steps_and_recovers():
     assert "entropyFloor=0.02 for 3 steps" in state.health["message"]
     _live(state, 8, **{"actor/entropy": 0.4})
     assert state.health["healthy"] is True
-    # Recovered: the patch removes the collapse's reason and message, which a merge patch would keep.
-    health = status_patch(state)["status"]["health"]
-    assert (health["healthy"], health["reason"], health["message"], health["step"]) == (True, None, None, 8)
+    # Recovered: the patch removes the collapse's verdict, which a merge patch would keep.
+    assert status_patch(state)["status"]["health"] is None
 
 
 def test_an_entropy_floor_of_zero_turns_the_check_off():

@@ -162,13 +162,24 @@ def test_eta_uses_recent_steps():
     assert eta_seconds(state) == 10
 
 
-def test_once_the_last_step_is_done_the_eta_is_removed_not_zero():
+def test_once_the_last_step_is_done_the_eta_and_the_pace_are_removed_not_zero():
     state = TrainingState(total_steps=3)
-    for step in range(1, 4):
-        state.add_line(step, verl_step(step, seconds=10.0))
-    progress = status_patch(state)["status"]["progress"]
+    for step in range(1, 3):
+        state.add_line(step, verl_step(step, seconds=10.0), live=True, now="2026-11-30T12:00:00Z")
+    training = status_patch(state)["status"]
+    assert training["progress"]["lastStepAt"] == "2026-11-30T12:00:00Z"
+    assert training["metrics"]["stepSeconds"] == 10.0
+    state.add_line(3, verl_step(3, seconds=10.0), live=True, now="2026-11-30T12:00:10Z")
+    status = status_patch(state)["status"]
+    progress = status["progress"]
     assert progress["etaSeconds"] is None
     assert progress["steps"] == "3/3"
+    # The export that follows is no stall: null removes what the last patch while training wrote.
+    assert progress["lastStepAt"] is None
+    assert (status["metrics"]["stepSeconds"], status["metrics"]["tokensPerSecondPerDevice"]) == (None, None)
+    assert status["metrics"]["reward"] is not None  # the REWARD column stays
+    assert "responseLength" not in status["metrics"]  # the history's last point holds it
+    assert status["history"]["steps"].split()[-1] == "3"
 
 
 @given(st.integers(min_value=0, max_value=5000), st.integers(min_value=2, max_value=HISTORY_LIMIT))
@@ -180,6 +191,7 @@ def test_downsample_is_bounded_ordered_and_ends_at_the_last_step(n, limit):
     assert steps == sorted(set(steps))
     if n:
         assert steps[-1] == n - 1
+        assert points[-1] == {"step": n - 1, **history[n - 1]}, "the newest step is a point of its own"
 
 
 def test_downsample_keeps_sparse_validation_points():

@@ -236,6 +236,5 @@ def test_a_trl_job_ends_with_gguf_files_and_a_sample(
     assert outputs["gguf"] == {
         "model": str(gguf_dir / "model-q8_0.gguf"),
         "projector": str(gguf_dir / "mmproj-f16.gguf"),
-        "quantization": "q8_0",
     }
-    assert outputs["sample"]["file"] == str(Path(resolved.paths.export_dir) / "sample.json")
+    assert outputs["sampleFile"] == str(Path(resolved.paths.export_dir) / "sample.json")

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
 import torch
 import trl  # noqa: F401  (the trl-cpu extra; make install brings it, CI never skips)
 from grpo_operator.api.v1alpha1.status import Outputs
-from grpo_trainer.attempt import outputs_status
+from grpo_trainer.attempt import _export, outputs_status
 from grpo_trainer.engines.base import ExportResult, GgufFiles, SampleSummary
 from grpo_trainer.engines.trl.runner import load_policy
 from grpo_trainer.engines.trl.sample import SampleRequest, pick_row, read_sample, run_sample
@@ -74,7 +75,11 @@ def test_the_exported_model_answers_and_the_answer_is_scored(tiny_model_dir: Pat
     assert read_sample(tmp_path / "nowhere") is None
 
 
-def test_status_outputs_carry_the_gguf_files_and_the_sample_in_short() -> None:
+def test_status_outputs_name_the_files_and_the_log_holds_the_sample_in_short(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The status says where the export is (a line each in `kubectl describe`); the sample's text
+    stays in its file and, cut, in the attempt's log (`kubectl grpo logs`)."""
     long_response = "<REASONING>" + "x" * 2000
     result = ExportResult(
         12,
@@ -84,14 +89,25 @@ def test_status_outputs_carry_the_gguf_files_and_the_sample_in_short() -> None:
         sample=SampleSummary("p" * 400, long_response, 1.0, "/e/sample.json"),
     )
     wire = outputs_status(result).to_wire()
-    assert wire["gguf"] == {
-        "model": "/e/gguf/model-q4_k_m.gguf",
-        "projector": "/e/gguf/mmproj-f16.gguf",
-        "quantization": "q4_k_m",
+    assert wire == {
+        "step": 12,
+        "model": "/grpo/checkpoints/j/export/model",
+        "loraAdapter": "/grpo/checkpoints/j/export/lora-adapter",
+        "gguf": {"model": "/e/gguf/model-q4_k_m.gguf", "projector": "/e/gguf/mmproj-f16.gguf"},
+        "sampleFile": "/e/sample.json",
     }
-    assert len(wire["sample"]["prompt"]) == 256
-    assert len(wire["sample"]["response"]) == 512
-    assert wire["sample"]["response"].startswith("<REASONING>xx")
-    assert wire["sample"]["response"].endswith("…")
-    assert (wire["sample"]["reward"], wire["sample"]["file"]) == (1.0, "/e/sample.json")
     Outputs.model_validate(wire)  # within the status schema's bounds
+
+    class _Engine:
+        def export(self, job: object) -> ExportResult:
+            return result
+
+    class _Job:
+        pod_path = staticmethod(str)
+
+    with caplog.at_level(logging.INFO, logger="grpo_trainer.attempt"):
+        assert _export(_Engine(), _Job(), None) == 0  # type: ignore[arg-type]
+    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("sample"))
+    assert line.startswith("sample (reward 1, /e/sample.json): " + "p" * 255 + "… -> <REASONING>xx")
+    assert line.endswith("x…")
+    assert len(line) < 850

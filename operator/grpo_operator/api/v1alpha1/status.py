@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from ..contract import SIGNATURE_MAX_LENGTH, SIGNATURE_PATTERN
 from .base import ApiModel
@@ -112,21 +112,6 @@ class GgufOutputs(ApiModel):
     """The language model file."""
     projector: VolumePath
     """The vision projector (mmproj) file."""
-    quantization: Annotated[str, Field(max_length=16)]
-    """The language model file's type (spec.export.gguf.quantization)."""
-
-
-class SampleOutput(ApiModel):
-    """The post-training check, in short; the whole record is in `file`."""
-
-    prompt: Annotated[str, Field(max_length=512)]
-    """The prompt's text (cut to 256 characters)."""
-    response: Annotated[str, Field(max_length=1024)]
-    """The start of the response (cut to 512 characters)."""
-    reward: float | None = None
-    """The job's reward for the response, where the row has an answer."""
-    file: VolumePath
-    """The whole record (sample.json beside the exported model)."""
 
 
 class Outputs(ApiModel):
@@ -139,9 +124,11 @@ class Outputs(ApiModel):
     lora_adapter: VolumePath | None = None
     """The LoRA adapter folder, to apply to the base model."""
     gguf: GgufOutputs | None = None
-    """The GGUF files, when spec.export.gguf asked for them."""
-    sample: SampleOutput | None = None
-    """The post-training check (spec.export.sample)."""
+    """The GGUF files, when spec.export.gguf asked for them (their type is
+    spec.export.gguf.quantization, in the model file's name)."""
+    sample_file: VolumePath | None = None
+    """The post-training check (spec.export.sample): its prompt, response and reward are in this
+    file beside the exported model, and in the attempt's log (`kubectl grpo logs`)."""
 
 
 class Progress(ApiModel):
@@ -168,14 +155,13 @@ class Progress(ApiModel):
 
 
 class Metrics(ApiModel):
-    """The latest step's headline metrics, written by the trainer."""
+    """The latest step's headline metrics, written by the trainer. Its response length is the
+    history's last point (`latest_response_length`), which is that step alone."""
 
     reward: float | None = None
     """Mean reward of the step's responses (4 significant digits; the metrics file keeps all)."""
     val_score: float | None = None
     """The newest validation score: mean accuracy (else mean reward) over the validation sources."""
-    response_length: float | None = None
-    """Mean response length of the step, in tokens."""
     entropy: float | None = None
     """Mean token entropy of the policy on the step's responses, in nats."""
     kl: float | None = None
@@ -187,15 +173,16 @@ class Metrics(ApiModel):
 
 
 class TrainerHealth(ApiModel):
-    """The trainer's verdict on the metrics of this attempt's steps (spec.health's thresholds);
-    the operator turns it into the `Healthy` condition and an Event."""
+    """The trainer's verdict on a sick attempt (spec.health's thresholds): the operator turns it
+    into `Healthy=False` and an Event. A healthy attempt has none (the `Healthy` condition says
+    it); the trainer removes its verdict when the run recovers."""
 
     attempt: int
     """The attempt judged: a verdict of an earlier attempt is not this one's."""
-    healthy: bool
-    """False when sick."""
+    healthy: bool = False
+    """False: the trainer writes only a sick verdict (an older trainer wrote true as well)."""
     reason: Annotated[str, Field(max_length=64)] = "TrainingHealthy"
-    """NonFiniteReward, NonFiniteLoss or EntropyCollapse when sick."""
+    """NonFiniteReward, NonFiniteLoss or EntropyCollapse."""
     message: Annotated[str, Field(max_length=1024)] = ""
     """Which metric, its value, and at which step."""
     step: int | None = None
@@ -279,6 +266,14 @@ def history_points(status: dict[str, Any]) -> list[dict[str, Any]]:
     return points
 
 
+def latest_response_length(status: dict[str, Any]) -> float | None:
+    """The newest step's mean response length (wire form): the history's last point, which the
+    trainer keeps as that step alone."""
+    points = history_points(status)
+    value = points[-1].get("responseLength") if points else None
+    return value if isinstance(value, float) else None
+
+
 class CheckpointStatus(ApiModel):
     """The newest checkpoint, written by the trainer."""
 
@@ -306,7 +301,8 @@ class GRPOJobStatus(ApiModel):
         ),
     ] = Field(default_factory=list)
     """The job's conditions, one per type: `kubectl wait --for=condition=Succeeded` (or Failed,
-    Healthy=false...) waits on them."""
+    Healthy=false...) waits on them. A finished job keeps those of its end (Succeeded or Failed,
+    Healthy, Suspended): Created, Running and Restarting go with the attempt they described."""
     attempt: int | None = None
     """The current attempt (1 + the attempts before it, failed or suspended); each later attempt
     resumes from the latest checkpoint."""
@@ -317,7 +313,7 @@ class GRPOJobStatus(ApiModel):
     ray_job_name: Annotated[str, Field(max_length=NAME_LIMIT)] | None = None
     """The current attempt's RayJob (<job>-<attempt>)."""
     ray_cluster_name: Annotated[str, Field(max_length=NAME_LIMIT)] | None = None
-    """The RayCluster KubeRay made for it."""
+    """The RayCluster KubeRay made for it, while it lives."""
     dashboard_url: Annotated[str, Field(max_length=NAME_LIMIT)] | None = Field(
         default=None, alias="dashboardURL"
     )
@@ -340,6 +336,41 @@ class GRPOJobStatus(ApiModel):
     checkpoint: CheckpointStatus | None = None
     log: LogStatus | None = None
     health: TrainerHealth | None = None
+
+
+# --- reading what another version wrote ------------------------------------------------------
+
+
+def readable(status: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """`status` without the trainer's fields these models cannot read, and a line for each one
+    left out ("status.health: ...").
+
+    The trainer is another process, often of another version: during an upgrade an attempt of
+    the previous trainer goes on patching the shapes it knows (a history as a list of points, a
+    sample with its text, a healthy verdict), and a finished job keeps what its trainer last
+    wrote. None of it may fail a reconcile: the operator reads the rest, and says what it could
+    not read. A key of no writer (an older version's field the schema dropped) goes the same way.
+    """
+    kept: dict[str, Any] = {}
+    unread: list[str] = []
+    fields = GRPOJobStatus.model_fields
+    known = {info.alias or name: name for name, info in fields.items()}
+    for key, value in status.items():
+        if key in OPERATOR_STATUS_FIELDS:
+            kept[key] = value
+            continue
+        if key not in TRAINER_STATUS_FIELDS or key not in known:
+            unread.append(f"status.{key}: not a field of this version")
+            continue
+        try:
+            GRPOJobStatus.model_validate({key: value})
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = ".".join(str(p) for p in ("status", *first["loc"]))
+            unread.append(cut(f"{where}: {first['msg']}", 256))
+            continue
+        kept[key] = value
+    return kept, unread
 
 
 # --- the ETA -----------------------------------------------------------------------------------
