@@ -222,11 +222,14 @@ def _start_attempt(st: _Status, job: GRPOJob, attempt: int) -> int:
     return attempt
 
 
-def _fail_attempt(st: _Status, job: GRPOJob, attempt: int, outcome: Outcome) -> Plan:
+def _fail_attempt(
+    st: _Status, job: GRPOJob, attempt: int, outcome: Outcome, rayjob: dict[str, Any] | None = None
+) -> Plan:
     """Retry from the latest checkpoint while the budget lasts; otherwise fail the job.
 
     Only failures use the budget: attempts that ended in a suspension are not failures, so the
-    retries used are the failed attempts recorded before this one.
+    retries used are the failed attempts recorded before this one. `rayjob`: the failed attempt's
+    RayJob, when it is still there.
     """
     failed = [*st.fields.get("failedAttempts", [])]
     if not any(f["attempt"] == attempt for f in failed):
@@ -253,9 +256,12 @@ def _fail_attempt(st: _Status, job: GRPOJob, attempt: int, outcome: Outcome) -> 
         )
         return st.plan()
     if outcome.retryable and retries_used < limit:
-        # A failed attempt's cluster outlives it when KubeRay's TTL is set; the next attempt needs
-        # its devices now (the failure is in failedAttempts, its log on the volume).
-        lingering = rayjob_name(job.name, attempt) if cluster_ttl(job) else None
+        # A failed attempt's cluster outlives it when KubeRay's TTL is set, or while KubeRay has
+        # not finished the RayJob (with a submitter, until the submitter exits): the next attempt
+        # needs its devices now, and under Kueue its queue's quota, which a RayJob holds until
+        # KubeRay finishes it (the failure is in failedAttempts, its log on the volume).
+        gone = cluster_ttl(job) or (rayjob is not None and not kuberay_finished(rayjob))
+        lingering = rayjob_name(job.name, attempt) if gone else None
         nxt = _start_attempt(st, job, attempt + 1)
         message = (
             f"attempt {attempt} failed ({cut(outcome.message, 300)}); starting attempt {nxt} "
@@ -315,6 +321,16 @@ def holds_cluster(rayjob: dict[str, Any] | None) -> bool:
         return False
     seen = RayJobStatus.of(rayjob)
     return seen.job not in FINISHED_JOB and seen.deployment not in ("Complete", *DEPLOYMENT_FAILED)
+
+
+def kuberay_finished(rayjob: dict[str, Any]) -> bool:
+    """Whether KubeRay is done with a RayJob (jobDeploymentStatus Complete or Failed): only then
+    does it tear the cluster down, and Kueue finish the RayJob's Workload and release its quota.
+
+    In HTTPMode KubeRay writes this with the Ray job's end; with a submitter (K8sJobMode,
+    SidecarMode) only once the submitter has exited too, so a failed Ray job can come first.
+    """
+    return RayJobStatus.of(rayjob).deployment in ("Complete", *DEPLOYMENT_FAILED)
 
 
 def being_deleted(rayjob: dict[str, Any] | None) -> bool:
@@ -432,7 +448,7 @@ def plan(
         st.finish("Succeeded", "TrainingSucceeded", f"attempt {attempt} finished training")
         return _end(st, job, current, rayjob)
     if outcome.state == "failed":
-        return _fail_attempt(st, job, attempt, outcome)
+        return _fail_attempt(st, job, attempt, outcome, rayjob)
     if outcome.state == "running":
         message = f"attempt {attempt} is training"
         st.phase("Running", "Running", message)

@@ -1,24 +1,99 @@
-"""Kueue's contract: every attempt's RayJob is handed to Kueue suspended, with the job's queue and
-WorkloadPriorityClass labels, and the job waits until Kueue unsuspends it; a retry is handed over
-the same way. The test plays Kueue's part (it unsuspends the RayJob).
+"""Kueue for real: a real Kueue controller (tests/support/kueue.py says how it runs here) queues,
+admits and prioritises the RayJobs the operator creates for a GRPOJob with `resources.queueName`
+and `resources.workloadPriorityClass`.
 
-A test with a real Kueue controller (hack/addons/build-kueue.sh, tests/support/kueue.py) passed on
-its own branch and failed on the merged tree where a waiting job should be admitted after the first
-job's attempt failed; it comes back once that is understood.
+The ClusterQueue holds exactly one job of the example's size, so a second job waits, and the test
+can see where a retried attempt lands: each attempt is a new RayJob and so a new Workload, which
+keeps the job's priority but not its place, and queues behind a job that was already waiting.
+The queue is StrictFIFO: under BestEffortFIFO the waiting job is offered the freed quota only in
+Kueue's next requeue batch, a second after attempt 1's Workload finishes, and a retry the operator
+makes within that second is admitted ahead of it (support/kueue.py, cluster_queue).
+The failed attempt's Workload is finished by Kueue (its RayJob stays, failed), so it holds no
+quota. The first test checks the same contract without Kueue.
 """
 
 from __future__ import annotations
 
+import secrets
 import time
+from collections.abc import Iterator
+from typing import Any
 
+import pytest
 from support.cluster import Cluster
 from support.jobs import apply_job, example, phase_is
+from support.kueue import (
+    API,
+    KueueProcess,
+    admitted,
+    cluster_queue,
+    finished,
+    kueue_dir,
+    release,
+    workloads_of,
+)
+from support.namespaces import create_namespace, delete_namespace
 from support.operator_process import OperatorProcess
-from support.rayjobapi import RUNNING_FOREVER, RayJobAPI
+from support.rayjobapi import RUNNING_FOREVER, RayJobAPI, succeeds_after
 
 # One geo3k-ascend-910b job: a 4-CPU head and one worker of 52 CPUs and 8 NPUs, 528 GiB in all.
 ONE_JOB = {"cpu": "60", "memory": "600Gi", "huawei.com/Ascend910": "8"}
 PRIORITY = 1000
+
+
+@pytest.fixture(scope="module")
+def kueue(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KueueProcess]:
+    built = kueue_dir()
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(built / "crds"))
+    for crd in ("workloads", "clusterqueues", "localqueues", "resourceflavors", "workloadpriorityclasses"):
+        # Polled, not `kubectl wait`: the Workload CRD is large and its status comes late.
+        cluster.wait_for(
+            "customresourcedefinition",
+            f"{crd}.kueue.x-k8s.io",
+            None,
+            lambda o: any(
+                c["type"] == "Established" and c["status"] == "True"
+                for c in (o.get("status") or {}).get("conditions") or []
+            ),
+            timeout=120,
+            what="Established",
+        )
+    cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue-system"}})
+    process = KueueProcess(cluster.kubeconfig, tmp_path_factory.mktemp("kueue"), built / "bin" / "kueue")
+    process.start()
+    yield process
+    process.stop()
+
+
+def _workload(
+    cluster: Cluster, namespace: str, rayjob: str, what: str, check: Any, timeout: float = 90
+) -> dict:
+    """The RayJob's Workload once ``check`` holds for it."""
+    deadline = time.monotonic() + timeout
+    found: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        found = workloads_of(cluster, namespace, rayjob)
+        if len(found) == 1 and check(found[0]):
+            return found[0]
+        time.sleep(0.5)
+    raise AssertionError(f"no Workload of {namespace}/{rayjob} {what} in {timeout:.0f} s: {found}")
+
+
+def _pending(workload: dict[str, Any]) -> bool:
+    """Kueue looked at it and had no quota for it."""
+    return any(
+        c["type"] == "QuotaReserved" and c["status"] == "False" and c.get("reason") == "Pending"
+        for c in (workload.get("status") or {}).get("conditions", [])
+    )
+
+
+def _has_priority(workload: dict[str, Any], wpc: str) -> bool:
+    ref = workload["spec"].get("priorityClassRef") or {}
+    return (ref.get("kind"), ref.get("name"), workload["spec"].get("priority")) == (
+        "WorkloadPriorityClass",
+        wpc,
+        PRIORITY,
+    )
 
 
 def test_every_attempt_is_handed_to_kueue_suspended_with_its_queue_and_priority(
@@ -74,3 +149,84 @@ def test_every_attempt_is_handed_to_kueue_suspended_with_its_queue_and_priority(
             job_api.finish(
                 submission["submission_id"], "FAILED", "Job entrypoint command failed with exit code 75."
             )
+
+
+def test_a_queued_job_runs_at_its_priority_and_a_retry_queues_anew_behind_a_waiting_job(
+    cluster: Cluster, namespace: str, operator: OperatorProcess, job_api: RayJobAPI, kueue: KueueProcess
+) -> None:
+    token = secrets.token_hex(3)
+    flavor, queue, wpc = f"flavor-{token}", f"cq-{token}", f"research-{token}"
+    other = create_namespace(cluster, "kueue-other")
+    cluster.kubectl("label", "namespace", namespace, other, f"grpo.dev/kueue-test={token}")
+    cluster_scoped = [
+        {"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": flavor}},
+        {"apiVersion": API, "kind": "WorkloadPriorityClass", "metadata": {"name": wpc}, "value": PRIORITY},
+        cluster_queue(queue, flavor, {"grpo.dev/kueue-test": token}, ONE_JOB),
+    ]
+    try:
+        cluster.apply(cluster_scoped)
+        for ns in (namespace, other):
+            local = {
+                "apiVersion": API,
+                "kind": "LocalQueue",
+                "metadata": {"name": "training", "namespace": ns},
+            }
+            cluster.apply({**local, "spec": {"clusterQueue": queue}})
+        queued = {"resources.queueName": "training", "resources.workloadPriorityClass": wpc}
+        job_api.configure_namespace(namespace, RUNNING_FOREVER)
+        job_api.configure_namespace(other, succeeds_after(8))
+
+        # Attempt 1: a Workload at the class's priority, admitted, and the job runs.
+        job = apply_job(
+            cluster, namespace, example("geo3k-ascend-910b", **queued, **{"runPolicy.backoffLimit": 1})
+        )
+        first = _workload(cluster, namespace, f"{job}-1", "admitted", admitted)
+        assert _has_priority(first, wpc), first["spec"]
+        cluster.wait_for("grpojob", job, namespace, phase_is("Running"), timeout=120, what="Running")
+
+        # A second job of equal priority finds no quota left and waits; its GRPOJob says so.
+        waiting = apply_job(cluster, other, example("geo3k-ascend-910b", **queued))
+        waiting_workload = _workload(cluster, other, f"{waiting}-1", "pending for quota", _pending)
+        assert cluster.get("grpojob", waiting, other)["status"]["phase"] == "Pending"
+        assert cluster.get("rayjob", f"{waiting}-1", other)["spec"]["suspend"] is True
+
+        # Attempt 1 fails (retryable): attempt 2 is a new RayJob, so a new Workload, at the same
+        # priority, created after the waiting job's, so behind it in the queue.
+        [submission] = job_api.jobs(namespace)
+        job_api.finish(
+            submission["submission_id"], "FAILED", "Job entrypoint command failed with exit code 75."
+        )
+        retry = _workload(
+            cluster, namespace, f"{job}-2", "at the class's priority", lambda w: _has_priority(w, wpc)
+        )
+        assert retry["metadata"]["creationTimestamp"] >= waiting_workload["metadata"]["creationTimestamp"]
+        # What frees the quota: the failed attempt's RayJob stays (no TTL asked for), unsuspended
+        # as Kueue left it (false, so left out), and KubeRay's Failed makes Kueue finish its
+        # Workload. A dead attempt holds no quota.
+        dead = cluster.get("rayjob", f"{job}-1", namespace)
+        assert (dead["spec"].get("suspend", False), dead["status"]["jobDeploymentStatus"]) == (
+            False,
+            "Failed",
+        )
+        _workload(cluster, namespace, f"{job}-1", "finished (Failed)", lambda w: finished(w) == "Failed")
+        _workload(cluster, other, f"{waiting}-1", "admitted", admitted)
+        assert not admitted(workloads_of(cluster, namespace, f"{job}-2")[0]), (
+            "the retry went ahead of the waiting job"
+        )
+        assert cluster.get("grpojob", job, namespace)["status"]["attempt"] == 2
+
+        # The waiting job finishes; the retry is admitted and runs.
+        cluster.wait_for("grpojob", waiting, other, phase_is("Succeeded"), timeout=120, what="Succeeded")
+        _workload(cluster, namespace, f"{job}-2", "admitted", admitted, timeout=120)
+        running = cluster.wait_for(
+            "grpojob",
+            job,
+            namespace,
+            lambda o: phase_is("Running")(o) and o["status"].get("attempt") == 2,
+            timeout=120,
+            what="attempt 2 Running",
+        )
+        assert running["status"]["failedAttempts"][0]["attempt"] == 1
+    finally:
+        release(cluster, [namespace, other], cluster_scoped)
+        delete_namespace(cluster, other)

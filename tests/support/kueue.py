@@ -36,6 +36,12 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 API = "kueue.x-k8s.io/v1beta2"
+PLURALS = {
+    "ResourceFlavor": "resourceflavors.kueue.x-k8s.io",
+    "WorkloadPriorityClass": "workloadpriorityclasses.kueue.x-k8s.io",
+    "ClusterQueue": "clusterqueues.kueue.x-k8s.io",
+}
+"""The cluster-scoped kinds a test makes, as `kubectl delete` names them."""
 
 
 def kueue_dir() -> Path:
@@ -161,16 +167,25 @@ class KueueProcess:
 
 
 def cluster_queue(
-    name: str, flavor: str, namespace_label: dict[str, str], quota: dict[str, str]
+    name: str,
+    flavor: str,
+    namespace_label: dict[str, str],
+    quota: dict[str, str],
+    strategy: str = "StrictFIFO",
 ) -> dict[str, Any]:
-    """A ClusterQueue of one flavor with ``quota`` per resource, for namespaces with the label."""
+    """A ClusterQueue of one flavor with ``quota`` per resource, for namespaces with the label.
+
+    StrictFIFO by default, so the order of admission is the queue's order (priority, then creation
+    time). Under BestEffortFIFO (Kueue's default) a Workload that did not fit waits aside and is
+    offered freed quota only in Kueue's next requeue batch (1 s later in Kueue 0.17), so one
+    created within that second (a retry made at once, say) can be admitted ahead of it."""
     return {
         "apiVersion": API,
         "kind": "ClusterQueue",
         "metadata": {"name": name},
         "spec": {
             "namespaceSelector": {"matchLabels": namespace_label},
-            "queueingStrategy": "BestEffortFIFO",
+            "queueingStrategy": strategy,
             "resourceGroups": [
                 {
                     "coveredResources": sorted(quota),
@@ -204,3 +219,58 @@ def admitted(workload: dict[str, Any]) -> bool:
         c["type"] == "Admitted" and c["status"] == "True"
         for c in (workload.get("status") or {}).get("conditions", [])
     )
+
+
+def finished(workload: dict[str, Any]) -> str:
+    """The reason Kueue finished the Workload (Succeeded, Failed...), so released its quota; empty
+    while it has not."""
+    return next(
+        (
+            c.get("reason", "")
+            for c in (workload.get("status") or {}).get("conditions", [])
+            if c["type"] == "Finished" and c["status"] == "True"
+        ),
+        "",
+    )
+
+
+def release(
+    cluster: Any, namespaces: list[str], cluster_scoped: list[dict[str, Any]], timeout: float = 90
+) -> None:
+    """Take a test's Kueue objects down while Kueue still runs, so that nothing is left behind.
+
+    Workloads, ClusterQueues and ResourceFlavors carry Kueue's finalizer
+    (`kueue.x-k8s.io/resource-in-use`), which only a running Kueue removes: a namespace deleted
+    after the controller has stopped stays Terminating for good with its Workloads, and so do the
+    queue and the flavor they used. So the GRPOJobs go first (their RayJobs and Workloads follow),
+    then the cluster-scoped objects, each waited for."""
+    for ns in namespaces:
+        cluster.kubectl("delete", "grpojobs", "--all", "-n", ns, "--wait=false", check=False)
+    deadline = time.monotonic() + timeout
+    _wait_gone(
+        lambda: [
+            f"Workload {ns}/{w['metadata']['name']}"
+            for ns in namespaces
+            for w in cluster.get("workloads.kueue.x-k8s.io", namespace=ns)["items"]
+        ],
+        deadline,
+    )
+    for obj in reversed(cluster_scoped):
+        cluster.kubectl("delete", PLURALS[obj["kind"]], obj["metadata"]["name"], "--wait=false", check=False)
+    _wait_gone(
+        lambda: [
+            f"{obj['kind']} {obj['metadata']['name']}"
+            for obj in cluster_scoped
+            if cluster.get(PLURALS[obj["kind"]], obj["metadata"]["name"]) is not None
+        ],
+        deadline,
+    )
+
+
+def _wait_gone(remaining: Any, deadline: float) -> None:
+    left = remaining()
+    while left and time.monotonic() < deadline:
+        time.sleep(1)
+        left = remaining()
+    if left:
+        raise AssertionError(f"still there after Kueue's clean-up: {', '.join(left)}")

@@ -567,6 +567,30 @@ def test_without_retention_a_retry_leaves_cleanup_to_kuberay() -> None:
     assert (result.create_attempt, result.delete_rayjob) == (2, None)
 
 
+@pytest.mark.parametrize("deployment", ["Running", "Retrying"])
+def test_a_retry_deletes_an_attempt_kuberay_has_not_finished_so_it_holds_no_quota(deployment: str) -> None:
+    """With a submitter (K8sJobMode, SidecarMode) KubeRay writes the Ray job's FAILED before it
+    finishes the RayJob, which waits for the submitter to exit. Until then Kueue keeps the dead
+    attempt's Workload admitted (its quota held) and KubeRay its cluster: the retry deletes it."""
+    rayjob = _rayjob(deployment, "FAILED", RETRYABLE_FAILURE)
+    result = plan(_job(_running_status(), backoffLimit=2), rayjob, [], NOW)
+    assert (result.status["phase"], result.create_attempt, result.delete_rayjob) == (
+        "Restarting",
+        2,
+        "demo-1",
+    )
+    # The next pass plans from attempt 2 (its RayJob not made yet) and deletes nothing more.
+    again = plan(_job(result.status, backoffLimit=2), None, [], NOW)
+    assert (again.create_attempt, again.delete_rayjob) == (2, None)
+
+
+def test_a_job_failed_for_good_keeps_its_attempt_for_kuberay_to_finish() -> None:
+    """Not retried: nothing waits for the quota, and KubeRay finishes the RayJob once the
+    submitter exits (the cluster stays only for failedClusterRetentionSeconds)."""
+    result = plan(_job(_running_status()), _rayjob("Running", "FAILED", FAILED_FOR_GOOD), [], NOW)
+    assert (result.status["phase"], result.create_attempt, result.delete_rayjob) == ("Failed", None, None)
+
+
 @pytest.mark.parametrize(("ttl", "deleted"), [(None, "demo-1"), (7200, None)])
 def test_a_successful_cluster_is_not_kept_for_the_failure_retention(
     ttl: int | None, deleted: str | None
