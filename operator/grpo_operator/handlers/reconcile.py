@@ -207,6 +207,7 @@ class Reconciler:
             self.draining.discard(key)
         if phase in TERMINAL:
             self._ensured.pop(key, None)
+            self.startup_checks.forget(key)
             self.unfinished.discard(key)
         else:
             self.unfinished.add(key)
