@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from .api import contract
@@ -476,13 +476,9 @@ def _starting(
         st.condition("Running", False, trouble.reason, message)
         if before is None or (before["status"], before["reason"]) != ("False", reason(trouble.reason)):
             st.events.append(("Warning", reason(trouble.reason), message))
-    # KubeRay's startTime: when it began deploying this RayJob (again after a Kueue admission).
-    made = parse_rfc3339(
-        (rayjob.get("status") or {}).get("startTime")
-        or (rayjob.get("metadata") or {}).get("creationTimestamp")
-    )
     limit = job.spec.run_policy.start_deadline_seconds
-    if made is None or (now - made).total_seconds() <= limit:
+    deadline = start_deadline(job, rayjob)
+    if deadline is None or now <= deadline:
         return st.plan()
     why = trouble.message if trouble else "its Ray cluster never became ready (no pod reported a reason)"
     return _fail_attempt(
@@ -496,6 +492,16 @@ def _starting(
             retryable=False,
         ),
     )
+
+
+def start_deadline(job: GRPOJob, rayjob: dict[str, Any]) -> datetime | None:
+    """When an attempt that has not started fails: runPolicy.startDeadlineSeconds after KubeRay's
+    startTime, when it began deploying this RayJob (again after a Kueue admission)."""
+    made = parse_rfc3339(
+        (rayjob.get("status") or {}).get("startTime")
+        or (rayjob.get("metadata") or {}).get("creationTimestamp")
+    )
+    return None if made is None else made + timedelta(seconds=job.spec.run_policy.start_deadline_seconds)
 
 
 WAITING_FOR_INPUTS = "WaitingForInputs"

@@ -12,7 +12,7 @@ reconciler lists the attempt's pods and the namespace's Warning Events.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from .api.timestamps import parse_rfc3339
@@ -92,6 +92,21 @@ def trouble(
     more = [t.message for t in found[1:3] if t.message != first.message]
     message = "; ".join([first.message, *more])
     return Trouble(first.reason, cut(message, MESSAGE_LIMIT))
+
+
+def grace_ends(pods: list[dict[str, Any]], now: datetime) -> datetime | None:
+    """When the first of the pods that the scheduler is still within its grace for (unschedulable
+    for less than SCHEDULING_GRACE_S) leaves it; None when none is. The verdict can change then
+    with nothing else moving, so the next look is due by that time (handlers/startup_checks.py)."""
+    ends = [
+        since + timedelta(seconds=SCHEDULING_GRACE_S)
+        for pod in pods
+        for cond in (pod.get("status") or {}).get("conditions") or []
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False"
+        for since in [parse_rfc3339(cond.get("lastTransitionTime"))]
+        if since is not None and (now - since).total_seconds() < SCHEDULING_GRACE_S
+    ]
+    return min(ends, default=None)
 
 
 def _pod_trouble(pod: dict[str, Any], now: datetime) -> list[Trouble]:

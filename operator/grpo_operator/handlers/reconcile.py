@@ -43,11 +43,13 @@ from ..lifecycle import (
     holds_cluster,
     observe_rayjob,
     plan,
+    start_deadline,
 )
 from ..metrics import Metrics
 from ..rayjob_status import RayJobStatus
-from ..startup import Trouble, trouble
+from ..startup import Trouble, grace_ends, trouble
 from ..validation import validate
+from .startup_checks import StartupChecks, WarningEvents
 from .urgency import Urgency
 from .watched import Watched
 
@@ -63,7 +65,8 @@ CHILDREN_CHECK_PERIODS = 5
 Nothing but a person or another controller deletes them, and their reads were most of what the
 resync cost per quiet job: read every period, a burst that waits long for its Ray clusters paid
 six GETs per job per period. A child deleted by hand comes back within this many periods (the
-operator's restart and a Lease takeover read every child at once)."""
+operator's restart and a Lease takeover read every child at once). Also the longest wait between
+two looks at a starting job's pods while its RayJob stands still (handlers/startup_checks.py)."""
 
 
 class ChildRefusedError(Exception):
@@ -103,6 +106,9 @@ class Reconciler:
         self.settings = settings
         self.metrics = metrics
         self.clock = clock
+        # What a starting job's pods say, looked at when due; the Warning Events shared by namespace.
+        self.startup_checks = StartupChecks()
+        self.warning_events = WarningEvents(api.warning_events)
         self.urgency = Urgency()
         self.watched = Watched()
         """What the watches last delivered (wiring.py feeds it), for the resync's visits."""
@@ -134,6 +140,7 @@ class Reconciler:
         self.unfinished.discard(key)
         self._ensured.pop(key, None)
         self._unread.pop(key, None)
+        self.startup_checks.forget(key)
         self.watched.job_gone(key)
 
     async def once(
@@ -206,6 +213,7 @@ class Reconciler:
             self.draining.discard(key)
         if phase in TERMINAL:
             self._ensured.pop(key, None)
+            self.startup_checks.forget(key)
             self.unfinished.discard(key)
         else:
             self.unfinished.add(key)
@@ -258,14 +266,41 @@ class Reconciler:
         return validate(job, self.settings, claim_access_modes=modes, priority_class_exists=exists)
 
     async def _startup_trouble(self, job: GRPOJob, rayjob: dict[str, Any] | None) -> Trouble | None:
-        """While the current attempt's cluster starts: what its pods and Warning Events say."""
+        """While the current attempt's cluster starts: what its pods and Warning Events say.
+
+        Looked at when due (handlers/startup_checks.py: at once when the RayJob moved, ever less
+        often while it stands still); in between, the last look's verdict stands."""
+        key = (job.namespace, job.name)
         if rayjob is None or observe_rayjob(rayjob).state != "starting":
+            self.startup_checks.forget(key)
             return None
         attempt = job.status.attempt or 0
+        which = (job.uid, attempt)
+        status = rayjob.get("status") or {}
+        now = self.clock()
+        deadline = start_deadline(job, rayjob)
+        due = self.startup_checks.due(
+            key, which, status, now.timestamp(), deadline=None if deadline is None else deadline.timestamp()
+        )
+        if not due:
+            return self.startup_checks.last(key)
         pods = await self.api.attempt_pods(job.namespace, f"{JOB_LABEL}={job.name},{ATTEMPT_LABEL}={attempt}")
-        events = await self.api.warning_events(job.namespace)
+        events = await self.warning_events.of(job.namespace)
         owners = {rayjob_name(job.name, attempt), RayJobStatus.of(rayjob).cluster_name} - {""}
-        return trouble(pods, events, frozenset(owners), self.clock())
+        found = trouble(pods, events, frozenset(owners), now)
+        period = self.settings.resync_seconds
+        grace = grace_ends(pods, now)
+        self.startup_checks.checked(
+            key,
+            which,
+            status,
+            now.timestamp(),
+            found,
+            first=period,
+            longest=period * CHILDREN_CHECK_PERIODS,
+            by=None if grace is None else grace.timestamp(),
+        )
+        return found
 
     async def _preflight(self, job: GRPOJob) -> tuple[list[Problem], str]:
         """Before the first RayJob: what the job names, read (preflight.py judges it)."""

@@ -16,8 +16,10 @@ event ever brought to this process.
 What a visit costs does not grow with how long a job waits: a Pending job whose RayJob status
 moved within the period (KubeRay bringing its cluster up) is not visited, for up to
 CHILDREN_CHECK_PERIODS periods; a visit plans from what the watches last delivered instead of
-reading the job and its RayJob again (handlers/watched.py); and the children are read again
-only every CHILDREN_CHECK_PERIODS periods (reconcile.py).
+reading the job and its RayJob again (handlers/watched.py); the children are read again only
+every CHILDREN_CHECK_PERIODS periods (reconcile.py); and a starting job's pods are looked at ever
+less often while its RayJob stands still, from Warning Events listed once per namespace for all
+its jobs (handlers/startup_checks.py).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from typing import Any
 
 from grpo_operator.api.v1alpha1 import GRPOJob
 from grpo_operator.lifecycle import plan
-from grpo_operator.startup import Trouble, trouble
+from grpo_operator.startup import Trouble, grace_ends, trouble
 from support.operator_inputs import minimal_body
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
@@ -144,3 +144,12 @@ def test_an_attempt_that_never_starts_fails_at_the_start_deadline_with_the_reaso
 def test_within_the_start_deadline_nothing_fails() -> None:
     job, rayjob = _starting("2026-11-29T11:40:00Z", startDeadlineSeconds=1800)
     assert plan(job, rayjob, [], NOW).status["phase"] == "Pending"
+
+
+def test_the_schedulers_grace_ends_when_the_first_pod_still_in_it_leaves_it() -> None:
+    young = {"conditions": [{**UNSCHEDULABLE["conditions"][0], "lastTransitionTime": "2026-11-29T11:59:50Z"}]}
+    pods = [_pod("demo-1-head", **young), _pod("demo-1-worker", **UNSCHEDULABLE)]
+    # The worker (two minutes unschedulable) is a reason already; the head becomes one in 10 s.
+    assert grace_ends(pods, NOW) == datetime(2026, 11, 29, 12, 0, 10, tzinfo=UTC)
+    assert grace_ends([_pod("demo-1-worker", **UNSCHEDULABLE)], NOW) is None
+    assert grace_ends([_pod("demo-1-head", "Running")], NOW) is None
