@@ -4,7 +4,7 @@ The single-GPU LoRA recipe ends by generating on a test image with the trained m
 and reading the answer by eye. Here the exported (merged) model does the same on one row of the
 validation set, or of the training set when the job has none; the job's reward functions score
 the response against the row's answer, and the whole record goes to `sample.json` beside the
-exported model, with a summary in `status.outputs.sample`.
+exported model, named in `status.outputs.sampleFile` (its text also goes to the attempt's log).
 """
 
 from __future__ import annotations
