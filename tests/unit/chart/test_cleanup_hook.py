@@ -7,14 +7,13 @@ Its behaviour against a cluster is the end-to-end tests' (helm uninstall); here:
 from __future__ import annotations
 
 import functools
-import importlib.util
-import sys
 from pathlib import PurePosixPath
 from types import ModuleType
 from typing import Any
 
 import pytest
 from support.helm import CHART, NAMESPACED, of_kind, only, render
+from support.scripts import load_script
 
 SCRIPT = CHART / "files" / "pre_delete.py"
 
@@ -22,13 +21,7 @@ SCRIPT = CHART / "files" / "pre_delete.py"
 @functools.cache
 def _script() -> ModuleType:
     """The chart's script as a module (registered first: its dataclass looks itself up)."""
-    spec = importlib.util.spec_from_file_location("grpo_chart_pre_delete", SCRIPT)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT, "grpo_chart_pre_delete")
 
 
 def _hook_objects(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:

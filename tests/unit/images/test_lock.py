@@ -9,18 +9,14 @@ x86-64 (to exactly the lock) and aarch64, the Ascend image on both.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 
 import pytest
 from packaging.utils import canonicalize_name
 from support.dockerfile import DOCKERFILES, REPO, Dockerfile, build_args
+from support.scripts import load_script
 
-_spec = importlib.util.spec_from_file_location("lock", REPO / "images" / "lock.py")
-assert _spec is not None
-assert _spec.loader is not None
-lock = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(lock)
+lock = load_script(REPO / "images" / "lock.py", "lock")
 
 GPU_STACK = REPO / "benchmarks" / "gpu_stack_requirements.txt"
 

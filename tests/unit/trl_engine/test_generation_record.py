@@ -7,19 +7,15 @@ judging each path on the targets: vLLM within 16 GB and 8 ms per token, as long 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[3]
-_spec = importlib.util.spec_from_file_location("trl_generation", REPO / "benchmarks" / "trl_generation.py")
-assert _spec is not None
-assert _spec.loader is not None
-trl_generation = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(trl_generation)
+trl_generation = load_script(REPO / "benchmarks" / "trl_generation.py", "trl_generation")
 
 
 def engine_run(ms: list[float], peak: float, shortest: list[int], **extra: Any) -> dict[str, Any]:

@@ -9,12 +9,11 @@ here. The fragments below have the shape of flash-attn 2.8.3's `setup.py` source
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from support.scripts import load_script
 
 SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "flash_attn_build.py"
 
@@ -23,14 +22,8 @@ DIMS = (32, 64, 96, 128, 192, 256)
 
 
 @pytest.fixture
-def build(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    spec = importlib.util.spec_from_file_location("flash_attn_build_under_test", SCRIPT)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)
-    spec.loader.exec_module(module)
-    return module
+def build() -> ModuleType:
+    return load_script(SCRIPT, "flash_attn_build_under_test")
 
 
 def setup_py() -> str:

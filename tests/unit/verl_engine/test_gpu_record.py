@@ -8,26 +8,20 @@ figures must come from its attempt that completed (its first start may have fail
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from support.scripts import load_script
 
 SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "verl_gpu.py"
 
 
 @pytest.fixture
 def verl_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    spec = importlib.util.spec_from_file_location("verl_gpu_under_test", SCRIPT)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)
-    spec.loader.exec_module(module)
+    module = load_script(SCRIPT, "verl_gpu_under_test")
     monkeypatch.setattr(module, "ROOT", tmp_path / "repo")
     return module
 
