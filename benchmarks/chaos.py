@@ -120,8 +120,9 @@ def expected(job: Job, obj: dict[str, Any] | None, children: set[tuple[str, str]
         and not obj["spec"].get("runPolicy", {}).get("suspend"),
         "recreate": phase == "Succeeded" and attempt == 1 and obj["metadata"]["uid"] == job.uid,
     }
+    # A finished job keeps only the conditions of its end, so Created is asked of a running one.
     created = (conditions.get("Created") or {}).get("status") == "True"
-    if want[job.kind] and (created or phase == "Failed"):
+    if want[job.kind] and (created or phase in ("Failed", "Succeeded")):
         return None
     return f"phase={phase} attempt={attempt} failed={failed} created={created}"
 
