@@ -217,7 +217,8 @@ def test_example_whole_life(
     assert done["status"]["completionTime"]
     # A finished job keeps only the conditions of its end: Running=False would only repeat it.
     kept = {c["type"] for c in done["status"]["conditions"]}
-    assert "Succeeded" in kept and not kept & {"Running", "Created", "Restarting"}, kept
+    assert "Succeeded" in kept, kept
+    assert not kept & {"Running", "Created", "Restarting"}, kept
     row = row_of(cluster, namespace, job)
     assert (row["PHASE"], row["ATTEMPT"]) == ("Succeeded", "2")
     reasons = event_reasons(cluster, namespace, job)
