@@ -23,21 +23,14 @@ if docker info >/dev/null 2>&1; then
   exit 0
 fi
 
-if ! command -v dockerd >/dev/null || ! command -v jq >/dev/null; then
-  if ((EUID != 0)); then
-    echo "engine: no Docker engine answers and dockerd is not installed; as root, or with your" \
-      "package manager: apt-get install docker.io jq" >&2
-    exit 1
-  fi
-  say "installing Debian's Docker engine (apt-get install docker.io jq; about a minute)"
-  apt_log="$ENGINE_DIR/logs/apt.log"
-  mkdir -p "$(dirname "$apt_log")"
-  if ! { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-    --no-install-recommends docker.io jq; } >"$apt_log" 2>&1; then
-    tail -n 20 "$apt_log" >&2
-    exit 1
-  fi
+. "$HACK_DIR/engine-lib.sh"
+rc=0; install_engine_packages "$ENGINE_DIR/logs/apt.log" || rc=$?
+if ((rc == 2)); then
+  echo "engine: no Docker engine answers and dockerd is not installed; as root, or with your" \
+    "package manager: apt-get install docker.io jq" >&2
+  exit 1
 fi
+((rc == 0)) || exit 1
 if ((EUID != 0)); then
   echo "engine: dockerd is installed but not running, and only root can start it here" >&2
   exit 1

@@ -3,6 +3,8 @@
 # shellcheck shell=bash
 # shellcheck source=kind/versions.env
 . "$HACK_DIR/kind/versions.env"
+# shellcheck source=engine-lib.sh
+. "$HACK_DIR/engine-lib.sh"
 # Its own cache root, so a checkout that shares another's control-plane binaries (GRPO_CACHE_DIR)
 # keeps the node image's inputs and its engine to itself.
 KIND_CACHE_ROOT="${GRPO_KIND_CACHE_DIR:-$CACHE_ROOT}"
@@ -34,9 +36,11 @@ export DOCKER_HOST="unix://$KIND_ENGINE_RUN/docker.sock"
 
 start_kind_engine() {  # start_kind_engine: the kind engine, started if it does not answer
   docker info >/dev/null 2>&1 && return 0
-  if ((EUID != 0)) || ! command -v dockerd >/dev/null || ! command -v jq >/dev/null; then
-    echo "kind-up: the kind backend starts a dockerd of its own; it needs root and Debian's" \
-      "docker.io and jq (apt-get install docker.io jq, or make engine-up as root)" >&2
+  local rc=0
+  install_engine_packages "$KIND_ENGINE_DIR/logs/apt.log" || rc=$?
+  if ((rc != 0)) || ((EUID != 0)); then
+    ((rc == 1)) || echo "kind-up: the kind backend starts a dockerd of its own; it needs root" \
+      "(and Debian's docker.io and jq, which it installs as root)" >&2
     exit 1
   fi
   say "starting kind's dockerd (data in $KIND_ENGINE_DIR/data, log $KIND_ENGINE_DIR/logs/dockerd.log)"
