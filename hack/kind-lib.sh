@@ -36,13 +36,12 @@ export DOCKER_HOST="unix://$KIND_ENGINE_RUN/docker.sock"
 
 start_kind_engine() {  # start_kind_engine: the kind engine, started if it does not answer
   docker info >/dev/null 2>&1 && return 0
-  local rc=0
-  install_engine_packages "$KIND_ENGINE_DIR/logs/apt.log" || rc=$?
-  if ((rc != 0)) || ((EUID != 0)); then
-    ((rc == 1)) || echo "kind-up: the kind backend starts a dockerd of its own; it needs root" \
-      "(and Debian's docker.io and jq, which it installs as root)" >&2
+  if ((EUID != 0)); then
+    echo "kind-up: the kind backend starts a dockerd of its own; it needs root (and Debian's" \
+      "docker.io and jq, which it installs where they are missing)" >&2
     exit 1
   fi
+  install_engine_packages "$KIND_ENGINE_DIR/logs/apt.log" || exit 1
   say "starting kind's dockerd (data in $KIND_ENGINE_DIR/data, log $KIND_ENGINE_DIR/logs/dockerd.log)"
   local started=$SECONDS
   mkdir -p "$KIND_ENGINE_DIR/data" "$KIND_ENGINE_RUN"
