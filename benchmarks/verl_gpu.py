@@ -1040,13 +1040,23 @@ def steady_difference(ours: dict[str, Any], raw: dict[str, Any]) -> dict[str, di
     return out
 
 
-def record(source: Path, gpus: int, section: str | None = None) -> int:
+MAIN_RUN_KEYS = (
+    "machine", "gpus", "attention", "shapes", "ours", "raw_verl", "ours_retry", "retry_startup",
+    "overhead_pct", "same_data",
+)  # fmt: skip
+"""The keys of a summary's main run; every other key is a section that `record` keeps."""
+
+
+def record(source: Path, gpus: int, section: str | None = None, previous_as: str | None = None) -> int:
     """Here: the committed summary of a 4B run (docs/benchmarks/data/verl-4b-<N>gpu.json) from the
     `wait` summaries a device call brought back (`shapes-4b-summary.json`, `raw-4b-summary.json`).
 
     With `section`, the pair (ours and raw verl, from one lease) goes under that key of the
     existing summary and the rest of it is kept: a comparison run at other shapes than the
-    summary's own (a shorter response, to fit both runs in one lease) must not replace them."""
+    summary's own (a shorter response, to fit both runs in one lease) must not replace them.
+    Without it, the new run becomes the main one and the sections stay; `previous_as` keeps the
+    main run it replaces under that key (a run with other attention, say), so no measurement is
+    lost by recording a newer one."""
     ours = json.loads((source / "shapes-4b-summary.json").read_text())
     raw_file = source / "raw-4b-summary.json"
     raw = json.loads(raw_file.read_text()) if raw_file.is_file() else None
@@ -1108,10 +1118,22 @@ def record(source: Path, gpus: int, section: str | None = None) -> int:
         if not summary["same_data"]:
             log("ours and raw verl trained on different files: their steps are different batches")
     target = ROOT / "docs" / "benchmarks" / "data" / f"verl-4b-{gpus}gpu.json"
-    if section:
+    kept = json.loads(target.read_text()) if target.is_file() else {}
+    if section and previous_as:
+        raise SystemExit("record: --section adds a pair beside the main run; --previous-as replaces it")
+    if not section:
+        sections = {key: value for key, value in kept.items() if key not in MAIN_RUN_KEYS}
+        if previous_as:
+            if previous_as in MAIN_RUN_KEYS or previous_as in sections:
+                raise SystemExit(f"record --previous-as {previous_as}: that key is taken")
+            previous = {key: value for key, value in kept.items() if key in MAIN_RUN_KEYS}
+            if not previous:
+                raise SystemExit(f"record --previous-as {previous_as}: {target.name} holds no main run")
+            sections[previous_as] = previous
+        summary = {**summary, **sections}
+    else:
         if not raw:
             raise SystemExit(f"record --section {section}: no raw-4b-summary.json in {source}")
-        kept = json.loads(target.read_text()) if target.is_file() else {}
         pair = {key: summary[key] for key in ("machine", "attention", "shapes", "ours", "raw_verl")}
         pair["overhead_pct"] = summary["overhead_pct"]
         pair["same_data"] = summary["same_data"]
@@ -1148,6 +1170,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--section", help="record: put ours and raw verl under this key of the existing summary"
     )
+    parser.add_argument("--previous-as", help="record: keep the main run the new one replaces under this key")
     parser.add_argument("--seconds", type=float, default=540, help="wait: how long to follow")
     parser.add_argument("--smoke", action="store_true", help="start: stop before launching verl (CPU)")
     parser.add_argument("--keep", action="store_true", help="start tiny: reuse the work folder (model, data)")
@@ -1161,7 +1184,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.verb == "prepare":
         return prepare()
     if args.verb == "record":  # here, with the folder a device call's files came back to
-        return record(Path(args.part), args.gpus, args.section)
+        return record(Path(args.part), args.gpus, args.section, args.previous_as)
     if args.verb == "_supervise":
         return supervise(Path(args.part))
     if args.part not in PARTS:

@@ -170,3 +170,42 @@ def test_raw_verl_gets_the_same_batches(verl_gpu: ModuleType, tmp_path: Path) ->
     args = argparse.Namespace(response_length=512, gpus=1, steps=3, omp_threads=0)
     overrides = verl_gpu.raw_overrides(args, tmp_path / "model", "train.parquet", "test.parquet", tmp_path)
     assert f"data.seed={verl_gpu.DATA_SEED}" in overrides
+
+
+def test_a_new_main_run_keeps_the_sections_and_the_run_it_replaces(
+    verl_gpu: ModuleType, tmp_path: Path
+) -> None:
+    """Recording the image's attention over an SDPA run must lose neither it nor the comparisons."""
+    source = tmp_path / "came-back"
+    source.mkdir()
+    ours = summary(
+        "shapes-4b", {"attempt_1": attempt(0, [step(1, 124, 40), step(2, 79, 34), step(3, 81, 34)])}
+    )
+    ours["attention"] = "flash_attention_2"
+    (source / "shapes-4b-summary.json").write_text(json.dumps(ours))
+    target = tmp_path / "repo" / "docs" / "benchmarks" / "data" / "verl-4b-1gpu.json"
+    target.parent.mkdir(parents=True)
+    before = {
+        "attention": "sdpa",
+        "ours": {"steady_state": {"step_s": 130.7}},
+        "ours_retry": {"steady_state": {"step_s": 131.0}},
+        "comparison_512": {"overhead_pct": 7.0},
+    }
+    target.write_text(json.dumps(before))
+
+    assert verl_gpu.record(source, 1, previous_as="sdpa_1024") == 0
+
+    written = json.loads(target.read_text())
+    assert written["attention"] == "flash_attention_2"
+    assert written["ours"]["steady_state"]["step_s"] == 80.0
+    assert "ours_retry" not in written  # the retry belonged to the run it replaced
+    assert written["comparison_512"] == {"overhead_pct": 7.0}
+    assert written["sdpa_1024"] == {k: before[k] for k in ("attention", "ours", "ours_retry")}
+
+    # Recorded again without --previous-as, the sections (the moved run among them) stay.
+    assert verl_gpu.record(source, 1) == 0
+    again = json.loads(target.read_text())
+    assert again["sdpa_1024"] == written["sdpa_1024"]
+    assert again["comparison_512"] == {"overhead_pct": 7.0}
+    with pytest.raises(SystemExit, match="that key is taken"):
+        verl_gpu.record(source, 1, previous_as="sdpa_1024")
