@@ -27,6 +27,7 @@ import argparse
 import json
 import multiprocessing
 import os
+import signal
 import statistics
 import sys
 import threading
@@ -276,14 +277,47 @@ def requests_per_job(
     }
 
 
+MEMORY_PROBE = Path(__file__).resolve().parent / "memory_probe"
+"""A sitecustomize that traces the operator's allocations and reports them on SIGUSR2."""
+
+
+def probe_env(report: Path | None) -> dict[str, str]:
+    """The operator's environment for --memory-probe: tracemalloc in it, reports into `report`."""
+    if report is None:
+        return {}
+    path = os.environ.get("PYTHONPATH")
+    return {
+        "GRPO_MEMORY_PROBE": str(report),
+        "PYTHONPATH": f"{MEMORY_PROBE}{os.pathsep}{path}" if path else str(MEMORY_PROBE),
+    }
+
+
+def memory_report(pid: int, report: Path | None, timeout: float = 120) -> None:
+    """Ask the traced operator for a report and wait until it has appended it."""
+    if report is None:
+        return
+    size = report.stat().st_size if report.is_file() else 0
+    os.kill(pid, signal.SIGUSR2)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and (report.stat().st_size if report.is_file() else 0) == size:
+        time.sleep(0.5)
+
+
 def run_operator_burst(
-    client: Client, kubeconfig: Path, jobs: int, workers: int, timeout: float, resync: float, steady: float
+    client: Client,
+    kubeconfig: Path,
+    jobs: int,
+    workers: int,
+    timeout: float,
+    resync: float,
+    steady: float,
+    memory_probe: Path | None = None,
 ) -> dict[str, Any]:
     namespace = f"bench-op-{int(time.time())}"
     client.create(Namespace(metadata={"name": namespace}))
     manifests = burst_jobs(namespace, jobs)
     log_file = Path(f"/tmp/{namespace}-operator.log")
-    operator = OperatorProcess(kubeconfig, log_file, resync_seconds=resync)
+    operator = OperatorProcess(kubeconfig, log_file, resync_seconds=resync, extra_env=probe_env(memory_probe))
     operator.start()
     names = [m["metadata"]["name"] for m in manifests]
     rayjobs = Watcher("rayjobs", namespace, [f"{n}-1" for n in names], rayjob_running, timeout)
@@ -307,9 +341,13 @@ def run_operator_burst(
     status_lag = [grpojobs.reached[n] - rayjobs.reached[f"{n}-1"] for n in names]
     first, all_running = min(started.values()), max(grpojobs.reached.values())
     whole = sampler.used_between(first, all_running)
+    rss_all_running = peak_rss_mib(pid)
+    memory_report(pid, memory_probe)
     steady_state = measure_steady(operator, sampler, named, jobs, steady) if steady else None
     sampler.stop = True
     peak = peak_rss_mib(pid)
+    if steady:
+        memory_report(pid, memory_probe)
     operator.stop()
     client.delete(Namespace, namespace)
     apiserver = whole.get("kube-apiserver (this cluster)", 0.0)
@@ -329,6 +367,8 @@ def run_operator_burst(
             before["grpo_api_requests_total"], after["grpo_api_requests_total"], jobs
         ),
         "operator_peak_rss_mib": round(peak, 1),
+        "operator_peak_rss_mib_to_all_running": round(rss_all_running, 1),
+        "memory_probe": str(memory_probe) if memory_probe else None,
         # CPU seconds from the first create to the last job Running, by process.
         "apiserver_cpu_s": apiserver,
         "apiserver_cpu_ms_per_job": round(1000 * apiserver / jobs, 1),
@@ -430,6 +470,12 @@ def main() -> int:
         default=Path(os.environ.get("KUBECONFIG", REPO / ".cache/cluster/kubeconfig")),
     )
     parser.add_argument("--out", type=Path, help="write the whole JSON result (per-job timeline too) here")
+    parser.add_argument(
+        "--memory-probe",
+        type=Path,
+        help="trace the operator's allocations (tracemalloc: slower) and append reports to this file "
+        "once every job runs and after the steady state",
+    )
     parser.add_argument("--summary", type=Path, help="write the result without the timeline here")
     args = parser.parse_args()
     os.environ["KUBECONFIG"] = str(args.kubeconfig)
@@ -455,6 +501,7 @@ def main() -> int:
             args.timeout,
             args.resync_seconds,
             args.steady_minutes,
+            args.memory_probe,
         )
         operator_p99 = result["operator"]["create_to_rayjob"]["p99_s"]
         result["p99_over_floor_p99"] = round(operator_p99 / floor["create_to_rayjob"]["p99_s"], 2)

@@ -10,7 +10,12 @@ As controller-runtime's work queue and kopf's own keep their queueing out of the
   under load), is queued again by the queue itself with a backoff that grows with each failure
   in a row. Only a replica that has never led drops triggers: on taking over it visits every job;
 - a pass that read a stale job is started over from a fresh read;
-- the urgency gate (handlers/urgency.py) lets work leading to a new job's RayJob go first.
+- the urgency gate (handlers/urgency.py) lets work leading to a new job's RayJob go first;
+- at most MAX_PASSES passes run at once, as controller-runtime's MaxConcurrentReconciles bounds
+  its workers. A pass holds its job's model, its children's manifests and the API's answers while
+  it waits for the API server; with every job of a burst in flight at once, the operator's memory
+  grew with the burst (302 MiB at 1,000 jobs). A job waiting for its turn holds only its trigger,
+  and new jobs take the next free pass before everything else.
 
 The queue also remembers when each job last had a pass that went through, so the resync visits
 only jobs nothing has brought forward for a whole period (handlers/resync.py).
@@ -26,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..k8s import NotLeaderError
+from ..k8s.transport import Slots
 from .reconcile import Reconciler, StaleReadError
 
 log = logging.getLogger(__name__)
@@ -36,6 +42,10 @@ STALE_READ_ATTEMPTS = 3
 """Passes started over from a fresh read before the reconcile counts as failed."""
 EVENT_TRIGGERS = ("job", "rayjob", "retry")
 """Triggers of the event path, in the order a folded pass is named after them."""
+MAX_PASSES = 64
+"""Passes running at once: twice the API requests the operator has in flight (k8s/transport.py),
+so the API server always has the next request of some pass waiting, while the rest of a burst
+waits as triggers (a few hundred bytes each) rather than as passes (hundreds of kilobytes)."""
 
 Key = tuple[str, str]
 
@@ -74,6 +84,7 @@ class JobQueue:
         leading: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.monotonic,
         backoff: tuple[float, ...] = RETRY_BACKOFF_SECONDS,
+        max_passes: int = MAX_PASSES,
     ) -> None:
         self.reconciler = reconciler
         self.leading = leading
@@ -88,6 +99,10 @@ class JobQueue:
         self._failures: dict[Key, int] = {}
         self._last_ok: dict[Key, float] = {}
         self._tasks: set[asyncio.Future[None]] = set()
+        self._passes = Slots(max_passes)
+        self._running = 0
+        self.most_running = 0
+        """The most passes that ran at once so far (for tests and the benchmark)."""
 
     @property
     def queued(self) -> int:
@@ -141,13 +156,31 @@ class JobQueue:
     async def _one(self, key: Key) -> None:
         """The next pass of one job, with every trigger folded into it so far."""
         urgency = self.reconciler.urgency
-        # Following a RayJob's status and the resync wait their turn behind new jobs' RayJobs;
-        # a user's change to a job does not. Triggers that arrive meanwhile join this pass.
-        if self._next[key].trigger != "job":
-            await urgency.wait_turn()
+        pending = self._next[key]
+        # A job without status is new: its reconcile leads to a RayJob and goes first, also while
+        # it waits for a free pass (other work keeps waiting its turn meanwhile).
+        new = pending.body is not None and not pending.body.get("status")
+        release = urgency.hold() if new else None
+        try:
+            # Following a RayJob's status and the resync wait their turn behind new jobs' RayJobs;
+            # a user's change to a job does not. Triggers that arrive meanwhile join this pass.
+            if pending.trigger != "job":
+                await urgency.wait_turn()
+            await self._passes.acquire(first=new)
+        except BaseException:
+            if release is not None:
+                release()
+            raise
+        self._running += 1
+        self.most_running = max(self.most_running, self._running)
+        try:
+            await self._pass(key, release)
+        finally:
+            self._running -= 1
+            self._passes.release()
+
+    async def _pass(self, key: Key, release: Callable[[], None] | None) -> None:
         wanted = self._next.pop(key)
-        # A job without status is new: its reconcile leads to a RayJob and goes first.
-        release = urgency.hold() if wanted.body is not None and not wanted.body.get("status") else None
         started = self.reconciler.clock()
         outcome = "error"
         try:

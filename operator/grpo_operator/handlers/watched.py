@@ -19,6 +19,22 @@ from typing import Any
 
 Key = tuple[str, str]
 
+UNREAD_METADATA = ("managedFields",)
+"""Metadata no pass reads, dropped from every kept body: the server-side apply bookkeeping is as
+large as the object's spec (a field set per manager), and with 1,000 jobs it was most of what the
+operator kept (docs/benchmarks/operator.md)."""
+UNREAD_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
+"""`kubectl apply`'s copy of the manifest as applied: the whole spec again, as a string."""
+
+
+def slim_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A copy of `metadata` without what no pass reads (the kept bodies' largest part)."""
+    kept = {key: value for key, value in (metadata or {}).items() if key not in UNREAD_METADATA}
+    annotations = kept.get("annotations")
+    if annotations and any(name in annotations for name in UNREAD_ANNOTATIONS):
+        kept["annotations"] = {k: v for k, v in annotations.items() if k not in UNREAD_ANNOTATIONS}
+    return kept
+
 
 class Watched:
     """The newest GRPOJob and RayJob bodies seen on the watches, by (namespace, name)."""
@@ -31,7 +47,7 @@ class Watched:
         """Per GRPOJob: when a watch event last showed its RayJob's status changed."""
 
     def saw_job(self, key: Key, body: Mapping[str, Any]) -> None:
-        self._jobs[key] = dict(body)
+        self._jobs[key] = {**body, "metadata": slim_metadata(body.get("metadata"))}
 
     def saw_rayjob(self, key: Key, body: Mapping[str, Any], job: Key) -> None:
         """A RayJob event (`key` the RayJob's, `job` its GRPOJob's). Only what the reconcile reads of
@@ -42,7 +58,7 @@ class Watched:
             self._moved[job] = self._clock()
         spec = body.get("spec") or {}
         self._rayjobs[key] = {
-            "metadata": dict(body.get("metadata") or {}),
+            "metadata": slim_metadata(body.get("metadata")),
             "spec": {"suspend": spec.get("suspend")},
             "status": status,
         }

@@ -184,3 +184,57 @@ async def test_a_pass_that_goes_through_cancels_the_retry_it_makes_unneeded() ->
 )
 def test_folding_two_triggers(earlier: Trigger, newer: Trigger, expected: Trigger) -> None:
     assert earlier.folded(newer) == expected
+
+
+async def test_at_most_max_passes_run_at_once_and_every_job_gets_its_pass() -> None:
+    """A burst waits as triggers, not as passes: a pass holds its job's model and manifests."""
+    hold = asyncio.Event()
+    passes = Passes(hold=hold)
+    queue = JobQueue(passes, backoff=FAST, max_passes=4)  # type: ignore[arg-type]
+    tasks = [asyncio.ensure_future(queue.reconcile("team-a", f"job-{i}", trigger="job")) for i in range(20)]
+    await asyncio.sleep(0.05)
+    assert len(passes.calls) == 4
+    hold.set()
+    await asyncio.gather(*tasks)
+    assert sorted(c["key"][1] for c in passes.calls) == sorted(f"job-{i}" for i in range(20))
+    assert queue.most_running == 4
+    assert queue.queued == 0
+
+
+async def test_a_new_job_takes_the_next_free_pass_before_other_work() -> None:
+    hold = asyncio.Event()
+    passes = Passes(hold=hold)
+    queue = JobQueue(passes, backoff=FAST, max_passes=1)  # type: ignore[arg-type]
+    running = asyncio.ensure_future(queue.reconcile("team-a", "running", trigger="job"))
+    await asyncio.sleep(0.02)
+    follow = asyncio.ensure_future(queue.reconcile("team-a", "older", trigger="rayjob"))
+    await asyncio.sleep(0.02)
+    new = asyncio.ensure_future(
+        queue.reconcile("team-a", "new", trigger="job", body={"metadata": {"name": "new"}})
+    )
+    await asyncio.sleep(0.02)
+    assert passes.urgency.in_flight == 1  # the new job holds the gate while it waits for a pass
+    hold.set()
+    await asyncio.gather(running, follow, new)
+    assert [c["key"][1] for c in passes.calls] == ["running", "new", "older"]
+    assert passes.urgency.in_flight == 0
+
+
+async def test_a_job_cancelled_while_waiting_for_a_pass_lets_go_of_the_gate_and_its_turn() -> None:
+    hold = asyncio.Event()
+    passes = Passes(hold=hold)
+    queue = JobQueue(passes, backoff=FAST, max_passes=1)  # type: ignore[arg-type]
+    running = asyncio.ensure_future(queue.reconcile("team-a", "running", trigger="job"))
+    await asyncio.sleep(0.02)
+    waiting = asyncio.ensure_future(
+        queue.reconcile("team-a", "new", trigger="job", body={"metadata": {"name": "new"}})
+    )
+    await asyncio.sleep(0.02)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert passes.urgency.in_flight == 0
+    hold.set()
+    await running
+    await queue.reconcile("team-a", "after", trigger="job")  # the pass is free again
+    assert [c["key"][1] for c in passes.calls] == ["running", "after"]
