@@ -319,6 +319,7 @@ def run_operator_burst(
     log_file = Path(f"/tmp/{namespace}-operator.log")
     operator = OperatorProcess(kubeconfig, log_file, resync_seconds=resync, extra_env=probe_env(memory_probe))
     operator.start()
+    operator.wait_leading()
     names = [m["metadata"]["name"] for m in manifests]
     rayjobs = Watcher("rayjobs", namespace, [f"{n}-1" for n in names], rayjob_running, timeout)
     grpojobs = Watcher("grpojobs", namespace, names, grpojob_running, timeout)

@@ -44,6 +44,7 @@ def test_every_job_of_a_burst_runs_without_the_resync(
     add_nodes(client, nodes)
     operator = OperatorProcess(cluster.kubeconfig, tmp_path / "operator.log", resync_seconds=RESYNC_SECONDS)
     operator.start()
+    operator.wait_leading()
     try:
         manifests = burst_jobs(namespace, JOBS)
         names = [m["metadata"]["name"] for m in manifests]
