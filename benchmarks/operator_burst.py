@@ -296,10 +296,14 @@ def memory_report(pid: int, report: Path | None, timeout: float = 120) -> None:
     """Ask the traced operator for a report and wait until it has appended it."""
     if report is None:
         return
-    size = report.stat().st_size if report.is_file() else 0
+
+    def size() -> int:
+        return report.stat().st_size if report.is_file() else 0
+
+    before = size()
     os.kill(pid, signal.SIGUSR2)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and (report.stat().st_size if report.is_file() else 0) == size:
+    while time.monotonic() < deadline and size() == before:
         time.sleep(0.5)
 
 

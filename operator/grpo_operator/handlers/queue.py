@@ -15,7 +15,7 @@ As controller-runtime's work queue and kopf's own keep their queueing out of the
   its workers. A pass holds its job's model, its children's manifests and the API's answers while
   it waits for the API server; with every job of a burst in flight at once, the operator's memory
   grew with the burst (302 MiB at 1,000 jobs). A job waiting for its turn holds only its trigger,
-  and new jobs take the next free pass before everything else.
+  and new jobs take the next free pass before everything else (docs/benchmarks/operator.md).
 
 The queue also remembers when each job last had a pass that went through, so the resync visits
 only jobs nothing has brought forward for a whole period (handlers/resync.py).
@@ -45,7 +45,8 @@ EVENT_TRIGGERS = ("job", "rayjob", "retry")
 MAX_PASSES = 64
 """Passes running at once: twice the API requests the operator has in flight (k8s/transport.py),
 so the API server always has the next request of some pass waiting, while the rest of a burst
-waits as triggers (a few hundred bytes each) rather than as passes (hundreds of kilobytes)."""
+waits as triggers (the event's body, which kopf holds anyway) rather than as passes (a model, the
+children's manifests and the answers: about 120 KiB each in a 400-job burst)."""
 
 Key = tuple[str, str]
 
@@ -100,9 +101,6 @@ class JobQueue:
         self._last_ok: dict[Key, float] = {}
         self._tasks: set[asyncio.Future[None]] = set()
         self._passes = Slots(max_passes)
-        self._running = 0
-        self.most_running = 0
-        """The most passes that ran at once so far (for tests and the benchmark)."""
 
     @property
     def queued(self) -> int:
@@ -171,12 +169,9 @@ class JobQueue:
             if release is not None:
                 release()
             raise
-        self._running += 1
-        self.most_running = max(self.most_running, self._running)
         try:
             await self._pass(key, release)
         finally:
-            self._running -= 1
             self._passes.release()
 
     async def _pass(self, key: Key, release: Callable[[], None] | None) -> None:

@@ -32,6 +32,9 @@ class Passes:
         self.failures = list(failures)
         self.hold = hold
         self.forgotten: list[tuple[str, str]] = []
+        self.running = 0
+        self.most_running = 0
+        """The most passes that ran at once."""
 
     async def once(self, namespace, name, owner_uid, body, rayjob, release, *, trigger, watched=False):  # type: ignore[no-untyped-def]
         self.calls.append(
@@ -44,8 +47,13 @@ class Passes:
                 "watched": watched,
             }
         )
-        if self.hold is not None:
-            await self.hold.wait()
+        self.running += 1
+        self.most_running = max(self.most_running, self.running)
+        try:
+            if self.hold is not None:
+                await self.hold.wait()
+        finally:
+            self.running -= 1
         failure = self.failures.pop(0) if self.failures else None
         if failure is not None:
             raise failure
@@ -197,16 +205,22 @@ async def test_at_most_max_passes_run_at_once_and_every_job_gets_its_pass() -> N
     hold.set()
     await asyncio.gather(*tasks)
     assert sorted(c["key"][1] for c in passes.calls) == sorted(f"job-{i}" for i in range(20))
-    assert queue.most_running == 4
+    assert passes.most_running == 4
     assert queue.queued == 0
 
 
-async def test_a_new_job_takes_the_next_free_pass_before_other_work() -> None:
+async def _one_pass_taken() -> tuple[asyncio.Event, Passes, JobQueue, asyncio.Future[None]]:
+    """A queue of a single pass, taken by a job whose pass waits for `hold`."""
     hold = asyncio.Event()
     passes = Passes(hold=hold)
     queue = JobQueue(passes, backoff=FAST, max_passes=1)  # type: ignore[arg-type]
     running = asyncio.ensure_future(queue.reconcile("team-a", "running", trigger="job"))
     await asyncio.sleep(0.02)
+    return hold, passes, queue, running
+
+
+async def test_a_new_job_takes_the_next_free_pass_before_other_work() -> None:
+    hold, passes, queue, running = await _one_pass_taken()
     follow = asyncio.ensure_future(queue.reconcile("team-a", "older", trigger="rayjob"))
     await asyncio.sleep(0.02)
     new = asyncio.ensure_future(
@@ -221,11 +235,7 @@ async def test_a_new_job_takes_the_next_free_pass_before_other_work() -> None:
 
 
 async def test_a_job_cancelled_while_waiting_for_a_pass_lets_go_of_the_gate_and_its_turn() -> None:
-    hold = asyncio.Event()
-    passes = Passes(hold=hold)
-    queue = JobQueue(passes, backoff=FAST, max_passes=1)  # type: ignore[arg-type]
-    running = asyncio.ensure_future(queue.reconcile("team-a", "running", trigger="job"))
-    await asyncio.sleep(0.02)
+    hold, passes, queue, running = await _one_pass_taken()
     waiting = asyncio.ensure_future(
         queue.reconcile("team-a", "new", trigger="job", body={"metadata": {"name": "new"}})
     )
