@@ -292,6 +292,7 @@ def part_engine(
         vllm_memory_gib=sizing.get("vllm_gib", args.vllm_memory_gib),
         memory_budget_gib=args.memory_budget_gib if path == "vllm" else None,
         vllm_sleep=args.vllm_sleep,
+        vllm_park_policy=bool(sizing.get("parked")),
         # Like for like: every path decodes --new-tokens tokens per completion.
         ignore_eos=args.ignore_eos,
     )
@@ -325,6 +326,7 @@ def part_engine(
         # What TRL hands this path's generator (vLLM's SamplingParams or transformers' generate).
         "sampling": sampling(path, build_trl_config(settings)[0]),
         "vllm_sleep": args.vllm_sleep if path == "vllm" else None,
+        "vllm_park_policy": settings.vllm_park_policy if path == "vllm" else None,
         "vllm_memory_gib": settings.vllm_memory_gib if path == "vllm" else None,
         "vllm_gpu_memory_utilization": (
             result.trainer.args.vllm_gpu_memory_utilization if path == "vllm" else None
@@ -361,6 +363,7 @@ def vllm_sizing(model: Any, args: argparse.Namespace) -> dict[str, Any]:
         ModelFootprint,
         kv_bytes_per_token,
         vllm_gib,
+        vllm_layout,
         vllm_need,
     )
 
@@ -371,14 +374,18 @@ def vllm_sizing(model: Any, args: argparse.Namespace) -> dict[str, Any]:
         sequence_tokens=args.prompt_tokens + args.new_tokens,
         context=vllm_context(args.prompt_tokens, args.new_tokens),
     )
+    if args.memory_budget_gib is not None:
+        need = vllm_layout(need, args.memory_budget_gib)
+    elif args.park_policy:
+        need = replace(need, parked=True)
     estimate = {**asdict(need), "vllm_gib_least": need.vllm, "process_gib_least": need.total}
     if args.memory_budget_gib is None:
-        return {"estimate": estimate}
+        return {"estimate": estimate, "parked": need.parked}
     try:
         gib = vllm_gib(need, args.memory_budget_gib, field="--memory-budget-gib")
     except BudgetError as error:
         return {"refused": str(error), "estimate": estimate}
-    return {"vllm_gib": gib, "estimate": estimate}
+    return {"vllm_gib": gib, "estimate": estimate, "parked": need.parked}
 
 
 def _mean(values: list[Any]) -> float | None:
@@ -414,6 +421,7 @@ def summarise_path(run: dict[str, Any], new_tokens: int, budget_gib: float) -> d
     for key in (
         "sampling",
         "vllm_sleep",
+        "vllm_park_policy",
         "vllm_memory_gib",
         "vllm_gpu_memory_utilization",
         "fell_back_to_eager",
@@ -492,8 +500,15 @@ def record(argv: list[str]) -> Path:
     parser.add_argument(
         "--to", type=Path, default=RECORD_TO, help="the summary to write (default: %(default)s)"
     )
+    parser.add_argument(
+        "--add",
+        action="store_true",
+        help="keep the runs already in the summary (a run of the same name is replaced)",
+    )
     args = parser.parse_args(argv)
     runs: dict[str, Any] = {}
+    if args.add and args.to.is_file():
+        runs.update(json.loads(args.to.read_text(encoding="utf-8")).get("runs", {}))
     for given in args.runs:
         path = Path(given)
         file = path if path.is_file() else path / "generation.json"
@@ -622,6 +637,12 @@ def main() -> None:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="vLLM frees its weights and KV cache while the policy trains (TRL's sleep mode)",
+    )
+    parser.add_argument(
+        "--park-policy",
+        action="store_true",
+        help="the policy's frozen weights wait in host memory while vLLM generates (without "
+        "--memory-budget-gib; with it, the engine's arithmetic decides)",
     )
     parser.add_argument(
         "--ignore-eos",

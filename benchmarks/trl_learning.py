@@ -7,6 +7,8 @@ Writes `learning.json` (per-step mean reward of both runs and the verdict) and `
     PYTHONPATH=trainer:operator python benchmarks/trl_learning.py --out /tmp/l --steps 5 --small  # CPU smoke
     # the same test with the fast rollout paths (GPU; vLLM from the carried stack):
     PYTHONPATH=trainer:operator python benchmarks/trl_learning.py --out /tmp/learning-vllm --generation vllm
+    # ... with the policy's weights in host memory while vLLM generates (the 16 GB layout at 4B):
+    PYTHONPATH=trainer:operator python benchmarks/trl_learning.py --out /tmp/l --generation vllm --park-policy
 """
 
 from __future__ import annotations
@@ -52,6 +54,11 @@ def main() -> None:
         default="eager",
         help="the rollout path both runs generate with (spec.rollout.generation)",
     )
+    parser.add_argument(
+        "--park-policy",
+        action="store_true",
+        help="vllm only: the policy's weights wait in host memory while vLLM generates (as at 4B in 16 GB)",
+    )
     args = parser.parse_args()
 
     import torch
@@ -66,6 +73,7 @@ def main() -> None:
         steps=args.steps or base.steps,
         bf16=torch.cuda.is_available() and not args.small,
         generation=args.generation,
+        park_policy=args.park_policy,
     )
     model_dir = build_model_dir(out, plan)
     curves: dict[str, list[float]] = {}
@@ -83,6 +91,7 @@ def main() -> None:
         "plan": {k: str(v) for k, v in vars(plan).items()},
         "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
         "generation": args.generation,
+        "park_policy": args.park_policy,
         "blind_optimum": blind,
         "target": TARGET,
         "window": WINDOW,

@@ -16,10 +16,10 @@ import torch
 import trl  # noqa: F401  (the trl-cpu extra; make install brings it, CI never skips)
 from grpo_trainer.engines.trl.generation import resolve, trl_config
 from grpo_trainer.engines.trl.metrics import read_records
-from grpo_trainer.engines.trl.runner import RunRequest, load_policy, train
-from grpo_trainer.engines.trl.settings import TrlSettings, build_trl_config
+from grpo_trainer.engines.trl.runner import RunRequest, train
 from grpo_trainer.testing.colour_task import colour_reward, make_rows
 from grpo_trainer.testing.learning import LearningPlan, learning_settings
+from grpo_trainer.testing.lora import adapted_policy
 
 
 def test_auto_is_compiled_on_cuda_and_eager_elsewhere() -> None:
@@ -30,21 +30,6 @@ def test_auto_is_compiled_on_cuda_and_eager_elsewhere() -> None:
     with pytest.raises(ValueError, match=r"rollout\.generation"):
         resolve("fast", "cuda")
     assert trl_config("eager", max_prompt_length=8, max_completion_length=2, gpu_memory_utilization=0.3) == {}
-
-
-def _adapted(model_dir: Path, b_std: float, dtype: torch.dtype = torch.float32) -> Any:
-    """The tiny model with the engine's LoRA, B drawn like a trained adapter's (not zero)."""
-    from peft import LoraConfig, get_peft_model
-
-    model, processor = load_policy(str(model_dir), bf16=False)
-    _, lora = build_trl_config(TrlSettings())
-    peft_model = get_peft_model(model.to(dtype), LoraConfig(**lora))
-    generator = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for name, parameter in peft_model.named_parameters():
-            if "lora_B" in name:
-                parameter.copy_((torch.randn(parameter.shape, generator=generator) * b_std).to(dtype))
-    return peft_model, processor
 
 
 def _prompt(processor: Any) -> dict[str, Any]:
@@ -69,7 +54,7 @@ def _greedy(model: Any, inputs: dict[str, Any], **options: Any) -> list[int]:
 
 
 def test_static_cache_and_merged_adapters_decode_the_same_tokens_in_fp32(tiny_model_dir: Path) -> None:
-    model, processor = _adapted(tiny_model_dir, b_std=1.0)
+    model, processor = adapted_policy(tiny_model_dir, b_std=1.0)
     inputs = _prompt(processor)
     eager = _greedy(model, inputs)
     with model.disable_adapter():
@@ -89,7 +74,7 @@ def test_in_bf16_merging_loses_part_of_the_adapter_and_moves_the_frozen_weights(
     towards the base model), the merged model's logits are off the policy's by about as much as the
     adapter moves them, and unmerging leaves the frozen weights changed. (B at 1e-4 on this
     model's 64-wide layers is relatively larger than the single-GPU LoRA recipe's 60 steps at 5e-6 on the 4B.)"""
-    model, processor = _adapted(tiny_model_dir, b_std=1e-4, dtype=torch.bfloat16)
+    model, processor = adapted_policy(tiny_model_dir, b_std=1e-4, dtype=torch.bfloat16)
     layer = model.base_model.model.model.language_model.layers[0].self_attn.q_proj
     weight = layer.base_layer.weight.detach().clone()
     delta = layer.get_delta_weight("default").detach().float()

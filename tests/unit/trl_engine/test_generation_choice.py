@@ -7,11 +7,15 @@ from grpo_trainer.engines.trl.generation import choose_auto, resolve
 from grpo_trainer.engines.trl.job import reasons, settings_from_job
 from grpo_trainer.engines.trl.memory import (
     GIB,
+    PARKED_RESIDENT_GIB,
+    PARKED_VLLM_HEADROOM_GIB,
     RECIPE_BUDGET_GIB,
     TRAINER_OVERHEAD_GIB,
+    VLLM_ASLEEP_GIB,
     ModelFootprint,
     footprint,
     vllm_gib,
+    vllm_layout,
     vllm_need,
     vllm_share,
 )
@@ -27,11 +31,31 @@ def need(model: ModelFootprint):  # the single-GPU LoRA recipe's round: 2 sequen
     return vllm_need(model, sequences=2, sequence_tokens=2048, context=3072)
 
 
-def test_a_4b_model_with_vllm_does_not_fit_the_recipes_16_gb_so_auto_compiles() -> None:
-    path, why = choose_auto("cuda", vllm_available=True, need=need(QWEN3_VL_4B), budget_gib=RECIPE_BUDGET_GIB)
+def test_a_4b_model_fits_the_recipes_16_gb_only_with_its_weights_taking_turns() -> None:
+    two_copies = need(QWEN3_VL_4B)
+    assert two_copies.total > RECIPE_BUDGET_GIB  # 2 x 8.3 GiB of weights alone are 16.6
+    laid_out = vllm_layout(two_copies, RECIPE_BUDGET_GIB)
+    assert laid_out.parked
+    path, why = choose_auto("cuda", vllm_available=True, need=laid_out, budget_gib=RECIPE_BUDGET_GIB)
+    assert path == "vllm"
+    assert "with the policy's weights in host memory while it generates" in why
+    assert f"would need ~{two_copies.total:.1f}" in why
+    # The larger of the two phases: the policy training beside a sleeping vLLM.
+    assert laid_out.total == pytest.approx(8.3 + TRAINER_OVERHEAD_GIB + VLLM_ASLEEP_GIB)
+    assert laid_out.generating == pytest.approx(PARKED_RESIDENT_GIB + two_copies.vllm)
+    # vLLM gets its least and a little headroom, not all the budget leaves.
+    assert vllm_gib(laid_out, RECIPE_BUDGET_GIB) == pytest.approx(two_copies.vllm + PARKED_VLLM_HEADROOM_GIB)
+
+
+def test_a_model_too_large_even_taking_turns_compiles_and_says_both_phases() -> None:
+    laid_out = vllm_layout(need(ModelFootprint(12.0, QWEN3_VL_4B.kv_bytes_per_token)), RECIPE_BUDGET_GIB)
+    path, why = choose_auto("cuda", vllm_available=True, need=laid_out, budget_gib=RECIPE_BUDGET_GIB)
     assert path == "compiled"
-    assert "two copies of 8.3 GiB of weights" in why
+    assert "while vLLM generates" in why
+    assert "while the policy trains, policy 12.0" in why
     assert "14.9 GiB" in why
+    with pytest.raises(ValueError, match="cannot hold colocated vLLM"):
+        vllm_gib(laid_out, RECIPE_BUDGET_GIB)
 
 
 def test_a_small_model_with_vllm_installed_gets_vllm_sized_to_the_budget() -> None:
@@ -91,6 +115,9 @@ def test_the_plan_says_which_path_and_why(tmp_path) -> None:
     )
     settings = settings_from_job(job, QWEN3_VL_4B)
     assert settings.generation in ("compiled", "vllm")
-    if settings.generation == "compiled":  # vLLM installed or not, a 4B model does not fit 16 GB
+    if settings.generation == "compiled":  # vLLM not installed here
         assert "use_vllm" not in build_trl_config(settings)[0]
+    else:  # installed: a 4B model fits 16 GB with its weights taking turns
+        assert settings.vllm_park_policy
+        assert build_trl_config(settings)[0]["vllm_enable_sleep_mode"] is True
     assert reasons(job, QWEN3_VL_4B)["cache_implementation"].startswith("rollout.generation=auto")

@@ -131,6 +131,28 @@ def test_a_run_that_meets_every_target_says_so(tmp_path: Path) -> None:
     assert json.loads(to.read_text(encoding="utf-8"))["runs"]["gen"]["vllm_meets_the_targets"] is True
 
 
+def test_record_add_keeps_the_runs_already_recorded(tmp_path: Path) -> None:
+    to = tmp_path / "out.json"
+    earlier = write(
+        tmp_path / "lease-1" / "gen-sleep", fake_report(engine_run([40.0, 6.7, 6.6], 20.0, [256] * 3), "a")
+    )
+    trl_generation.record([str(earlier), "--to", str(to)])
+    turns = write(
+        tmp_path / "lease-2" / "gen-turns", fake_report(engine_run([40.0, 6.9, 7.0], 12.4, [256] * 3), "b")
+    )
+    again = write(
+        tmp_path / "lease-2" / "gen-sleep", fake_report(engine_run([40.0, 6.5, 6.5], 19.9, [256] * 3), "c")
+    )
+    trl_generation.record(["--add", str(turns), str(again), "--to", str(to)])
+    runs = json.loads(to.read_text(encoding="utf-8"))["runs"]
+    assert list(runs) == ["gen-sleep", "gen-turns"]
+    assert runs["gen-sleep"]["command"] == "c"  # a run of the same name is replaced
+    assert runs["gen-turns"]["vllm_meets_the_targets"] is True
+    # Without --add the summary holds only the runs given.
+    trl_generation.record([str(turns), "--to", str(to)])
+    assert list(json.loads(to.read_text(encoding="utf-8"))["runs"]) == ["gen-turns"]
+
+
 def test_record_names_a_folder_the_call_did_not_bring_back(tmp_path: Path) -> None:
     with pytest.raises(SystemExit):
         trl_generation.record([str(tmp_path / "missing"), "--to", str(tmp_path / "x.json")])
@@ -150,14 +172,22 @@ def test_a_budget_sizes_the_benchmarks_vllm_by_the_engines_own_arithmetic() -> N
         def parameters(self) -> list[Any]:
             return [torch.zeros(1024, 1024, dtype=torch.bfloat16)]  # 2 MiB of weights
 
-    def sized(budget: float | None) -> dict[str, Any]:
-        args = argparse.Namespace(prompt_tokens=1024, new_tokens=256, memory_budget_gib=budget)
+    def sized(budget: float | None, park: bool = False) -> dict[str, Any]:
+        args = argparse.Namespace(
+            prompt_tokens=1024, new_tokens=256, memory_budget_gib=budget, park_policy=park
+        )
         return trl_generation.vllm_sizing(Model(), args)
 
     # No budget: only the estimate is recorded (2 x 1,280 tokens of KV cache at 144 KiB each).
-    assert set(sized(None)) == {"estimate"}
+    assert set(sized(None)) == {"estimate", "parked"}
     assert sized(None)["estimate"]["kv_tokens"] == 2560
+    assert sized(None, park=True)["parked"] is True
     assert sized(14.9)["vllm_gib"] == pytest.approx(14.9 - 2 / 1024 - 3.0)
-    refused = sized(4.0)
-    assert refused["refused"].startswith("--memory-budget-gib: 4.0 GiB cannot hold colocated vLLM")
-    assert refused["estimate"]["process_gib_least"] > 4.0
+    assert sized(14.9)["parked"] is False
+    # Two copies do not fit 4.5 GiB, taking turns does: vLLM gets its least and the headroom.
+    turns = sized(4.5)
+    assert turns["parked"] is True
+    assert turns["vllm_gib"] == pytest.approx(turns["estimate"]["vllm_gib_least"] + 1.0)
+    refused = sized(3.5)
+    assert refused["refused"].startswith("--memory-budget-gib: 3.5 GiB cannot hold colocated vLLM")
+    assert refused["estimate"]["process_gib_least"] > 3.5

@@ -1,8 +1,9 @@
 """rollout.memoryBudget: one budget in GiB for the whole process, and vLLM's part of it.
 
 vLLM is sized from what the budget leaves after the trainer's part, as a share of the device the
-process lands on, read at start; a budget that cannot hold the model twice, the trainer's part
-and vLLM's least KV cache fails before training, naming the field.
+process lands on, read at start. A budget that cannot hold the model twice takes turns (the
+policy's weights in host memory while vLLM generates); one that cannot hold even that fails
+before training, naming the field.
 """
 
 from __future__ import annotations
@@ -17,10 +18,13 @@ import pytest
 from grpo_trainer.engines.base import EngineOptions
 from grpo_trainer.engines.trl.engine import TrlEngine
 from grpo_trainer.engines.trl.generation import resolve as resolve_generation
-from grpo_trainer.engines.trl.job import memory_budget, settings_from_job, vllm_need_of, vllm_sizing
+from grpo_trainer.engines.trl.job import memory_budget, settings_from_job, vllm_layout_of, vllm_sizing
 from grpo_trainer.engines.trl.memory import (
     GIB,
+    PARKED_RESIDENT_GIB,
+    PARKED_VLLM_HEADROOM_GIB,
     TRAINER_OVERHEAD_GIB,
+    VLLM_ASLEEP_GIB,
     VLLM_OVERHEAD_GIB,
     BudgetError,
     footprint,
@@ -110,19 +114,39 @@ def test_a_budget_gives_vllm_what_the_trainer_leaves(tmp_path: Path) -> None:
 
 
 def test_a_budget_that_cannot_hold_vllm_is_refused_naming_the_field(tmp_path: Path) -> None:
-    model = footprint(str(model_folder(tmp_path, 8.3)))
+    model = footprint(str(model_folder(tmp_path, 12.0)))
     with pytest.raises(ConfigError) as refused:
         settings_from_job(job(budget="16G"), model)
     message = str(refused.value)
     assert message.startswith("rollout.memoryBudget: 14.9 GiB cannot hold colocated vLLM")
-    # The arithmetic, part by part: two copies of the weights, the trainer, the KV cache of one round.
-    assert "policy 8.3" in message
-    assert "vLLM's copy 8.3" in message
+    # The smallest layout's arithmetic, phase by phase: vLLM generating beside what the trainer
+    # keeps, and the policy training beside a sleeping vLLM.
+    kv = 4096 * 147456 / GIB
+    generating = PARKED_RESIDENT_GIB + 12.0 + kv + VLLM_OVERHEAD_GIB
+    training = 12.0 + TRAINER_OVERHEAD_GIB + VLLM_ASLEEP_GIB
+    assert "vLLM's copy 12.0" in message
     assert "KV cache 0.6 (4,096 tokens)" in message
-    expected = 2 * 8.3 + TRAINER_OVERHEAD_GIB + 4096 * 147456 / GIB + VLLM_OVERHEAD_GIB
-    assert f"= {expected:.1f} GiB" in message
-    # A budget that holds it passes.
-    assert settings_from_job(job(budget="24Gi"), model).vllm_memory_gib == pytest.approx(24 - 8.3 - 3.0)
+    assert f"= {generating:.1f} GiB; while the policy trains, policy 12.0" in message
+    assert f"= {training:.1f} GiB" in message
+    assert message.endswith("raise the budget, or set rollout.generation: compiled")
+
+
+def test_two_copies_that_do_not_fit_take_turns_and_the_plan_says_so(tmp_path: Path) -> None:
+    model = footprint(str(model_folder(tmp_path, 8.3)))
+    settings = settings_from_job(job(budget="16G"), model)
+    assert settings.vllm_park_policy
+    kv = 4096 * 147456 / GIB
+    least = 8.3 + kv + VLLM_OVERHEAD_GIB
+    assert settings.vllm_memory_gib == pytest.approx(least + PARKED_VLLM_HEADROOM_GIB)
+    assert build_trl_config(settings)[0]["vllm_enable_sleep_mode"] is True
+    sizing = vllm_sizing(job(budget="16G"), model)
+    assert sizing.value.endswith("the policy's weights wait in host memory while vLLM generates")
+    two_copies = 2 * 8.3 + TRAINER_OVERHEAD_GIB + kv + VLLM_OVERHEAD_GIB
+    assert f"two copies of the weights need ~{two_copies:.1f} GiB, so they take turns" in sizing.why
+    # A budget that holds both copies keeps them: no copies between the phases.
+    roomy = settings_from_job(job(budget="24Gi"), model)
+    assert not roomy.vllm_park_policy
+    assert roomy.vllm_memory_gib == pytest.approx(24 - 8.3 - 3.0)
 
 
 def test_auto_weighs_the_jobs_budget_not_only_the_recipes(tmp_path: Path) -> None:
@@ -130,15 +154,20 @@ def test_auto_weighs_the_jobs_budget_not_only_the_recipes(tmp_path: Path) -> Non
 
     def auto(target: Any) -> tuple[str, str]:
         budget, _ = memory_budget(target)
-        need = vllm_need_of(target, model)
+        need = vllm_layout_of(target, model)
         return resolve_generation("auto", "cuda", need=need, budget_gib=budget, vllm_available=True)
 
-    # A 4B model does not fit the recipe's 16 GB with vLLM's second copy: auto compiles...
-    assert auto(job("auto"))[0] == "compiled"
-    # ...and takes vLLM where the job's own budget holds it.
+    # A 4B model fits the recipe's 16 GB with vLLM only if the two copies take turns...
+    chosen, why = auto(job("auto"))
+    assert chosen == "vllm"
+    assert "policy's weights in host memory" in why
+    # ...a budget that holds both keeps both...
     chosen, why = auto(job("auto", budget="40Gi"))
     assert chosen == "vllm"
     assert "40.0 GiB budget" in why
+    assert "host memory" not in why
+    # ...and one that holds neither compiles.
+    assert auto(job("auto", budget="10Gi"))[0] == "compiled"
 
 
 def test_without_a_budget_explicit_vllm_keeps_the_spec_share(tmp_path: Path) -> None:

@@ -41,6 +41,9 @@ class LearningPlan:
     # ones; vLLM then gets this much of the device (a tiny model needs little).
     generation: str = "eager"
     vllm_memory_gib: float = 4.0
+    # vLLM only: the policy's weights wait in host memory while vLLM generates (engines/trl/parking.py),
+    # as a 4B model's do within the single-GPU LoRA recipe's 16 GB.
+    park_policy: bool = False
 
 
 # CI on two CPU cores: reaches ~0.9 around step 100 of 150 (see docs/benchmarks/trl-engine.md).
@@ -83,6 +86,7 @@ def learning_settings(plan: LearningPlan, output_dir: str | os.PathLike[str], *,
         overrides=plan.overrides,
         generation=plan.generation,
         vllm_memory_gib=plan.vllm_memory_gib if plan.generation == "vllm" else None,
+        vllm_park_policy=plan.park_policy and plan.generation == "vllm",
     )
 
 

@@ -21,8 +21,9 @@ base model, not the policy (`tests/unit/trl_engine/test_generation.py` shows it)
 leaves rounding residue in the frozen base weights after every step.
 
 `auto` (`choose_auto`) is `vllm` on CUDA where vLLM is installed and the whole process fits the
-memory budget with a second copy of the weights (`spec.rollout.memoryBudget`, the recipe's 16 GB
-unset), else `compiled` on CUDA and `eager` elsewhere (torch.compile's CUDA graphs need CUDA; on
+memory budget (`spec.rollout.memoryBudget`, the recipe's 16 GB unset) with a second copy of the
+weights, or else with the policy's weights parked in host memory while vLLM generates
+(parking.py), else `compiled` on CUDA and `eager` elsewhere (torch.compile's CUDA graphs need CUDA; on
 CPU the launch overhead it removes is small). vLLM's memory comes from that budget in GiB for the
 whole process (memory.py turns it into vLLM's share of the device at run time), and its weights
 and KV cache sleep while the policy trains (`vllm_sleep`). `docs/benchmarks/trl-engine.md` has
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+from dataclasses import replace
 from typing import Any
 
 from .memory import RECIPE_BUDGET_GIB, VllmNeed
@@ -75,8 +77,14 @@ def choose_auto(
         return "compiled", f"rollout.generation=auto: the model's size is unknown here; {compiled}"
     if need.total > budget_gib:
         return "compiled", (
-            f"rollout.generation=auto: vllm would need ~{need.total:.1f} GiB (two copies of {need.weights:.1f} GiB "
-            f"of weights: {need.describe()}) and the budget is {budget_gib:.1f} GiB; {compiled}"
+            f"rollout.generation=auto: vllm would need ~{need.total:.1f} GiB ({need.describe()}) and the "
+            f"budget is {budget_gib:.1f} GiB; {compiled}"
+        )
+    if need.parked:
+        return "vllm", (
+            f"rollout.generation=auto: vllm is installed and fits the {budget_gib:.1f} GiB budget in ~{need.total:.1f} "
+            f"GiB with the policy's weights in host memory while it generates (two copies of "
+            f"{need.weights:.1f} GiB of weights would need ~{replace(need, parked=False).total:.1f})"
         )
     return "vllm", (
         f"rollout.generation=auto: vllm is installed and ~{need.total:.1f} GiB fits the {budget_gib:.1f} GiB budget"
@@ -104,6 +112,7 @@ def trl_config(
     gpu_memory_utilization: float,
     ignore_eos: bool = False,
     sleep: bool = True,
+    park_policy: bool = False,
 ) -> dict[str, Any]:
     """GRPOConfig keys of a path (pure: tested without TRL).
 
@@ -129,8 +138,9 @@ def trl_config(
             vllm_gpu_memory_utilization=gpu_memory_utilization,
             vllm_max_model_length=vllm_context(max_prompt_length, max_completion_length),
             # vLLM's weights and KV cache are released while the trainer computes the loss (TRL
-            # sleeps it at level 2 after each generation and wakes the KV cache for the next).
-            vllm_enable_sleep_mode=sleep,
+            # sleeps it at level 2 after each generation and wakes the KV cache for the next); a
+            # parked policy takes that memory, so parking always sleeps.
+            vllm_enable_sleep_mode=sleep or park_policy,
         )
     if ignore_eos:
         # TRL hands generation_kwargs to vLLM's SamplingParams or to transformers' generate.

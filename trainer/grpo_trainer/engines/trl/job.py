@@ -25,7 +25,17 @@ from ...failures import ConfigError
 from .generation import resolve as resolve_generation
 from .generation import trl_config as generation_trl_config
 from .generation import vllm_context
-from .memory import GIB, RECIPE_BUDGET_GIB, BudgetError, ModelFootprint, VllmNeed, vllm_gib, vllm_need
+from .memory import (
+    GIB,
+    PARKED_VLLM_HEADROOM_GIB,
+    RECIPE_BUDGET_GIB,
+    BudgetError,
+    ModelFootprint,
+    VllmNeed,
+    vllm_gib,
+    vllm_layout,
+    vllm_need,
+)
 from .settings import TrlSettings, effective_batch_size, split_overrides
 
 RECIPE = "the single-GPU LoRA recipe (no spec field)"
@@ -134,11 +144,22 @@ def vllm_need_of(job: ResolvedJob, model: ModelFootprint | None) -> VllmNeed | N
     )
 
 
+def vllm_layout_of(job: ResolvedJob, model: ModelFootprint | None) -> VllmNeed | None:
+    """The process's least with vLLM in the layout the budget calls for (memory.vllm_layout)."""
+    need = vllm_need_of(job, model)
+    if need is None:
+        return None
+    return vllm_layout(need, memory_budget(job)[0])
+
+
 def generation_choice(job: ResolvedJob, model: ModelFootprint | None) -> tuple[str, str]:
     """The generation path and why (auto weighs vLLM's second copy of the weights against the budget)."""
     budget, source = memory_budget(job)
     path, why = resolve_generation(
-        job.spec.rollout.generation, job.accelerator.device, need=vllm_need_of(job, model), budget_gib=budget
+        job.spec.rollout.generation,
+        job.accelerator.device,
+        need=vllm_layout_of(job, model),
+        budget_gib=budget,
     )
     if "budget" in why:
         why = f"{why} ({source})"
@@ -155,6 +176,8 @@ class VllmSizing:
     value: str
     """For `grpo-train plan`: what vLLM gets."""
     why: str
+    parked: bool = False
+    """The policy's frozen weights wait in host memory while vLLM generates (parking.py)."""
 
 
 def vllm_sizing(job: ResolvedJob, model: ModelFootprint | None) -> VllmSizing:
@@ -171,7 +194,7 @@ def vllm_sizing(job: ResolvedJob, model: ModelFootprint | None) -> VllmSizing:
             "(set rollout.memoryBudget to size it from a budget for the whole process instead)",
         )
     budget, source = memory_budget(job)
-    need = vllm_need_of(job, model)
+    need = vllm_layout_of(job, model)
     if need is None:
         return VllmSizing(
             None,
@@ -184,6 +207,17 @@ def vllm_sizing(job: ResolvedJob, model: ModelFootprint | None) -> VllmSizing:
         gib = vllm_gib(need, budget)
     except BudgetError as error:
         raise ConfigError(str(error)) from error
+    if need.parked:
+        return VllmSizing(
+            gib,
+            share,
+            f"{gib:.1f} GiB of the {budget:.1f} GiB budget, as its share of the device read at start; "
+            "the policy's weights wait in host memory while vLLM generates",
+            f"{source}: two copies of the weights need ~{replace(need, parked=False).total:.1f} GiB, so they take "
+            f"turns on the device ({need.describe()}); vLLM gets its least {need.vllm:.1f} + "
+            f"{PARKED_VLLM_HEADROOM_GIB:.1f} of headroom",
+            parked=True,
+        )
     return VllmSizing(
         gib,
         share,
@@ -245,7 +279,9 @@ def settings_from_job(job: ResolvedJob, model: ModelFootprint | None = None) -> 
     generation, _ = generation_choice(job, model)
     values["generation"] = generation
     if generation == "vllm":
-        values["vllm_memory_gib"] = vllm_sizing(job, model).gib
+        sizing = vllm_sizing(job, model)
+        values["vllm_memory_gib"] = sizing.gib
+        values["vllm_park_policy"] = sizing.parked
         if spec.rollout.memory_budget is not None:
             values["memory_budget_gib"] = memory_budget(job)[0]
     lora = spec.engine.lora

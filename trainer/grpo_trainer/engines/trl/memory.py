@@ -10,8 +10,11 @@ when it starts (`vllm_share`, from the device's total at run time).
 
 What is known, and what is estimated until measured: the weights' size (their files on disk),
 vLLM's least KV cache (from the model's config: bytes per token times the tokens one generation
-round holds), and two overheads, `TRAINER_OVERHEAD_GIB` and `VLLM_OVERHEAD_GIB`, which are
-estimates (see each). `docs/benchmarks/trl-engine.md` says how the next GPU run measures them.
+round holds), and the overheads below (each says what measured it, or that it is an estimate).
+
+Two layouts (`vllm_layout` picks): both copies of the weights on the device throughout, or, when
+they do not fit the budget, the policy's frozen weights parked in host memory while vLLM generates
+(parking.py). Then the process peaks at the larger of its two phases, not their sum.
 
 Pure: no torch, no vLLM; the device's total comes in as a number.
 """
@@ -19,7 +22,7 @@ Pure: no torch, no vLLM; the device's total comes in as a number.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +32,26 @@ RECIPE_BUDGET_GIB = 16 * 10**9 / GIB
 BUDGET_FIELD = "rollout.memoryBudget"
 
 TRAINER_OVERHEAD_GIB = 3.0
-"""An estimate, until a GPU run measures it: the trainer's peak beyond the policy's weights at the
-single-GPU LoRA recipe's shapes (LoRA adapters, their gradients and AdamW moments, activations
-with gradient checkpointing, logits). Taken from one measurement without vLLM (11.1 GiB on the
-device with 8.3 GiB of weights, docs/benchmarks/trl-engine.md); not yet measured beside vLLM,
-whose sleep mode may let the two peaks take turns instead of adding up."""
+"""The trainer's peak beyond the policy's weights while it computes the loss at the single-GPU LoRA
+recipe's shapes (LoRA adapters, their gradients and AdamW moments, activations with gradient
+checkpointing, logits). Measured on the H200 (docs/benchmarks/trl-engine.md): 11.1 GiB on the
+device with 8.3 GiB of weights and no vLLM (2.8); beside an awake vLLM of 10.5 GiB the process
+peaked at 21.2 GiB (2.4 beyond both). Kept at 3.0."""
 VLLM_OVERHEAD_GIB = 1.5
-"""An estimate, until a GPU run measures it: what vLLM holds beyond its copy of the weights and the
-KV cache (`kv_cache_gib`): CUDA graphs, the sampler's and the prefill's buffers, the CUDA context."""
+"""An estimate: what vLLM holds beyond its copy of the weights and the KV cache (`kv_cache_gib`):
+CUDA graphs, the sampler's and the prefill's buffers. The H200 runs gave vLLM a fixed size, so its
+own split is not measured."""
+PARKED_RESIDENT_GIB = 1.5
+"""What the trainer keeps on the device while vLLM generates, beyond the policy's weights: LoRA
+adapters and AdamW moments, the CUDA context, the allocator's cache. Measured on the H200 at the
+recipe's shapes: 20.0 GiB at the generation peak, less vLLM's 10.5 and the weights' 8.3 = 1.2 GiB;
+1.5 with a margin. With the policy parked, that is all the trainer holds while vLLM generates."""
+VLLM_ASLEEP_GIB = 1.0
+"""An estimate: what vLLM keeps while it sleeps at level 2 and the policy trains (its weights and
+KV cache are freed; CUDA graphs and buffers stay)."""
+PARKED_VLLM_HEADROOM_GIB = 1.0
+"""With the policy parked, vLLM gets its least plus this: a KV cache larger than one generation
+round holds buys nothing, and every GiB given to vLLM is a GiB of the process's peak."""
 KV_FALLBACK_GIB = 0.5
 """vLLM's least KV cache when the model's config does not say its attention's shape."""
 KV_DTYPE_BYTES = 2
@@ -108,6 +123,10 @@ class VllmNeed:
     kv_cache: float
     kv_tokens: int
     vllm_overhead: float
+    parked: bool = False
+    """The policy's frozen weights wait in host memory while vLLM generates (parking.py)."""
+    resident: float = PARKED_RESIDENT_GIB
+    vllm_asleep: float = VLLM_ASLEEP_GIB
 
     @property
     def vllm(self) -> float:
@@ -115,14 +134,34 @@ class VllmNeed:
         return self.weights + self.kv_cache + self.vllm_overhead
 
     @property
+    def training(self) -> float:
+        """The process while the policy computes the loss."""
+        return self.weights + self.trainer + (self.vllm_asleep if self.parked else self.vllm)
+
+    @property
+    def generating(self) -> float:
+        """The process while vLLM generates."""
+        return (self.resident if self.parked else self.weights + self.trainer) + self.vllm
+
+    @property
     def total(self) -> float:
-        return self.weights + self.trainer + self.vllm
+        return max(self.training, self.generating)
 
     def describe(self) -> str:
+        vllm = (
+            f"vLLM's copy {self.weights:.1f} + KV cache {self.kv_cache:.1f} ({self.kv_tokens:,} tokens) "
+            f"+ vLLM ~{self.vllm_overhead:.1f} (graphs, buffers; estimate)"
+        )
+        if not self.parked:
+            return (
+                f"policy {self.weights:.1f} + trainer ~{self.trainer:.1f} (LoRA, optimiser, activations) "
+                f"+ {vllm} = {self.total:.1f} GiB"
+            )
         return (
-            f"policy {self.weights:.1f} + trainer ~{self.trainer:.1f} (LoRA, optimiser, activations; estimate) "
-            f"+ vLLM's copy {self.weights:.1f} + KV cache {self.kv_cache:.1f} ({self.kv_tokens:,} tokens) "
-            f"+ vLLM ~{self.vllm_overhead:.1f} (graphs, buffers; estimate) = {self.total:.1f} GiB"
+            f"while vLLM generates, trainer ~{self.resident:.1f} (LoRA, optimiser; the policy's weights in "
+            f"host memory) + {vllm} = {self.generating:.1f} GiB; while the policy trains, policy "
+            f"{self.weights:.1f} + trainer ~{self.trainer:.1f} + vLLM asleep ~{self.vllm_asleep:.1f} "
+            f"= {self.training:.1f} GiB"
         )
 
 
@@ -143,18 +182,29 @@ def vllm_need(model: ModelFootprint, *, sequences: int, sequence_tokens: int, co
     )
 
 
+def vllm_layout(need: VllmNeed, budget_gib: float) -> VllmNeed:
+    """Both copies of the weights on the device when they fit the budget (no copies between
+    phases), else the policy parked in host memory while vLLM generates: the smallest layout
+    that could fit, which `vllm_gib` then holds against the budget."""
+    if need.total <= budget_gib:
+        return need
+    return replace(need, parked=True)
+
+
 class BudgetError(ValueError):
     """The budget cannot hold what the job asks for; the message names the field."""
 
 
 def vllm_gib(need: VllmNeed, budget_gib: float, *, field: str = BUDGET_FIELD) -> float:
     """What vLLM may take (weights, KV cache, graphs) so the whole process stays within the budget."""
-    left = budget_gib - need.weights - need.trainer
-    if left < need.vllm:
+    left = budget_gib - (need.resident if need.parked else need.weights + need.trainer)
+    if left < need.vllm or need.total > budget_gib:
         raise BudgetError(
             f"{field}: {budget_gib:.1f} GiB cannot hold colocated vLLM: it needs at least {need.describe()}; "
             "raise the budget, or set rollout.generation: compiled"
         )
+    if need.parked:
+        return min(left, need.vllm + PARKED_VLLM_HEADROOM_GIB)
     return left
 
 

@@ -7,6 +7,7 @@ class the operator acts on).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 from collections.abc import Callable, Sequence
@@ -18,6 +19,7 @@ from grpo_operator.api.contract import UNKNOWN, Failure
 
 from ...failures import ConfigError, DataError, classify_exception
 from ..base import Checkpoint, ExportResult
+from . import parking
 from .checkpoints import remove_incomplete
 from .export import ExportPlan, export_event, export_policy
 from .generation import configure as configure_generation
@@ -133,15 +135,19 @@ def train(request: RunRequest) -> RunResult:
         )
     eval_rows, _ = _fit(request.eval_rows, processor, settings, "validation")
     progress = ProgressCallback(metrics, keep=settings.keep_checkpoints, group_size=settings.num_generations)
-    trainer = make_trainer(
-        request,
-        (grpo_kwargs, lora_kwargs),
-        model,
-        processor,
-        rows,
-        [progress, *request.callbacks],
-        eval_rows=eval_rows if grpo_kwargs.get("eval_strategy", "no") != "no" else None,
-    )
+    parked = settings.generation == "vllm" and settings.vllm_park_policy
+    with parking.vllm_start_parked() if parked else contextlib.nullcontext():
+        trainer = make_trainer(
+            request,
+            (grpo_kwargs, lora_kwargs),
+            model,
+            processor,
+            rows,
+            [progress, *request.callbacks],
+            eval_rows=eval_rows if grpo_kwargs.get("eval_strategy", "no") != "no" else None,
+        )
+    if parked:
+        parking.install(trainer)
     configure_generation(
         trainer,
         settings.generation,

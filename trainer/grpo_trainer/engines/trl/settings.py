@@ -119,6 +119,9 @@ class TrlSettings:
     vllm_gpu_memory_utilization: float = 0.3
     vllm_memory_gib: float | None = None
     vllm_sleep: bool = True
+    # The policy's frozen weights wait in host memory while vLLM generates (parking.py): set when
+    # the budget cannot hold two copies of the weights (memory.vllm_layout).
+    vllm_park_policy: bool = False
     # The job's budget for the whole process (rollout.memoryBudget), when it gave one: the run
     # checks that the device it lands on has that much.
     memory_budget_gib: float | None = None
@@ -296,6 +299,7 @@ def build_trl_config(settings: TrlSettings) -> tuple[dict[str, Any], dict[str, A
             gpu_memory_utilization=settings.vllm_gpu_memory_utilization,
             ignore_eos=settings.ignore_eos,
             sleep=settings.vllm_sleep,
+            park_policy=settings.vllm_park_policy,
         )
     )
     lora: dict[str, Any] = {
