@@ -26,7 +26,7 @@ Commands (docs/benchmarks/verl-gpu.md has the plan, what to carry and what each 
     there:  eval "$(bash benchmarks/gpu_stack.sh env)"
             python3 benchmarks/verl_gpu.py start tiny [--attempt 2] [--gpus 2]
             python3 benchmarks/verl_gpu.py start shapes-4b [--attempt 2] [--steps 3]
-            python3 benchmarks/verl_gpu.py start raw-4b [--steps 3]
+            python3 benchmarks/verl_gpu.py start raw-4b [--steps 3] [--then shapes-4b]   # the second once the first ends
             python3 benchmarks/verl_gpu.py wait tiny --out "$OUT" [--seconds 540]
             python3 benchmarks/verl_gpu.py stop tiny                # the running attempt and its Ray
     CPU smoke (everything up to launching verl: model, data, spec, plan, validate, data preparation):
@@ -409,11 +409,7 @@ class Attempt:
         pid = self.pid()
         if pid is None or self.rc() is not None:
             return False
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
+        return _alive(pid)
 
 
 def attempts(part: str) -> list[Attempt]:
@@ -841,6 +837,81 @@ def start_raw(args: argparse.Namespace) -> int:
 
 START = {"tiny": start_tiny, "shapes-4b": start_4b, "raw-4b": start_raw}
 PARTS = tuple(START)
+THEN_POLL_S = 5.0
+THEN_LIMIT_S = 2 * 3600.0
+
+
+def then_argv(argv: list[str], part: str, then: str) -> list[str]:
+    """`start PART ... --then THEN`'s command line for THEN: the same options, the other part."""
+    out: list[str] = []
+    skip = False
+    replaced = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg == "--then":
+            skip = True
+            continue
+        if arg.startswith("--then="):
+            continue
+        if arg == part and not replaced:
+            out.append(then)
+            replaced = True
+            continue
+        out.append(arg)
+    return out
+
+
+def start_then(first: Attempt, argv: list[str]) -> int:
+    """Start the next part once `first` has ended, from a detached process of its own.
+
+    So a comparison's second run starts the moment the first ends, not when a device call comes
+    to start it: a call that waits and then starts can run past the call's limit, and a machine
+    left without a call for ~30 s is given back with everything on it.
+    """
+    folder = first.folder
+    write_json(folder / "then.json", {"argv": argv})
+    with open(folder / "then.log", "w") as out:
+        process = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "_then", str(folder)],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    log(f"then: `{' '.join(argv)}` once {first.part} attempt {first.number} has ended (pid {process.pid})")
+    return process.pid
+
+
+def run_then(folder: Path) -> int:
+    """The detached side of `--then`: wait for the first attempt's supervisor to exit (its exit
+    code written and its Ray stopped), then start the next part as `start` would."""
+    argv = json.loads((folder / "then.json").read_text())["argv"]
+    pid_file = folder / "pid"
+    deadline = time.monotonic() + THEN_LIMIT_S
+    while time.monotonic() < deadline:
+        pid = int(pid_file.read_text()) if pid_file.is_file() else None
+        if pid is not None and not _alive(pid):
+            break
+        time.sleep(THEN_POLL_S)
+    else:
+        log(f"then: gave up after {THEN_LIMIT_S:.0f} s: the first attempt is still running")
+        return 1
+    log(
+        f"then: the first attempt ended (exit code {(folder / 'rc').read_text().strip() if (folder / 'rc').is_file() else '?'}); start {argv[1] if len(argv) > 1 else '?'}"
+    )
+    return main(argv)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 # --- summaries -----------------------------------------------------------------------------------------
@@ -1148,7 +1219,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("verb", choices=["prepare", "start", "wait", "stop", "record", "_supervise"])
+    parser.add_argument("verb", choices=["prepare", "start", "wait", "stop", "record", "_supervise", "_then"])
     parser.add_argument(
         "part", nargs="?", help=f"one of {', '.join(PARTS)} (for _supervise: the attempt's folder)"
     )
@@ -1173,6 +1244,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--previous-as", help="record: keep the main run the new one replaces under this key")
     parser.add_argument("--seconds", type=float, default=540, help="wait: how long to follow")
     parser.add_argument("--smoke", action="store_true", help="start: stop before launching verl (CPU)")
+    parser.add_argument(
+        "--then",
+        choices=PARTS,
+        help="start: start this part too (same options), from a detached process, once the first has ended",
+    )
     parser.add_argument("--keep", action="store_true", help="start tiny: reuse the work folder (model, data)")
     parser.add_argument(
         "--reward",
@@ -1180,13 +1256,16 @@ def main(argv: list[str] | None = None) -> int:
         default="geo3k",
         help="tiny: the builtin geo3k, or a user batch reward that logs each call's size",
     )
-    args = parser.parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(given)
     if args.verb == "prepare":
         return prepare()
     if args.verb == "record":  # here, with the folder a device call's files came back to
         return record(Path(args.part), args.gpus, args.section, args.previous_as)
     if args.verb == "_supervise":
         return supervise(Path(args.part))
+    if args.verb == "_then":
+        return run_then(Path(args.part))
     if args.part not in PARTS:
         parser.error(f"name a part: {', '.join(PARTS)}")
     if args.verb == "stop":
@@ -1197,7 +1276,12 @@ def main(argv: list[str] | None = None) -> int:
     log(f"start {args.part} attempt {args.attempt}: {args.gpus} GPU(s)")
     if not args.smoke and preflight(args.out):
         return 3
-    return START[args.part](args)
+    if args.then == args.part:
+        parser.error("--then names the part being started")
+    code = START[args.part](args)
+    if code == 0 and args.then and not args.smoke:
+        start_then(Attempt(args.part, args.attempt), then_argv(given, args.part, args.then))
+    return code
 
 
 if __name__ == "__main__":
