@@ -316,12 +316,16 @@ def run_operator_burst(
     resync: float,
     steady: float,
     memory_probe: Path | None = None,
+    max_passes: int | None = None,
 ) -> dict[str, Any]:
     namespace = f"bench-op-{int(time.time())}"
     client.create(Namespace(metadata={"name": namespace}))
     manifests = burst_jobs(namespace, jobs)
     log_file = Path(f"/tmp/{namespace}-operator.log")
-    operator = OperatorProcess(kubeconfig, log_file, resync_seconds=resync, extra_env=probe_env(memory_probe))
+    env = probe_env(memory_probe)
+    if max_passes is not None:
+        env["GRPO_MAX_CONCURRENT_RECONCILES"] = str(max_passes)
+    operator = OperatorProcess(kubeconfig, log_file, resync_seconds=resync, extra_env=env)
     operator.start()
     operator.wait_leading()
     names = [m["metadata"]["name"] for m in manifests]
@@ -361,6 +365,7 @@ def run_operator_burst(
         "namespace": namespace,
         "operator_log": str(log_file),
         "resync_seconds": resync,
+        "max_concurrent_reconciles": max_passes,
         "create_to_rayjob": summary(create_to_rayjob),
         "waited_over_10s": sum(1 for v in create_to_rayjob if v > 10),
         "rayjob_status_to_grpojob_status": summary(status_lag),
@@ -464,6 +469,12 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--resync-seconds", type=float, default=60.0, help="the operator's resync period")
     parser.add_argument(
+        "--max-concurrent-reconciles",
+        type=int,
+        default=None,
+        help="the operator's bound on reconcile passes at once (its setting; default: the operator's own)",
+    )
+    parser.add_argument(
         "--steady-minutes",
         type=float,
         default=0.0,
@@ -507,6 +518,7 @@ def main() -> int:
             args.resync_seconds,
             args.steady_minutes,
             args.memory_probe,
+            args.max_concurrent_reconciles,
         )
         operator_p99 = result["operator"]["create_to_rayjob"]["p99_s"]
         result["p99_over_floor_p99"] = round(operator_p99 / floor["create_to_rayjob"]["p99_s"], 2)

@@ -100,6 +100,7 @@ def _run(args: argparse.Namespace) -> int:
         queue = JobQueue(
             Reconciler(api, settings, metrics),
             leading=(lambda: leader.leading) if leader else (lambda: True),
+            max_passes=settings.max_concurrent_reconciles,
         )
         register(registry, settings, queue, leader, stop)
         # kopf's own peering is not leader election (it pauses on seeing a peer, with no fencing):

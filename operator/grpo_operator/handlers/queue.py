@@ -11,7 +11,7 @@ As controller-runtime's work queue and kopf's own keep their queueing out of the
   in a row. Only a replica that has never led drops triggers: on taking over it visits every job;
 - a pass that read a stale job is started over from a fresh read;
 - the urgency gate (handlers/urgency.py) lets work leading to a new job's RayJob go first;
-- at most MAX_PASSES passes run at once, as controller-runtime's MaxConcurrentReconciles bounds
+- at most `maxConcurrentReconciles` passes run at once (config.py), as controller-runtime's MaxConcurrentReconciles bounds
   its workers. A pass holds its job's model, its children's manifests and the API's answers while
   it waits for the API server; with every job of a burst in flight at once, the operator's memory
   grew with the burst (302 MiB at 1,000 jobs). A job waiting for its turn holds only its trigger,
@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..config import DEFAULT_MAX_CONCURRENT_RECONCILES
 from ..k8s import NotLeaderError
 from ..k8s.transport import Slots
 from .reconcile import Reconciler, StaleReadError
@@ -42,11 +43,6 @@ STALE_READ_ATTEMPTS = 3
 """Passes started over from a fresh read before the reconcile counts as failed."""
 EVENT_TRIGGERS = ("job", "rayjob", "retry")
 """Triggers of the event path, in the order a folded pass is named after them."""
-MAX_PASSES = 64
-"""Passes running at once: twice the API requests the operator has in flight (k8s/transport.py),
-so the API server always has the next request of some pass waiting, while the rest of a burst
-waits as triggers (the event's body, which kopf holds anyway) rather than as passes (a model, the
-children's manifests and the answers: about 120 KiB each in a 400-job burst)."""
 
 Key = tuple[str, str]
 
@@ -85,7 +81,7 @@ class JobQueue:
         leading: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.monotonic,
         backoff: tuple[float, ...] = RETRY_BACKOFF_SECONDS,
-        max_passes: int = MAX_PASSES,
+        max_passes: int = DEFAULT_MAX_CONCURRENT_RECONCILES,
     ) -> None:
         self.reconciler = reconciler
         self.leading = leading

@@ -29,3 +29,20 @@ def test_environment_wins_over_a_file_that_sets_the_same_key(tmp_path: Path) -> 
     settings = load_settings(path, environ={"GRPO_METRICS_PORT": "9999", "GRPO_NAMESPACES": "team-a, team-b"})
     assert settings.metrics_port == 9999
     assert settings.namespaces == ["team-a", "team-b"]
+
+
+def test_the_bound_on_passes_comes_from_the_chart_or_the_environment(tmp_path: Path) -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    assert load_settings(environ={}).max_concurrent_reconciles == 64
+    path = tmp_path / "settings.yaml"
+    path.write_text("maxConcurrentReconciles: 8\n")
+    assert load_settings(path, environ={}).max_concurrent_reconciles == 8
+    assert (
+        load_settings(path, environ={"GRPO_MAX_CONCURRENT_RECONCILES": "200"}).max_concurrent_reconciles
+        == 200
+    )
+    path.write_text("maxConcurrentReconciles: 0\n")
+    with pytest.raises(ValidationError, match=r"max_concurrent_reconciles|maxConcurrentReconciles"):
+        load_settings(path, environ={})
