@@ -248,3 +248,47 @@ async def test_a_job_cancelled_while_waiting_for_a_pass_lets_go_of_the_gate_and_
     await running
     await queue.reconcile("team-a", "after", trigger="job")  # the pass is free again
     assert [c["key"][1] for c in passes.calls] == ["running", "after"]
+
+
+class ReleasingPasses(Passes):
+    """A new job's pass that, like the real one, calls `release` once its RayJob exists and then
+    goes on with its remaining writes (here: waits for `rest`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rest = asyncio.Event()
+        self.order: list[str] = []
+
+    async def once(self, namespace, name, owner_uid, body, rayjob, release, *, trigger, watched=False):  # type: ignore[no-untyped-def]
+        self.calls.append({"key": (namespace, name), "trigger": trigger})
+        self.order.append(f"{name}: RayJob")
+        if release is not None:
+            release()
+        await self.rest.wait()
+        self.order.append(f"{name}: done")
+        return "ok"
+
+
+async def test_a_new_job_hands_its_pass_on_once_its_rayjob_exists() -> None:
+    passes = ReleasingPasses()
+    queue = JobQueue(passes, backoff=FAST, max_passes=1)  # type: ignore[arg-type]
+    new = [
+        asyncio.ensure_future(
+            queue.reconcile("team-a", f"new-{i}", trigger="job", body={"metadata": {"name": f"new-{i}"}})
+        )
+        for i in range(3)
+    ]
+    await asyncio.sleep(0.05)
+    # Every new job's RayJob came while the first passes were still writing what is left.
+    assert passes.order == ["new-0: RayJob", "new-1: RayJob", "new-2: RayJob"]
+    assert passes.urgency.in_flight == 0
+    # The handed-on place is free for other work, which keeps its pass to the end: the bound holds.
+    follow = asyncio.ensure_future(queue.reconcile("team-a", "older", trigger="rayjob"))
+    later = asyncio.ensure_future(queue.reconcile("team-a", "later", trigger="rayjob"))
+    await asyncio.sleep(0.02)
+    assert [c["key"][1] for c in passes.calls] == ["new-0", "new-1", "new-2", "older"]
+    passes.rest.set()
+    await asyncio.gather(*new, follow, later)
+    assert [c["key"][1] for c in passes.calls][-1] == "later"
+    assert queue._passes._free == 1  # every place given back exactly once
+    assert queue.queued == 0
