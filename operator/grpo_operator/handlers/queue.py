@@ -11,12 +11,11 @@ As controller-runtime's work queue and kopf's own keep their queueing out of the
   in a row. Only a replica that has never led drops triggers: on taking over it visits every job;
 - a pass that read a stale job is started over from a fresh read;
 - the urgency gate (handlers/urgency.py) lets work leading to a new job's RayJob go first;
-- at most `maxConcurrentReconciles` passes run at once (config.py), as controller-runtime's
-  MaxConcurrentReconciles bounds its workers. A pass holds its job's model, its children's manifests and the API's answers while
+- at most `maxConcurrentReconciles` passes run at once (config.py), as controller-runtime's MaxConcurrentReconciles bounds
+  its workers. A pass holds its job's model, its children's manifests and the API's answers while
   it waits for the API server; with every job of a burst in flight at once, the operator's memory
   grew with the burst (302 MiB at 1,000 jobs). A job waiting for its turn holds only its trigger,
-  new jobs take the next free pass before everything else, and a new job's pass hands its place
-  on as soon as the job's RayJob exists (docs/benchmarks/operator.md).
+  and new jobs take the next free pass before everything else (docs/benchmarks/operator.md).
 
 The queue also remembers when each job last had a pass that went through, so the resync visits
 only jobs nothing has brought forward for a whole period (handlers/resync.py).
@@ -155,7 +154,7 @@ class JobQueue:
         # A job without status is new: its reconcile leads to a RayJob and goes first, also while
         # it waits for a free pass (other work keeps waiting its turn meanwhile).
         new = pending.body is not None and not pending.body.get("status")
-        gate = urgency.hold() if new else None
+        release = urgency.hold() if new else None
         try:
             # Following a RayJob's status and the resync wait their turn behind new jobs' RayJobs;
             # a user's change to a job does not. Triggers that arrive meanwhile join this pass.
@@ -163,32 +162,13 @@ class JobQueue:
                 await urgency.wait_turn()
             await self._passes.acquire(first=new)
         except BaseException:
-            if gate is not None:
-                gate()
+            if release is not None:
+                release()
             raise
-        freed = False
-
-        def free_pass() -> None:
-            nonlocal freed
-            if not freed:
-                freed = True
-                self._passes.release()
-
-        release: Callable[[], None] | None = None
-        if gate is not None:
-            urgent_done = gate
-
-            def release() -> None:
-                # A new job's RayJob exists (or its pass ended): the gate opens, and its pass goes
-                # to the next waiting job. What is left of this pass (its status, an Event) is a
-                # write or two; waiting for them kept the next job's RayJob back.
-                urgent_done()
-                free_pass()
-
         try:
             await self._pass(key, release)
         finally:
-            free_pass()
+            self._passes.release()
 
     async def _pass(self, key: Key, release: Callable[[], None] | None) -> None:
         wanted = self._next.pop(key)
