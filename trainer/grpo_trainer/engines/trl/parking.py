@@ -21,7 +21,8 @@ vLLM's start is wrapped the same way (`vllm_start_parked`): it loads its weights
 cache while the policy is parked, so on a 16 GB card it finds the memory it was promised.
 
 The cost is two host-device copies of the frozen weights per generation round (one into vLLM,
-one back into the policy), about 0.2 s each for 8.3 GiB over PCIe 5; host memory holds one pinned
+one back into the policy), by arithmetic about 0.2 s each for 8.3 GiB over PCIe 5 (not yet
+measured); host memory holds one pinned
 copy of the weights for the whole run. Only plain LoRA adapters are supported (no DoRA or other
 peft variants, no LoRA bias): their merge is one addition.
 """
