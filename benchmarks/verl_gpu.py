@@ -898,9 +898,9 @@ def run_then(folder: Path) -> int:
     else:
         log(f"then: gave up after {THEN_LIMIT_S:.0f} s: the first attempt is still running")
         return 1
-    log(
-        f"then: the first attempt ended (exit code {(folder / 'rc').read_text().strip() if (folder / 'rc').is_file() else '?'}); start {argv[1] if len(argv) > 1 else '?'}"
-    )
+    rc = folder / "rc"
+    ended = rc.read_text().strip() if rc.is_file() else "unknown"
+    log(f"then: the first attempt ended (exit code {ended}); `{' '.join(argv)}`")
     return main(argv)
 
 

@@ -11,8 +11,8 @@ As controller-runtime's work queue and kopf's own keep their queueing out of the
   in a row. Only a replica that has never led drops triggers: on taking over it visits every job;
 - a pass that read a stale job is started over from a fresh read;
 - the urgency gate (handlers/urgency.py) lets work leading to a new job's RayJob go first;
-- at most `maxConcurrentReconciles` passes run at once (config.py), as controller-runtime's MaxConcurrentReconciles bounds
-  its workers. A pass holds its job's model, its children's manifests and the API's answers while
+- at most `maxConcurrentReconciles` passes run at once (config.py), as controller-runtime's
+  MaxConcurrentReconciles bounds its workers. A pass holds its job's model, its children's manifests and the API's answers while
   it waits for the API server; with every job of a burst in flight at once, the operator's memory
   grew with the burst (302 MiB at 1,000 jobs). A job waiting for its turn holds only its trigger,
   and new jobs take the next free pass before everything else (docs/benchmarks/operator.md).

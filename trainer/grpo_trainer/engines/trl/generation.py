@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-from dataclasses import replace
 from typing import Any
 
 from .memory import RECIPE_BUDGET_GIB, VllmNeed
@@ -84,7 +83,7 @@ def choose_auto(
         return "vllm", (
             f"rollout.generation=auto: vllm is installed and fits the {budget_gib:.1f} GiB budget in ~{need.total:.1f} "
             f"GiB with the policy's weights in host memory while it generates (two copies of "
-            f"{need.weights:.1f} GiB of weights would need ~{replace(need, parked=False).total:.1f})"
+            f"{need.weights:.1f} GiB of weights would need ~{need.both_copies.total:.1f})"
         )
     return "vllm", (
         f"rollout.generation=auto: vllm is installed and ~{need.total:.1f} GiB fits the {budget_gib:.1f} GiB budget"

@@ -213,7 +213,7 @@ def vllm_sizing(job: ResolvedJob, model: ModelFootprint | None) -> VllmSizing:
             share,
             f"{gib:.1f} GiB of the {budget:.1f} GiB budget, as its share of the device read at start; "
             "the policy's weights wait in host memory while vLLM generates",
-            f"{source}: two copies of the weights need ~{replace(need, parked=False).total:.1f} GiB, so they take "
+            f"{source}: two copies of the weights need ~{need.both_copies.total:.1f} GiB, so they take "
             f"turns on the device ({need.describe()}); vLLM gets its least {need.vllm:.1f} + "
             f"{PARKED_VLLM_HEADROOM_GIB:.1f} of headroom",
             parked=True,

@@ -134,6 +134,11 @@ class VllmNeed:
         return self.weights + self.kv_cache + self.vllm_overhead
 
     @property
+    def both_copies(self) -> VllmNeed:
+        """The same need with both copies of the weights on the device throughout."""
+        return replace(self, parked=False)
+
+    @property
     def training(self) -> float:
         """The process while the policy computes the loss."""
         return self.weights + self.trainer + (self.vllm_asleep if self.parked else self.vllm)
