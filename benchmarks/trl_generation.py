@@ -67,6 +67,7 @@ BUDGET_GIB = 16 * 10**9 / GIB
 TARGET_MS_PER_TOKEN = 8.0
 RECORD_TO = Path(__file__).resolve().parents[1] / "docs" / "benchmarks" / "data" / "trl-generation.json"
 STARTED = time.monotonic()
+TRL_HEALTH = ("trl/loss", "trl/grad_norm", "trl/entropy")
 
 
 def say(message: str) -> None:
@@ -269,6 +270,7 @@ def part_engine(
     from grpo_trainer.engines.trl.runner import RunRequest, train
     from grpo_trainer.engines.trl.settings import TrlSettings, build_trl_config
     from trl_memory_4b import random_reward, time_generation
+    from trl_sync_probe import SyncProbe
 
     out = Path(args.out) / f"engine-{path}"
     shutil.rmtree(out, ignore_errors=True)
@@ -296,20 +298,27 @@ def part_engine(
         # Like for like: every path decodes --new-tokens tokens per completion.
         ignore_eos=args.ignore_eos,
     )
+    probe = SyncProbe()
+    if path == "vllm":
+        placeholders = ("<|image_pad|>", "<|vision_start|>", "<|vision_end|>")
+        probe.install({processor.tokenizer.convert_tokens_to_ids(token) for token in placeholders})
     if cuda:
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
-    with DeviceMemory(cuda) as device_memory:
-        result = train(
-            RunRequest(
-                settings=settings,
-                model_path=str(getattr(model.config, "_name_or_path", "")),
-                rows=rows,
-                reward_funcs=[random_reward],
-                metrics_path=str(out / "metrics.jsonl"),
-                policy=(model, processor),
+    try:
+        with DeviceMemory(cuda) as device_memory:
+            result = train(
+                RunRequest(
+                    settings=settings,
+                    model_path=str(getattr(model.config, "_name_or_path", "")),
+                    rows=rows,
+                    reward_funcs=[random_reward],
+                    metrics_path=str(out / "metrics.jsonl"),
+                    policy=(model, processor),
+                )
             )
-        )
+    finally:
+        probe.uninstall()
     steps = [r for r in read_records(out / "metrics.jsonl") if "data" in r]
     step_seconds = [r["data"].get("timing_s/step") for r in steps]
     lengths = [r["data"].get("response_length/mean") for r in steps]
@@ -338,6 +347,17 @@ def part_engine(
         "peak_device_used_gib": device_memory.peak / GIB if cuda else None,
     }
     report["fell_back_to_eager"] = getattr(result.trainer, "generation_fallback", None)
+    # What TRL saw of the sampler's distribution against the policy's, and whether the loss was live.
+    report["trl_sampling"] = [
+        {k: v for k, v in r["data"].items() if k.startswith("trl/sampling/") or k in TRL_HEALTH}
+        for r in steps
+    ]
+    if path == "vllm":
+        try:
+            report["sync_probe"] = probe.compare(result.trainer.model, processor)
+        except Exception as error:  # the probe is a diagnosis: it must not cost the paths after it
+            report["sync_probe"] = {"error": f"{type(error).__name__}: {error}"}
+        say(f"  sync probe: {json.dumps(report['sync_probe'])}")
     if cuda:
         import torch._dynamo
 
@@ -425,6 +445,8 @@ def summarise_path(run: dict[str, Any], new_tokens: int, budget_gib: float) -> d
         "vllm_memory_gib",
         "vllm_gpu_memory_utilization",
         "fell_back_to_eager",
+        "trl_sampling",
+        "sync_probe",
     ):
         if run.get(key) is not None:
             out[key] = run[key]
