@@ -272,12 +272,13 @@ def part_engine(
     from trl_memory_4b import random_reward, time_generation
     from trl_sync_probe import SyncProbe
 
-    out = Path(args.out) / f"engine-{path}"
+    out = Path(args.work or args.out) / f"engine-{path}"
     shutil.rmtree(out, ignore_errors=True)
     for stale in ("_cache", "_compiled_call", "_last_compile_config"):
         if hasattr(model, stale):
             delattr(model, stale)
     generation_seconds = time_generation(cuda)
+    sync_seconds = time_weight_sync(cuda) if path == "vllm" else {}
     sizing = vllm_sizing(model, args) if path == "vllm" else {}
     if "refused" in sizing:
         return {"refused": sizing["refused"], "estimate": sizing["estimate"]}, model
@@ -343,9 +344,16 @@ def part_engine(
         # The engine's estimate of the whole process's least with vLLM, to hold against the peak.
         "estimate": sizing.get("estimate"),
         "ms_per_token": [1000 * g / args.new_tokens for g in generation],
+        "sync_seconds": [sync_seconds.get(s, 0.0) for s in range(1, result.global_step + 1)]
+        if sync_seconds
+        else None,
         "peak_allocated_gib": torch.cuda.max_memory_allocated() / GIB if cuda else None,
         "peak_device_used_gib": device_memory.peak / GIB if cuda else None,
     }
+    if report["sync_seconds"]:
+        report["decode_ms_per_token"] = [
+            1000 * (g - w) / args.new_tokens for g, w in zip(generation, report["sync_seconds"], strict=True)
+        ]
     report["fell_back_to_eager"] = getattr(result.trainer, "generation_fallback", None)
     # What TRL saw of the sampler's distribution against the policy's, and whether the loss was live.
     report["trl_sampling"] = [
@@ -368,6 +376,43 @@ def part_engine(
     if cuda:
         torch.cuda.empty_cache()
     return report, base
+
+
+def time_weight_sync(cuda: bool) -> dict[int, float]:
+    """Seconds per step in the colocated vLLM's weight sync (inside the generation seconds).
+
+    TRL's own sync merges the adapters and loads every weight into vLLM; the parked path's copies
+    the frozen weights from host memory as well. Both count in `generation_seconds` (the
+    trainer's generation call makes them), so the report gives them apart: `ms_per_token` is
+    the whole round, `decode_ms_per_token` the round without the sync.
+    """
+    import torch
+    from trl import GRPOTrainer
+
+    seconds: dict[int, float] = {}
+    original = GRPOTrainer._generate_single_turn
+
+    def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+        generation = getattr(self, "vllm_generation", None)
+        if generation is not None and not getattr(generation.sync_weights, "timed", False):
+            sync = generation.sync_weights
+
+            def timed_sync() -> None:
+                if cuda:
+                    torch.cuda.synchronize()
+                started = time.perf_counter()
+                sync()
+                if cuda:
+                    torch.cuda.synchronize()
+                step = self.state.global_step + 1
+                seconds[step] = seconds.get(step, 0.0) + time.perf_counter() - started
+
+            timed_sync.timed = True  # type: ignore[attr-defined]
+            generation.sync_weights = timed_sync
+        return original(self, *args, **kwargs)
+
+    GRPOTrainer._generate_single_turn = wrapped  # type: ignore[method-assign]
+    return seconds
 
 
 def vllm_sizing(model: Any, args: argparse.Namespace) -> dict[str, Any]:
@@ -429,6 +474,8 @@ def summarise_path(run: dict[str, Any], new_tokens: int, budget_gib: float) -> d
         "steps": run["steps"],
         "ms_per_token_steady": ms,
         "step_seconds_steady": _mean(_steady(run.get("step_seconds", []))),
+        "decode_ms_per_token_steady": _mean(_steady(run.get("decode_ms_per_token") or [])),
+        "sync_seconds_steady": _mean(_steady(run.get("sync_seconds") or [])),
         "generation_seconds_steady": _mean(_steady(run.get("generation_seconds", []))),
         "peak_device_used_gib": peak,
         "peak_allocated_gib": run.get("peak_allocated_gib"),
@@ -624,7 +671,10 @@ def main() -> None:
         "(docs/benchmarks/data/trl-generation.json) from the runs a device call brought back; "
         "`record --help` for its options.",
     )
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out", required=True, help="generation.json and generation.png")
+    parser.add_argument(
+        "--work", default=None, help="each path's checkpoints and metrics (default: under --out)"
+    )
     parser.add_argument("--shape", choices=["4b", "tiny"], default="4b")
     parser.add_argument("--prompt-tokens", type=int, default=1024)
     parser.add_argument("--new-tokens", type=int, default=256, help="completion length in the engine runs")

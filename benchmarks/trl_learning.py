@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -43,9 +45,84 @@ def plot(out: Path, curves: dict[str, list[float]], blind: float, generation: st
     figure.savefig(out / "learning.png", dpi=120)
 
 
+RUNS = {"vision LoRA": True, "vision frozen + detached": False}
+"""The two runs, by their label in the report, and whether the vision layers train."""
+
+
+def run_one(args: argparse.Namespace) -> None:
+    """One run in this process (`--run LABEL`): its curve and seconds into `--work`/<run>.json."""
+    import torch
+    from grpo_trainer.testing.learning import CI_PLAN, GPU_PLAN, build_model_dir, run_colour_grpo
+
+    work = Path(args.work)
+    base = CI_PLAN if args.small else GPU_PLAN
+    plan = replace(
+        base,
+        steps=args.steps or base.steps,
+        bf16=torch.cuda.is_available() and not args.small,
+        generation=args.generation,
+        park_policy=args.park_policy,
+    )
+    model_dir = build_model_dir(work, plan)  # the same seed, so the same model in both runs
+    started = time.perf_counter()
+    curve, _ = run_colour_grpo(work, model_dir, plan, vision=RUNS[args.run])
+    result = {
+        "curve": curve,
+        "seconds": time.perf_counter() - started,
+        "plan": {k: str(v) for k, v in vars(plan).items()},
+    }
+    (work / f"{_slug(args.run)}.json").write_text(json.dumps(result), encoding="utf-8")
+
+
+def _slug(label: str) -> str:
+    return "vision" if RUNS[label] else "control"
+
+
+def report_of(args: argparse.Namespace, runs: dict[str, dict]) -> dict:
+    """learning.json from the runs that finished (a run cut short leaves its curve out)."""
+    from grpo_trainer.testing.colour_task import blind_optimum
+    from grpo_trainer.testing.learning import window_mean
+
+    curves = {label: run["curve"] for label, run in runs.items()}
+    full = curves.get("vision LoRA", [])
+    control = curves.get("vision frozen + detached", [])
+    first_at_target = next(
+        (i + 1 for i in range(WINDOW - 1, len(full)) if window_mean(full[: i + 1], WINDOW) >= TARGET), None
+    )
+    return {
+        "plan": next(iter(runs.values()))["plan"] if runs else None,
+        "device": _device(),
+        "generation": args.generation,
+        "park_policy": args.park_policy,
+        "blind_optimum": blind_optimum(),
+        "target": TARGET,
+        "window": WINDOW,
+        "vision_first10_mean": window_mean(full[:WINDOW], WINDOW) if full else None,
+        "vision_last_window_mean": window_mean(full, WINDOW) if full else None,
+        "vision_first_step_window_at_target": first_at_target,
+        "control_last_window_mean": window_mean(control, WINDOW) if control else None,
+        "control_max_window_mean": max(
+            window_mean(control[: i + 1], WINDOW) for i in range(WINDOW - 1, len(control))
+        )
+        if len(control) >= WINDOW
+        else None,
+        "seconds": {label: run["seconds"] for label, run in runs.items()},
+        "curves": curves,
+    }
+
+
+def _device() -> str:
+    import torch
+
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out", required=True, help="learning.json and learning.png")
+    parser.add_argument(
+        "--work", default=None, help="the model, checkpoints and metrics of both runs (default: OUT/work)"
+    )
     parser.add_argument("--steps", type=int, default=None, help="default: the plan's")
     parser.add_argument("--small", action="store_true", help="the CI plan's sizes (the CPU test's)")
     parser.add_argument(
@@ -59,57 +136,35 @@ def main() -> None:
         action="store_true",
         help="vllm only: the policy's weights wait in host memory while vLLM generates (as at 4B in 16 GB)",
     )
+    parser.add_argument("--run", choices=sorted(RUNS), default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
-
-    import torch
-    from grpo_trainer.testing.colour_task import blind_optimum
-    from grpo_trainer.testing.learning import CI_PLAN, GPU_PLAN, build_model_dir, run_colour_grpo, window_mean
-
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    base = CI_PLAN if args.small else GPU_PLAN
-    plan = replace(
-        base,
-        steps=args.steps or base.steps,
-        bf16=torch.cuda.is_available() and not args.small,
-        generation=args.generation,
-        park_policy=args.park_policy,
-    )
-    model_dir = build_model_dir(out, plan)
-    curves: dict[str, list[float]] = {}
-    seconds: dict[str, float] = {}
-    for label, vision in (("vision LoRA", True), ("vision frozen + detached", False)):
-        started = time.perf_counter()
-        curves[label], _ = run_colour_grpo(out, model_dir, plan, vision=vision)
-        seconds[label] = time.perf_counter() - started
-    blind = blind_optimum()
-    full, control = curves["vision LoRA"], curves["vision frozen + detached"]
-    first_at_target = next(
-        (i + 1 for i in range(WINDOW - 1, len(full)) if window_mean(full[: i + 1], WINDOW) >= TARGET), None
-    )
-    report = {
-        "plan": {k: str(v) for k, v in vars(plan).items()},
-        "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
-        "generation": args.generation,
-        "park_policy": args.park_policy,
-        "blind_optimum": blind,
-        "target": TARGET,
-        "window": WINDOW,
-        "vision_first10_mean": window_mean(full[:WINDOW], WINDOW),
-        "vision_last_window_mean": window_mean(full, WINDOW),
-        "vision_first_step_window_at_target": first_at_target,
-        "control_last_window_mean": window_mean(control, WINDOW),
-        "control_max_window_mean": max(
-            window_mean(control[: i + 1], WINDOW) for i in range(WINDOW - 1, len(control))
-        )
-        if len(control) >= WINDOW
-        else None,
-        "seconds": seconds,
-        "curves": curves,
-    }
-    (out / "learning.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
-    plot(out, curves, blind, args.generation)
-    print(json.dumps({k: v for k, v in report.items() if k != "curves"}, indent=2))
+    args.work = args.work or str(out / "work")
+    Path(args.work).mkdir(parents=True, exist_ok=True)
+    if args.run:
+        run_one(args)
+        return
+
+    # Each run in a process of its own: colocated vLLM's sleep mode allows one engine per process
+    # (its CuMem allocator), and nothing of the first run's state can reach the second.
+    runs: dict[str, dict] = {}
+    for label in RUNS:
+        print(f"[learning] {label}: {args.generation} rollouts", flush=True)
+        command = [sys.executable, __file__, *sys.argv[1:], "--work", args.work, "--run", label]
+        code = subprocess.call(command)
+        done = Path(args.work) / f"{_slug(label)}.json"
+        if code != 0 or not done.exists():
+            print(f"[learning] {label} failed (exit code {code})", flush=True)
+            continue
+        runs[label] = json.loads(done.read_text(encoding="utf-8"))
+        # After every run, so a run cut short keeps what the first one measured.
+        report = report_of(args, runs)
+        (out / "learning.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+        plot(out, report["curves"], report["blind_optimum"], args.generation)
+    if len(runs) != len(RUNS):
+        raise SystemExit("[learning] not every run finished: learning.json holds the ones that did")
+    print(json.dumps({k: v for k, v in report_of(args, runs).items() if k != "curves"}, indent=2))
 
 
 if __name__ == "__main__":

@@ -96,8 +96,12 @@ class SyncProbe:
         for name, request in requests.items():
             output = llm_generate([request], sampling_params=params, use_tqdm=False)[0]
             tokens = self.sequences[name]
+            if list(output.prompt_token_ids) != tokens:
+                self.sequences[f"{name}_vllm_prompt"] = list(output.prompt_token_ids)
+            # A position vLLM reports no log-probability for (None) is left out on both sides.
             self.vllm[name] = [
-                float(output.prompt_logprobs[i][tokens[i]].logprob) for i in range(1, len(tokens))
+                float(entry[tokens[i]].logprob) if entry and tokens[i] in entry else math.nan
+                for i, entry in enumerate(output.prompt_logprobs[1 : len(tokens)], start=1)
             ]
         self.adapters = {
             name: param.detach().to("cpu", copy=True)
@@ -130,9 +134,13 @@ class SyncProbe:
                 logits = policy(**inputs).logits[0, :-1].float()
             own = torch.log_softmax(logits, dim=-1).gather(1, inputs["input_ids"][0, 1:, None])[:, 0]
             theirs = torch.tensor(values, device=device)
-            difference = (own - theirs).abs()
+            known = ~torch.isnan(theirs)
+            difference = (own - theirs).abs()[known]
+            own, theirs = own[known], theirs[known]
             report[name] = {
-                "tokens": len(values),
+                "tokens": int(known.sum()),
+                "tokens_without_vllm_logprob": int((~known).sum()),
+                "vllm_prompt_differs": f"{name}_vllm_prompt" in self.sequences,
                 "mean_abs_logp_difference": float(difference.mean()),
                 "max_abs_logp_difference": float(difference.max()),
                 "policy_mean_logp": float(own.mean()),

@@ -186,7 +186,7 @@ def test_the_cpu_image_is_the_cuda_dockerfiles_own_stages() -> None:
 @pytest.mark.parametrize(
     ("final", "layers"),
     [
-        ("cpu", {"cpu-deps": ["/opt/venv"], "cpu-build": ["/opt/grpo/dist"]}),
+        ("cpu", {"cpu-slim": ["/opt/venv"], "cpu-build": ["/opt/grpo/dist"]}),
         (
             "cuda",
             {"cuda-deps": ["/opt/venv"], "llama-cpp": ["/opt/llama.cpp"], "cuda-build": ["/opt/grpo/dist"]},

@@ -127,3 +127,58 @@ def test_compiled_path_trains_exactly_as_the_eager_path(tiny_model_dir: Path, tm
         assert a["response_length/mean"] == b["response_length/mean"]
         assert a["actor/pg_loss"] == pytest.approx(b["actor/pg_loss"], abs=1e-5)
         assert a["actor/grad_norm"] == pytest.approx(b["actor/grad_norm"], rel=1e-3)
+
+
+def test_a_completion_never_holds_the_image_token(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """A policy that favours `<|image_pad|>` still trains: the token is banned from sampling.
+
+    Sampled into a completion, it makes the policy's own forward pass fail ("Image features and
+    image tokens do not match"). TRL suppresses it when transformers generates; the engine's
+    generation settings must not replace that list (TRL lets `generation_kwargs` win).
+    """
+    from transformers import AutoTokenizer
+
+    image_pad = AutoTokenizer.from_pretrained(tiny_model_dir).convert_tokens_to_ids("<|image_pad|>")
+    sampled: list[list[int]] = []
+
+    def favour_the_image_token(model: Any) -> None:
+        bias = torch.zeros(model.lm_head.out_features)
+        bias[image_pad] = 30.0  # unsuppressed, every completion would be image tokens
+        model.lm_head.register_forward_hook(lambda _module, _inputs, logits: logits + bias.to(logits))
+
+    def recording_reward(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:
+        sampled.extend(list(ids) for ids in kwargs["completion_ids"])
+        return colour_reward(prompts, completions, **kwargs)
+
+    plan = LearningPlan(steps=2, prompts_per_step=2, num_generations=4, rows=8, learning_rate=5e-2)
+    settings = replace(
+        learning_settings(plan, tmp_path / "checkpoints", vision=True),
+        max_completion_length=4,
+        save_steps=100,
+    )
+    result = train(
+        RunRequest(
+            settings=settings,
+            model_path=str(tiny_model_dir),
+            rows=make_rows(plan.rows),
+            reward_funcs=[recording_reward],
+            metrics_path=str(tmp_path / "metrics.jsonl"),
+            prepare_model=favour_the_image_token,
+        )
+    )
+    assert result.global_step == 2
+    assert len(sampled) == 2 * 2 * 4
+    assert all(image_pad not in ids for ids in sampled), str(sampled)
+
+
+def test_vllm_gets_the_ban_transformers_has_from_trl() -> None:
+    """vLLM: a logit bias of -100 on the image token, over any bias an override gave it; the other
+    paths' settings untouched (TRL's `suppress_tokens` stays TRL's)."""
+    from grpo_trainer.engines.trl.generation import ban_image_token
+
+    vllm = ban_image_token("vllm", {"ignore_eos": True, "logit_bias": {6: 5.0, 99: 1.0}}, 6)
+    assert vllm == {"ignore_eos": True, "logit_bias": {6: -100.0, 99: 1.0}}
+    for path in ("eager", "compiled"):
+        assert ban_image_token(path, {"min_new_tokens": 4}, 6) == {"min_new_tokens": 4}
+    assert ban_image_token("vllm", None, None) == {}
+    assert ban_image_token("vllm", None, 6) == {"logit_bias": {6: -100.0}}

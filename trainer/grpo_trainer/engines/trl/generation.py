@@ -149,6 +149,26 @@ def trl_config(
     return config
 
 
+def ban_image_token(
+    path: str, generation_kwargs: dict[str, Any] | None, image_token_id: int | None
+) -> dict[str, Any]:
+    """`generation_kwargs` with the image placeholder token banned from vLLM's sampling.
+
+    A completion holding `<|image_pad|>` makes the policy's forward pass fail ("Image features and
+    image tokens do not match": the model counts the placeholders of prompt and completion together
+    against the images it was given). TRL 1.16 suppresses that token when transformers generates
+    (`suppress_tokens`, GRPOTrainer.__init__) but not on its vLLM path, where the tiny model of the
+    learning test sampled it at its second step on the H200 and ended the run. The same ban for
+    vLLM, as a logit bias of -100, keeps the paths sampling alike; it wins over an override's bias
+    for that token. The transformers paths are left to TRL (a `suppress_tokens` here would replace
+    its list).
+    """
+    merged = dict(generation_kwargs or {})
+    if path == "vllm" and image_token_id is not None:
+        merged["logit_bias"] = {**(merged.get("logit_bias") or {}), int(image_token_id): -100.0}
+    return merged
+
+
 def sampling(path: str, grpo: dict[str, Any]) -> dict[str, Any]:
     """What TRL 1.16 hands the generator of `path` from these GRPOConfig keys, in its own names.
 

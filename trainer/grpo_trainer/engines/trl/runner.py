@@ -22,6 +22,7 @@ from ..base import Checkpoint, ExportResult
 from . import parking
 from .checkpoints import remove_incomplete
 from .export import ExportPlan, export_event, export_policy
+from .generation import ban_image_token
 from .generation import configure as configure_generation
 from .metrics import MetricsFile
 from .rewards import RewardFunc
@@ -126,6 +127,11 @@ def train(request: RunRequest) -> RunResult:
         model, processor = load_policy(request.model_path, bf16=bool(grpo_kwargs["bf16"]))
     if request.prepare_model is not None:
         request.prepare_model(model)
+    grpo_kwargs["generation_kwargs"] = ban_image_token(
+        settings.generation,
+        grpo_kwargs.get("generation_kwargs"),
+        getattr(model.config, "image_token_id", None),
+    )
 
     rows, dropped = _fit(request.rows, processor, settings, "training")
     if not rows:
