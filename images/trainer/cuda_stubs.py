@@ -10,7 +10,11 @@ So the CPU image deletes them and puts in their place, in `torch/lib` (on every 
 from it, each one a function returning 100 (`cudaErrorNoDevice`). torch binds functions lazily,
 so none is called unless CUDA work is asked for, and the first call torch makes,
 `cudaGetDeviceCount`, gets "no device": `torch.cuda.is_available()` is False and torch runs as a
-CPU build does. Symbol versions are kept (torch's libraries ask for `libcudart.so.13` and the
+CPU build does. Where a CPU build has no CUDA function at all and this one calls one anyway (a
+library asking `torch.cuda.is_current_stream_capturing()`), the call fails as CUDA calls fail on
+a machine without a GPU, with a message from the library's error-string function: those return a
+string (100 returned as a string pointer crashed the process), and torch raises a RuntimeError
+the caller can catch. Symbol versions are kept (torch's libraries ask for `libcudart.so.13` and the
 like by version node), read from the libraries' own dynamic symbol tables, so a torch upgrade
 needs no edit here; a symbol no family below claims fails the build instead of being guessed.
 
@@ -43,6 +47,12 @@ UNVERSIONED = (
 )
 VERSION_NODES = {"libnvshmem_host.so.3": "NVSHMEM"}
 """Libraries whose version node is not their soname."""
+MESSAGE = "no CUDA in this image (the CPU trainer image)"
+"""What the error-string functions answer."""
+STRING_RESULT = re.compile(r"(Error|Status)(String|Name)$|^ncclGetLastError$")
+"""Functions that return a `const char *` (cudaGetErrorString, cublasGetStatusString, ...)."""
+STRING_OUT = {"cuGetErrorString", "cuGetErrorName", "cuptiGetResultString"}
+"""Functions that write a `const char *` through their second argument and return a status."""
 SYSTEM_DIRS = (
     "/lib/x86_64-linux-gnu",
     "/usr/lib/x86_64-linux-gnu",
@@ -118,10 +128,15 @@ def _cuda_like(symbol: str) -> bool:
 def build(soname: str, node: str, versioned: list[str], plain: list[str], out: Path, compiler: str) -> None:
     with tempfile.TemporaryDirectory() as work:
         source = Path(work, "stub.c")
-        lines = [f"int grpo_cuda_stub(void) {{ return {STUB_RETURN}; }}"]
+        lines = [
+            f'static const char grpo_cuda_message[] = "{MESSAGE}";',
+            f"int grpo_cuda_stub(void) {{ return {STUB_RETURN}; }}",
+            "const char *grpo_cuda_string(void) { return grpo_cuda_message; }",
+            "int grpo_cuda_string_out(int code, const char **text) { if (text) *text = grpo_cuda_message; return 0; }",
+        ]
         for symbol in (*versioned, *plain):
             lines.append(
-                f'__asm__(".globl {symbol}\\n.type {symbol}, @function\\n.set {symbol}, grpo_cuda_stub");'
+                f'__asm__(".globl {symbol}\\n.type {symbol}, @function\\n.set {symbol}, {_target(symbol)}");'
             )
         source.write_text("\n".join(lines) + "\n", encoding="utf-8")
         flags = [f"-Wl,-soname,{soname}"]
@@ -134,6 +149,15 @@ def build(soname: str, node: str, versioned: list[str], plain: list[str], out: P
         subprocess.run(
             [compiler, "-shared", "-fPIC", "-O1", *flags, "-o", str(out / soname), str(source)], check=True
         )
+
+
+def _target(symbol: str) -> str:
+    """The stand-in a symbol gets: a string for an error-string function, else the status 100."""
+    if symbol in STRING_OUT:
+        return "grpo_cuda_string_out"
+    if STRING_RESULT.search(symbol):
+        return "grpo_cuda_string"
+    return "grpo_cuda_stub"
 
 
 def defined_symbols(paths: list[Path]) -> set[str]:

@@ -74,3 +74,24 @@ def test_the_build_machines_ca_never_reaches_a_final_image(images) -> None:
             "run", "--rm", "--entrypoint", "sh", tag, "-c", "test ! -e /etc/build-ca.pem && echo absent"
         )
         assert check.stdout.strip() == "absent", name
+
+
+def test_the_cpu_trainer_image_carries_no_cuda(images) -> None:
+    """PyPI's torch brings CUDA's libraries and triton (3.3 GB); the CPU image has stand-ins in their
+    place (images/trainer/cuda_stubs.py), torch sees no device, and the image stays under 3 GB
+    (6.1 GB with them)."""
+    tag = images["cpu"]["RepoTags"][0]
+    probe = (
+        "import importlib.metadata as m, torch; "
+        "left = sorted(d.metadata['Name'] for d in m.distributions() "
+        "if d.metadata['Name'].startswith('nvidia-') or d.metadata['Name'] == 'triton'); "
+        "x = torch.randn(8, 8, requires_grad=True); (x @ x).sum().backward(); "
+        "print(left, torch.cuda.is_available(), torch.cuda.device_count())"
+    )
+    run = docker("run", "--rm", *HARDENED, "--tmpfs", "/tmp", "--entrypoint", "python", tag, "-c", probe)
+    assert run.stdout.strip().splitlines()[-1] == "[] False 0"
+    stubs = docker(
+        "run", "--rm", "--entrypoint", "bash", tag, "-c", "ls /opt/venv/lib/python3*/site-packages/torch/lib"
+    )
+    assert "libcudart.so.13" in stubs.stdout.split()
+    assert images["cpu"]["Size"] < 3 * 10**9, images["cpu"]["Size"]

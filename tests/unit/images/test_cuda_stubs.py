@@ -34,8 +34,13 @@ def _cc(*args: str) -> None:
 
 def _libraries(folder: Path) -> Path:
     """libuser.so, needing libfakecuda.so.13 (version node libfakecuda.so.13) and libnccl.so.2."""
-    (folder / "cuda.c").write_text("int fakeGetDeviceCount(int *n) { *n = 1; return 0; }\n")
-    (folder / "cuda.map").write_text("libfakecuda.so.13 { global: fakeGetDeviceCount; };\n")
+    (folder / "cuda.c").write_text(
+        "int fakeGetDeviceCount(int *n) { *n = 1; return 0; }\n"
+        'const char *fakeGetErrorString(int e) { return "real"; }\n'
+    )
+    (folder / "cuda.map").write_text(
+        "libfakecuda.so.13 { global: fakeGetDeviceCount; fakeGetErrorString; };\n"
+    )
     _cc(
         "-Wl,-soname,libfakecuda.so.13",
         f"-Wl,--version-script={folder / 'cuda.map'}",
@@ -46,7 +51,8 @@ def _libraries(folder: Path) -> Path:
     (folder / "nccl.c").write_text("int ncclGetVersion(int *v) { *v = 22809; return 0; }\n")
     _cc("-Wl,-soname,libnccl.so.2", "-o", str(folder / "libnccl.so.2"), str(folder / "nccl.c"))
     (folder / "user.c").write_text(
-        "int fakeGetDeviceCount(int *n);\nint ncclGetVersion(int *v);\n"
+        "int fakeGetDeviceCount(int *n);\nint ncclGetVersion(int *v);\nconst char *fakeGetErrorString(int e);\n"
+        "const char *message(void) { return fakeGetErrorString(100); }\n"
         "int devices(void) { int n = -1; return fakeGetDeviceCount(&n); }\n"
         "int nccl(void) { int v = -1; return ncclGetVersion(&v); }\n"
     )
@@ -66,7 +72,7 @@ def test_a_library_linked_against_cuda_loads_on_the_stand_ins_and_hears_no_devic
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     user = _libraries(tmp_path)
-    assert _call(user) == "0 0"
+    assert _call(user) == "0 0 real"
     for name in ("libfakecuda.so.13", "libnccl.so.2"):
         (tmp_path / name).unlink()
     assert "libfakecuda.so.13: cannot open shared object file" in _call(user)
@@ -80,7 +86,8 @@ def test_a_library_linked_against_cuda_loads_on_the_stand_ins_and_hears_no_devic
             ["readelf", "-V", str(tmp_path / "libfakecuda.so.13")], capture_output=True, text=True, check=True
         ).stdout
     )
-    assert _call(user) == f"{cuda_stubs.STUB_RETURN} {cuda_stubs.STUB_RETURN}"
+    # The error-string function answers a string: torch builds its error message from it.
+    assert _call(user) == f"{cuda_stubs.STUB_RETURN} {cuda_stubs.STUB_RETURN} {cuda_stubs.MESSAGE}"
 
 
 def test_a_cuda_symbol_no_family_claims_fails_the_build(
@@ -97,12 +104,13 @@ def test_a_cuda_symbol_no_family_claims_fails_the_build(
 
 
 def _call(user: Path) -> str:
-    """`devices() nccl()` from libuser.so loaded in a fresh process (the loader keeps a soname it has
+    """`devices() nccl() message()` from libuser.so loaded in a fresh process (the loader keeps a soname it has
     loaded once, so a second load in this one would not see the files change), or the load error."""
     script = (
         "import ctypes, sys\n"
         "try:\n    lib = ctypes.CDLL(sys.argv[1])\nexcept OSError as error:\n    print(error); sys.exit()\n"
-        "print(lib.devices(), lib.nccl())"
+        "lib.message.restype = ctypes.c_char_p\n"
+        "print(lib.devices(), lib.nccl(), lib.message().decode())"
     )
     done = subprocess.run(
         [sys.executable, "-c", script, str(user)], capture_output=True, text=True, check=True
