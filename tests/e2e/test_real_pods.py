@@ -49,8 +49,17 @@ FIELD_MANAGER = f"grpo-e2e-{secrets.token_hex(3)}"
 OPERATOR_IMAGE = "ghcr.io/grpo-operator/operator"
 TRAINER_IMAGE = "ghcr.io/grpo-operator/trainer-cpu"
 STEPS = 6
-# Long enough that the kill and the suspension land mid-run.
+# Long enough that the kill and the suspension land mid-run: 12 steps, each paced by the reward.
 KILL_STEPS = 12
+REWARD_PACE_S = 0.02
+"""Seconds the paced jobs' reward sleeps per call: a step scores its 16 x 8 completions, so at
+least 2.6 s a step, 23 s from the first checkpoint to the end (0.1 s made the three tests 11.5
+minutes).
+
+On an idle 2-core machine the colour job trains a step in well under a second, so a job of 12
+steps could end between the test's seeing its first checkpoint and its kill, suspension or log
+read (measured: all three failed so, on 2026-12-03); on a loaded one a step takes seconds. The
+pace makes "mid-run" a property of the job, not of the machine's load."""
 GCS_PORT = 6379  # Ray's GCS on the head (KubeRay's default)
 METRICS_PORT = 8080  # Ray's metrics exporter on every Ray pod (KubeRay's default, settings.rayMetricsPort)
 SCRAPER = {"grpo-e2e/scraper": "yes"}
@@ -123,9 +132,20 @@ def release(cluster: Cluster, helm: Helm, watched: str, training: str, real_node
     delete_namespace(cluster, namespace)
 
 
-def _colour_job(name: str, steps: int = STEPS) -> list[dict[str, Any]]:
-    """The colour job, its worker sized for the real node."""
-    return colour_job(name, steps, SAVE_EVERY, resources=WORKER)
+def _colour_job(name: str, steps: int = STEPS, *, paced: bool = False) -> list[dict[str, Any]]:
+    """The colour job, its worker sized for the real node; `paced`: its reward sleeps
+    REWARD_PACE_S a call, so the run lasts while a test acts on it."""
+    documents = colour_job(name, steps, SAVE_EVERY, resources=WORKER)
+    if paced:
+        for document in documents:
+            if document.get("kind") == "ConfigMap" and "reward.py" in document.get("data", {}):
+                document["data"]["reward.py"] += (
+                    "\n\nimport time as _time\n_unpaced = compute_score\n\n\n"
+                    "def compute_score(*args, **kwargs):\n"
+                    f"    _time.sleep({REWARD_PACE_S})\n"
+                    "    return _unpaced(*args, **kwargs)\n"
+                )
+    return documents
 
 
 def _claim_folder(cluster: Cluster, namespace: str, claim: str) -> Path:
@@ -381,7 +401,7 @@ def test_a_trainer_killed_after_a_checkpoint_resumes_in_attempt_2(
     processes SIGKILLed inside the pods after a checkpoint, the operator's attempt 2 (a new Ray
     cluster of pods) resumes from that checkpoint on the same volume."""
     name = f"kill-{secrets.token_hex(2)}"
-    cluster.apply(_colour_job(name, steps=KILL_STEPS), training)
+    cluster.apply(_colour_job(name, steps=KILL_STEPS, paced=True), training)
     wait_status(cluster, training, name, checkpoint_at_least(SAVE_EVERY), "a first checkpoint", timeout=600)
     folder = _job_folder(cluster, training, name)
     killed = [
@@ -401,7 +421,7 @@ def test_suspend_stops_the_ray_pods_and_resume_continues_from_the_checkpoint(
     cluster: Cluster, release: Release, training: str, real_node: str
 ) -> None:
     name = f"pause-{secrets.token_hex(2)}"
-    cluster.apply(_colour_job(name, steps=KILL_STEPS), training)
+    cluster.apply(_colour_job(name, steps=KILL_STEPS, paced=True), training)
     wait_status(cluster, training, name, checkpoint_at_least(SAVE_EVERY), "a first checkpoint", timeout=600)
     suspend = {"spec": {"runPolicy": {"suspend": True}}}
     cluster.kubectl("patch", "grpojob", name, "-n", training, "--type=merge", "-p", json.dumps(suspend))
@@ -434,7 +454,7 @@ def test_kubectl_grpo_logs_reads_a_running_a_finished_and_a_deleted_job(
     path = plugin_path(tmp_path)
     image = ["--image", f"{TRAINER_IMAGE}:{image_tag()}"]
     name = f"logs-{secrets.token_hex(2)}"
-    cluster.apply(_colour_job(name, steps=KILL_STEPS), training)
+    cluster.apply(_colour_job(name, steps=KILL_STEPS, paced=True), training)
     wait_status(cluster, training, name, checkpoint_at_least(SAVE_EVERY), "a first checkpoint", timeout=600)
     folder = _job_folder(cluster, training, name)
     [log_file] = folder.rglob("attempt-1.log")
