@@ -334,7 +334,7 @@ def part_engine(
         "completion_min_length": shortest,
         "completion_max_length": longest,
         # What TRL hands this path's generator (vLLM's SamplingParams or transformers' generate).
-        "sampling": sampling(path, build_trl_config(settings)[0]),
+        "sampling": sampling(path, _as_runner_gives(path, build_trl_config(settings)[0], model)),
         "vllm_sleep": args.vllm_sleep if path == "vllm" else None,
         "vllm_park_policy": settings.vllm_park_policy if path == "vllm" else None,
         "vllm_memory_gib": settings.vllm_memory_gib if path == "vllm" else None,
@@ -413,6 +413,14 @@ def time_weight_sync(cuda: bool) -> dict[int, float]:
 
     GRPOTrainer._generate_single_turn = wrapped  # type: ignore[method-assign]
     return seconds
+
+
+def _as_runner_gives(path: str, grpo: dict[str, Any], model: Any) -> dict[str, Any]:
+    """The GRPOConfig keys as `runner.train` hands them to TRL (the image token's ban added)."""
+    from grpo_trainer.engines.trl.generation import ban_image_token
+
+    image_token = getattr(model.config, "image_token_id", None)
+    return {**grpo, "generation_kwargs": ban_image_token(path, grpo.get("generation_kwargs"), image_token)}
 
 
 def vllm_sizing(model: Any, args: argparse.Namespace) -> dict[str, Any]:
