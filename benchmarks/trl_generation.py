@@ -268,7 +268,7 @@ def part_engine(
     from grpo_trainer.engines.trl.generation import sampling
     from grpo_trainer.engines.trl.metrics import read_records
     from grpo_trainer.engines.trl.runner import RunRequest, train
-    from grpo_trainer.engines.trl.settings import TrlSettings, build_trl_config
+    from grpo_trainer.engines.trl.settings import TrlSettings
     from trl_memory_4b import random_reward, time_generation
     from trl_sync_probe import SyncProbe
 
@@ -301,8 +301,8 @@ def part_engine(
     )
     probe = SyncProbe()
     if path == "vllm":
-        placeholders = ("<|image_pad|>", "<|vision_start|>", "<|vision_end|>")
-        probe.install({processor.tokenizer.convert_tokens_to_ids(token) for token in placeholders})
+        config = model.config
+        probe.install({config.image_token_id, config.vision_start_token_id, config.vision_end_token_id})
     if cuda:
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
@@ -333,8 +333,9 @@ def part_engine(
         "completion_mean_length": lengths,
         "completion_min_length": shortest,
         "completion_max_length": longest,
-        # What TRL hands this path's generator (vLLM's SamplingParams or transformers' generate).
-        "sampling": sampling(path, _as_runner_gives(path, build_trl_config(settings)[0], model)),
+        # What TRL hands this path's generator (vLLM's SamplingParams or transformers' generate),
+        # from the GRPOConfig the runner gave it.
+        "sampling": sampling(path, vars(result.trainer.args)),
         "vllm_sleep": args.vllm_sleep if path == "vllm" else None,
         "vllm_park_policy": settings.vllm_park_policy if path == "vllm" else None,
         "vllm_memory_gib": settings.vllm_memory_gib if path == "vllm" else None,
@@ -413,14 +414,6 @@ def time_weight_sync(cuda: bool) -> dict[int, float]:
 
     GRPOTrainer._generate_single_turn = wrapped  # type: ignore[method-assign]
     return seconds
-
-
-def _as_runner_gives(path: str, grpo: dict[str, Any], model: Any) -> dict[str, Any]:
-    """The GRPOConfig keys as `runner.train` hands them to TRL (the image token's ban added)."""
-    from grpo_trainer.engines.trl.generation import ban_image_token
-
-    image_token = getattr(model.config, "image_token_id", None)
-    return {**grpo, "generation_kwargs": ban_image_token(path, grpo.get("generation_kwargs"), image_token)}
 
 
 def vllm_sizing(model: Any, args: argparse.Namespace) -> dict[str, Any]:

@@ -71,15 +71,20 @@ def needed(library: Path) -> set[str]:
     return set(re.findall(r"\(NEEDED\).*\[(.+?)\]", readelf("-d", str(library))))
 
 
-def undefined(library: Path) -> dict[str, str]:
-    """Symbol -> version node ('' when unversioned) of every undefined dynamic symbol."""
-    symbols: dict[str, str] = {}
+def dynamic_symbols(library: Path) -> list[tuple[str, str, str]]:
+    """(name, version node or '', section index: `UND` when undefined) of each dynamic symbol."""
+    symbols = []
     for line in readelf("--dyn-syms", "-W", str(library)).splitlines():
         fields = line.split()
-        if len(fields) >= 8 and fields[6] == "UND" and fields[7]:
+        if len(fields) >= 8 and fields[6] != "Ndx" and fields[7]:
             name, _, version = fields[7].partition("@")
-            symbols[name] = version.split(" ")[0].lstrip("@")
+            symbols.append((name, version.split(" ")[0].lstrip("@"), fields[6]))
     return symbols
+
+
+def undefined(library: Path) -> dict[str, str]:
+    """Symbol -> version node ('' when unversioned) of every undefined dynamic symbol."""
+    return {name: version for name, version, index in dynamic_symbols(library) if index == "UND"}
 
 
 def missing_libraries(libraries: list[Path], here: Path, search: tuple[str, ...]) -> list[str]:
@@ -111,14 +116,11 @@ def assign(symbols: dict[str, str], missing: list[str]) -> dict[str, tuple[str, 
 def unclaimed(
     symbols: dict[str, str], plan: dict[str, tuple[str, list[str], list[str]]], defined: set[str]
 ) -> list[str]:
-    """Undefined symbols no present library defines and no stub will: they would fail at load or call."""
-    stubbed = {s for _, versioned, plain in plan.values() for s in (*versioned, *plain)}
-    nodes = {node for node, _, _ in plan.values()}
-    return sorted(
-        s
-        for s, v in symbols.items()
-        if s not in stubbed and s not in defined and (v in nodes or (not v and _cuda_like(s)))
-    )
+    """Unversioned CUDA symbols no present library defines and no stand-in will: they would fail
+    at load or at their first call."""
+    # A versioned symbol of a missing library is always stubbed (`assign` takes them all).
+    known = defined.union(*(plain for _, _, plain in plan.values()))
+    return sorted(s for s, v in symbols.items() if not v and _cuda_like(s) and s not in known)
 
 
 def _cuda_like(symbol: str) -> bool:
@@ -161,13 +163,7 @@ def _target(symbol: str) -> str:
 
 
 def defined_symbols(paths: list[Path]) -> set[str]:
-    names: set[str] = set()
-    for path in paths:
-        for line in readelf("--dyn-syms", "-W", str(path)).splitlines():
-            fields = line.split()
-            if len(fields) >= 8 and fields[6] not in ("UND", "Ndx"):
-                names.add(fields[7].partition("@")[0])
-    return names
+    return {name for path in paths for name, _, index in dynamic_symbols(path) if index != "UND"}
 
 
 def stub_torch(

@@ -94,7 +94,15 @@ def test_in_bf16_merging_loses_part_of_the_adapter_and_moves_the_frozen_weights(
     assert layer.base_layer.weight.ne(weight).any()
 
 
-def _run(tmp_path: Path, model_dir: Path, generation: str) -> list[dict[str, Any]]:
+def _run(
+    tmp_path: Path,
+    model_dir: Path,
+    generation: str,
+    *,
+    reward: Any = colour_reward,
+    prepare_model: Any = None,
+) -> list[dict[str, Any]]:
+    """Two GRPO steps of the colour task through the engine; each step's metrics."""
     plan = LearningPlan(steps=2, prompts_per_step=2, num_generations=4, rows=8, learning_rate=5e-2)
     settings = replace(
         learning_settings(plan, tmp_path / generation / "checkpoints", vision=True),
@@ -107,8 +115,9 @@ def _run(tmp_path: Path, model_dir: Path, generation: str) -> list[dict[str, Any
             settings=settings,
             model_path=str(model_dir),
             rows=make_rows(plan.rows),
-            reward_funcs=[colour_reward],
+            reward_funcs=[reward],
             metrics_path=str(tmp_path / generation / "metrics.jsonl"),
+            prepare_model=prepare_model,
         )
     )
     assert getattr(result.trainer, "generation_fallback", None) is None
@@ -150,23 +159,10 @@ def test_a_completion_never_holds_the_image_token(tiny_model_dir: Path, tmp_path
         sampled.extend(list(ids) for ids in kwargs["completion_ids"])
         return colour_reward(prompts, completions, **kwargs)
 
-    plan = LearningPlan(steps=2, prompts_per_step=2, num_generations=4, rows=8, learning_rate=5e-2)
-    settings = replace(
-        learning_settings(plan, tmp_path / "checkpoints", vision=True),
-        max_completion_length=4,
-        save_steps=100,
+    steps = _run(
+        tmp_path, tiny_model_dir, "eager", reward=recording_reward, prepare_model=favour_the_image_token
     )
-    result = train(
-        RunRequest(
-            settings=settings,
-            model_path=str(tiny_model_dir),
-            rows=make_rows(plan.rows),
-            reward_funcs=[recording_reward],
-            metrics_path=str(tmp_path / "metrics.jsonl"),
-            prepare_model=favour_the_image_token,
-        )
-    )
-    assert result.global_step == 2
+    assert len(steps) == 2
     assert len(sampled) == 2 * 2 * 4
     assert all(image_pad not in ids for ids in sampled), str(sampled)
 
