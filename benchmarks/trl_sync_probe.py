@@ -130,6 +130,9 @@ class SyncProbe:
                 pixels = processor.image_processor(images=[self.image], return_tensors="pt")
                 inputs.update({k: v.to(device) for k, v in pixels.items()})
                 inputs["pixel_values"] = inputs["pixel_values"].to(next(policy.parameters()).dtype)
+                # Qwen3-VL's M-RoPE reads which positions are image tokens (1) from this mask.
+                image_token = policy.config.image_token_id
+                inputs["mm_token_type_ids"] = (inputs["input_ids"] == image_token).int()
             with torch.no_grad():
                 logits = policy(**inputs).logits[0, :-1].float()
             own = torch.log_softmax(logits, dim=-1).gather(1, inputs["input_ids"][0, 1:, None])[:, 0]

@@ -12,6 +12,7 @@ the H200's to show (benchmarks/trl_generation.py).
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -102,8 +103,10 @@ class _Weights:
     def __init__(self, events: list[str]) -> None:
         self.events = events
         self.loaded: dict[str, torch.Tensor] = {}
+        self.calls = 0
 
-    def load_weights(self, weights: list[tuple[str, torch.Tensor]]) -> None:
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        self.calls += 1
         for name, tensor in weights:
             self.loaded[name] = tensor.clone()
 
@@ -186,7 +189,9 @@ def test_vllm_and_the_policy_take_turns_over_two_rounds(
     ]
     for step in range(2):
         events.clear()
+        generation.llm.model.calls = 0
         assert generation.generate(prompts=[[1, 2, 3]]) == [[1, 2, 3]]
+        assert generation.llm.model.calls == 1, "the weights go to vLLM in one load_weights call a round"
         assert events == round_events, step
         assert not parked()
         for name, param in model.named_parameters():

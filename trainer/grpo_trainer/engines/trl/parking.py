@@ -191,8 +191,10 @@ def install(trainer: Any) -> ParkedPolicy:
         llm.wake_up(tags=["weights"])
         generation._llm_weights_sleeping = False
         model = llm.llm_engine.model_executor.driver_worker.model_runner.model
-        for name, tensor in policy.merged_weights():
-            model.load_weights([(name, tensor)])
+        # One call with the generator, not one per tensor: vLLM's loaders build a dict of every
+        # parameter of the module on each call (O(parameters) a call, ~1,000 calls a round at 4B),
+        # and they consume the weights lazily, so one tensor at a time is still on the device.
+        model.load_weights(policy.merged_weights())
         if torch.cuda.is_available():
             torch.cuda.synchronize()
         llm.reset_prefix_cache()
