@@ -14,9 +14,9 @@ LINT_PATHS := operator trainer kubectl tests hack charts benchmarks images
 .PHONY: help install demo demo-down cluster-up cluster-down test test-images node-up node-down test-real-node e2e-kind kind-node-image lint images engine-up engine-down base-images
 
 help:
-	@echo "make demo         a cluster of its own + Helm install + the operator + a GRPOJob that trains on CPU"
+	@echo "make demo         a cluster of its own, our images, a real node, Helm install, a GRPOJob trained in Ray pods"
 	@echo "make demo-down    stop the demo's cluster"
-	@echo "make test         install, start the local cluster, run the whole test suite"
+	@echo "make test         install, the local cluster, our images and a real node (root), the whole test suite"
 	@echo "make install      virtualenv in $(VENV) with the development extras"
 	@echo "make cluster-up   build (cached) and start the local test cluster"
 	@echo "make cluster-down stop it (test namespaces first)"
@@ -64,21 +64,27 @@ cluster-up: install
 cluster-down:
 	hack/cluster-down.sh
 
-# The main job on the local default: a cluster of its own, `helm install`, the operator with the
-# chart's ServiceAccount, and examples/colours-cpu.yaml trained for real until Succeeded (hack/demo.sh).
-demo: install
+# The main job on the local default (hack/demo.sh): a cluster of its own, the operator and CPU
+# trainer images built, a real node for the cpu pool, `helm install` (the operator as a pod of its
+# image), and examples/colours-cpu.yaml trained for real in Ray pods until Succeeded. The
+# virtualenv only: llama.cpp's GGUF tools, which the demo's job does not use, build at `make install`.
+demo: $(VENV)/.installed
 	hack/demo.sh
 
 demo-down:
 	source hack/demo-env.sh && hack/cluster-down.sh
 
-# The one test command (CI runs it through .ci/run): lint first (seconds), then every tier, ending
-# with the 30 slowest tests (the suite runs close to CI's 90 minutes: where its time goes).
-# pytest's exit code 5, "no tests ran", fails too. Under CI the cluster is stopped afterwards so
-# no process outlives the job.
-# tests/containers needs a container engine and the built images: `make test-images` runs it.
-test: lint cluster-up
-	rc=0; GRPO_TEST_CLUSTER=local $(PY) -m pytest --durations=30 $(PYTEST_ARGS) --ignore=tests/containers tests || rc=$$?; \
+# The one test command (CI runs it through .ci/run): lint first (seconds), then the local cluster
+# with its real node (hack/real-backend-up.sh: the operator and CPU trainer images built while the
+# cluster starts, then the kubelet and containerd; root), then every tier: the real-pod tests
+# (GRPO_REAL_NODE=1) and the images' containers included, ending with the 30 slowest tests (the
+# suite runs close to CI's 90 minutes: where its time goes). pytest's exit code 5, "no tests ran",
+# fails too. The real node stops afterwards (one NetworkPolicy enforcer per machine: `make demo`
+# runs its own), and under CI the cluster too, so no process outlives the job.
+test: lint
+	hack/real-backend-up.sh
+	rc=0; GRPO_REAL_NODE=1 GRPO_TEST_CLUSTER=local $(PY) -m pytest --durations=30 $(PYTEST_ARGS) tests || rc=$$?; \
+	hack/node-down.sh >/dev/null || true; \
 	if [[ -n "$${CI:-}" ]]; then hack/cluster-down.sh || true; fi; \
 	if [[ $$rc -eq 5 ]]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$rc
@@ -94,9 +100,8 @@ test-images: cluster-up
 # The real node of the cpu pool (hack/node-up.sh): a kubelet with containerd joined to the local
 # cluster, running pods of the operator and CPU trainer images (built first, cached by layer).
 # Opt-in: the tests marked real_node are collected only with GRPO_REAL_NODE=1.
-node-up: cluster-up
-	$(MAKE) images IMAGES="operator cpu"
-	hack/node-up.sh
+node-up: install
+	hack/real-backend-up.sh
 
 node-down:
 	hack/node-down.sh

@@ -64,6 +64,9 @@ RAY_MAX_WORKER_PORT="${GRPO_RAY_MAX_WORKER_PORT:-$((14699 + PORT_OFFSET))}"
 # Its kubelet serves on the pod bridge's gateway address, never outside the host; the bridge, its
 # pod subnet and the ports move with GRPO_PORT_OFFSET, so private clusters' nodes do not meet.
 NODE_NAME="${GRPO_NODE_NAME:-real-cpu-0}"
+# The real node's taint: only pods that tolerate it run containers there (the demo's and the
+# real-pod tests'), so the rest of the suite's cpu-pool pods stay on the KWOK nodes as before.
+NODE_TAINT="grpo.dev/real-node=true:NoSchedule"
 NODE_BRIDGE="${GRPO_NODE_BRIDGE:-grpo$PORT_OFFSET}"
 NODE_SUBNET_OCTET="$((200 + PORT_OFFSET / 500 % 50))"
 NODE_POD_CIDR="${GRPO_NODE_POD_CIDR:-10.$NODE_SUBNET_OCTET.0.0/24}"

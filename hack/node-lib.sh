@@ -308,6 +308,7 @@ YAML
     --hostname-override="$NODE_NAME" \
     --node-ip="$NODE_GATEWAY_IP" \
     --node-labels="grpo.dev/pool=cpu,type=real" \
+    --register-with-taints="$NODE_TAINT" \
     --root-dir="$NODE_DIR/kubelet" \
     --cert-dir="$NODE_DIR/kubelet-pki" \
     --v=1

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from support.cluster import REPO_ROOT, Cluster
 from support.hack_env import lib_variable
-from support.real_node import NODE, image_tag
+from support.real_node import NODE, TAINT_KEY, TOLERATIONS, image_tag
 
 pytestmark = pytest.mark.real_node
 
@@ -44,6 +44,7 @@ def _pod(
         "metadata": {"name": name},
         "spec": {
             "nodeSelector": {"kubernetes.io/hostname": NODE},
+            "tolerations": TOLERATIONS,
             "restartPolicy": "Never",
             "securityContext": {
                 "runAsNonRoot": True,
@@ -88,6 +89,9 @@ def test_the_node_is_a_ready_kubelet_of_the_cpu_pool(cluster: Cluster, real_node
     assert info["kubeletVersion"].startswith("v1.")
     ready = {c["type"]: c["status"] for c in node["status"]["conditions"]}["Ready"]
     assert ready == "True"
+    # Tainted, so only the pods meant for it (which tolerate it) run containers there.
+    taints = {(t["key"], t["effect"]) for t in node["spec"].get("taints", [])}
+    assert (TAINT_KEY, "NoSchedule") in taints
 
 
 def test_a_pod_of_the_cpu_trainer_image_runs_to_completion(
@@ -244,6 +248,7 @@ def test_a_rayjob_runs_in_a_head_pod_of_the_trainer_image(
     cluster.kubectl("label", "namespace", namespace, "grpo.dev/ray-backend=pod")
     head = {
         "nodeSelector": {"kubernetes.io/hostname": real_node},
+        "tolerations": TOLERATIONS,
         "securityContext": {
             "runAsNonRoot": True,
             "runAsUser": 1000,

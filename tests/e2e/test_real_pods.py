@@ -40,7 +40,7 @@ from support.life import apply_example, ray_job_id, wait_condition, writers
 from support.namespaces import create_namespace, delete_namespace, stage_colour_claims
 from support.plugin import kubectl_grpo, plugin_path
 from support.rayjobapi import RUNNING_FOREVER, RayJobAPI
-from support.real_node import NODE_SELECTOR, image_tag, wait_reach
+from support.real_node import NODE_SELECTOR, TOLERATIONS, image_tag, wait_reach
 from support.release import Helm, Release, existing
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real_node]
@@ -106,6 +106,7 @@ def release(cluster: Cluster, helm: Helm, watched: str, training: str, real_node
         {
             "image": {"tag": image_tag(), "pullPolicy": "Never"},
             "nodeSelector": NODE_SELECTOR,
+            "tolerations": TOLERATIONS,
             "rbac": {"clusterWide": False, "namespaces": [watched, training]},
             "settings": {
                 "resyncSeconds": 5,
@@ -120,6 +121,7 @@ def release(cluster: Cluster, helm: Helm, watched: str, training: str, real_node
             "profiles": {
                 "cpu": {
                     "nodeSelector": NODE_SELECTOR,
+                    "tolerations": TOLERATIONS,
                     "image": f"{TRAINER_IMAGE}:{image_tag()}",
                     "env": {"RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT": "180"},
                 }
@@ -241,6 +243,7 @@ def _outsider(
         "metadata": {"name": name, "labels": labels or {}},
         "spec": {
             "nodeSelector": NODE_SELECTOR,
+            "tolerations": TOLERATIONS,
             "terminationGracePeriodSeconds": 0,
             "securityContext": {
                 "runAsNonRoot": True,

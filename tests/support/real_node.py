@@ -10,6 +10,10 @@ from support.cluster import REPO_ROOT, Cluster
 NODE = "real-cpu-0"
 # Where a chart value or pod spec pins a pod to it (KWOK's cpu nodes carry the same pool label).
 NODE_SELECTOR = {"kubernetes.io/hostname": NODE}
+# Its taint (hack/lib.sh, NODE_TAINT): what a pod meant for it tolerates, so that no other test's
+# pod of the cpu pool starts a real container there.
+TAINT_KEY = "grpo.dev/real-node"
+TOLERATIONS = [{"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
 
 
 def image_tag() -> str:
