@@ -94,6 +94,22 @@ class LocalVolume:
                 yield from local.read_text(encoding="utf-8", errors="replace").splitlines()
 
 
+def without_a_cut_character(lines: Iterator[str]) -> Iterator[str]:
+    """`lines` with the replacement characters at the very end of the last one removed.
+
+    A running trainer's log is copied to the volume in chunks of bytes, so a read while it is
+    written can end inside a multi-byte character (a progress bar's block): decoded, that tail is a
+    U+FFFD that the file never holds, and a later read has the whole character in its place.
+    """
+    last: str | None = None
+    for line in lines:
+        if last is not None:
+            yield last
+        last = line
+    if last is not None:
+        yield last.rstrip("\ufffd")
+
+
 class PodVolume:
     """The volume through a reader Pod on the cluster (one Pod per read)."""
 
@@ -104,7 +120,7 @@ class PodVolume:
         return self.cluster.read_through_pod(self.target, script, image=self.image, follow=follow)
 
     def read(self, path: str) -> Iterator[str]:
-        return self._run(cat_script(path))
+        return without_a_cut_character(self._run(cat_script(path)))
 
     def follow(self, path: str, stop: Callable[[], bool]) -> Iterator[str]:
         # tail -F runs until the Pod is deleted (Ctrl-C) or its deadline.

@@ -66,7 +66,18 @@ def test_every_job_of_a_burst_runs_without_the_resync(
         )
         created = metric_samples(operator.metrics(), "grpo_rayjobs_created_total")
         by_trigger = {dict(labels)["trigger"]: int(value) for labels, value in created.items()}
-        assert sum(by_trigger.values()) == JOBS, by_trigger
+        if sum(by_trigger.values()) != JOBS:  # which jobs made more than one, and what they say
+            extra = sorted(r.metadata.name for r in client.list(RayJobResource, namespace=namespace))
+            extra = [r for r in extra if not r.endswith("-1")]
+            attempts = {
+                j.metadata.name: ((j.status or {}).get("attempt"), (j.status or {}).get("failedAttempts"))
+                for j in client.list(GRPOJobResource, namespace=namespace)
+                if int((j.status or {}).get("attempt") or 1) > 1
+            }
+            raise AssertionError(
+                f"RayJobs created {by_trigger} for {JOBS} jobs; RayJobs of later attempts {extra}; "
+                f"jobs past attempt 1 {attempts}\n{operator.tail(40)}"
+            )
         assert set(by_trigger) <= {"job", "rayjob", "retry"}, f"RayJobs created by {by_trigger}"
         took = time.monotonic() - started
         print(f"{JOBS} jobs Running {took:.0f} s after the first create; RayJobs created by {by_trigger}")
