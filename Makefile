@@ -117,8 +117,9 @@ test-real-node: node-up
 # dockerd beside any other engine, creates a one-node kind cluster (6 min to a ready backend at
 # load 20-34), cordons its node and starts the KWOK pools, KubeRay, the fake Ray job API, the Ray
 # head and the volume provisioner against its API server. It then runs the e2e tier (tests/e2e:
-# helm install of the chart, the examples, each job's whole life, the real path's training,
-# retry, suspend and delete) and the backend's own checks (tests/cluster/test_kind.py: the
+# helm install of the chart, the examples, each job's whole life, the real path's training and
+# its fail-fast cases; the real-pod module needs the local cluster's real node and is deselected)
+# and the backend's own checks (tests/cluster/test_kind.py: the
 # control plane, CoreDNS, kube-proxy and kindnet are kind's, from the images made here). Not the whole suite:
 # the unit and integration tiers do not depend on the backend, and on 2 cores the whole suite on
 # kind takes over an hour. Needs root (kind's dockerd).
