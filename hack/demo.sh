@@ -57,7 +57,10 @@ else
 fi
 
 say "installing the chart (release $RELEASE in $RELEASE_NS)"
-helm_args=(upgrade --install "$RELEASE" "$REPO_ROOT/charts/grpo-operator" --namespace "$RELEASE_NS" --create-namespace)
+# --reset-values: Helm reuses the last release's values when none are given, and a demo without
+# pods after one with them would keep the real node's selectors.
+helm_args=(upgrade --install "$RELEASE" "$REPO_ROOT/charts/grpo-operator" --namespace "$RELEASE_NS" --create-namespace
+  --reset-values)
 if [[ "$PODS" == 1 ]]; then
   # The operator's pod and the cpu pool's Ray pods on the real node, from the images just built
   # (hack/demo-values.yaml); the chart's pods pass Pod Security `restricted`.
@@ -89,10 +92,15 @@ else
   "$KUBECTL" --kubeconfig "$operator_kubeconfig" config use-context operator >/dev/null
   settings_cm="$(kubectl -n "$RELEASE_NS" get configmap -l app.kubernetes.io/instance="$RELEASE" -o name | grep settings)"
   kubectl -n "$RELEASE_NS" get "$settings_cm" -o jsonpath='{.data.settings\.yaml}' >"$DEMO_DIR/settings.yaml"
+  # An operator of an earlier demo keeps running only if it was started with the same settings.
+  if ! cmp -s "$DEMO_DIR/settings.yaml" "$DEMO_DIR/settings.running.yaml" 2>/dev/null; then
+    stop_process grpo-operator >/dev/null 2>&1 || true
+  fi
 
   if ! pid_of grpo-operator >/dev/null; then
+    cp "$DEMO_DIR/settings.yaml" "$DEMO_DIR/settings.running.yaml"
     say "starting the operator with the chart's ServiceAccount ($sa)"
-    start_process grpo-operator env KUBECONFIG="$operator_kubeconfig" GRPO_OPERATOR_CONFIG="$DEMO_DIR/settings.yaml" \
+    start_process grpo-operator env KUBECONFIG="$operator_kubeconfig" GRPO_OPERATOR_CONFIG="$DEMO_DIR/settings.running.yaml" \
       GRPO_METRICS_PORT="$OPERATOR_METRICS_PORT" GRPO_HEALTH_PORT="$OPERATOR_HEALTH_PORT" "$PY" -m grpo_operator run
     wait_until grpo-operator 60 "the operator's /healthz" http_ok "http://127.0.0.1:$OPERATOR_HEALTH_PORT/healthz"
   fi
@@ -211,6 +219,6 @@ Try:
   kubectl -n $DEMO_NS describe grpojob $JOB
   kubectl -n $DEMO_NS delete grpojob $JOB && make demo        # train again
 
-Reward curve: $DEMO_DIR/$JOB-curves.png
+Reward curve: $DEMO_DIR/$JOB-curves.png$( [[ "$PODS" == 1 ]] && printf '\n%s' "The operator's pod waits for the real node until the next \`make demo\` starts it again.")
 Stop the demo's cluster: make demo-down (the tests use a cluster of their own: make test)
 EOF
