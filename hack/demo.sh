@@ -23,6 +23,7 @@ set -euo pipefail
 . "$(dirname "$0")/demo-env.sh"
 . "$(dirname "$0")/lib.sh"
 . "$HACK_DIR/cluster-lib.sh"
+. "$HACK_DIR/node-lib.sh"
 
 RELEASE=grpo-operator
 RELEASE_NS=grpo-system
@@ -35,8 +36,7 @@ PY="$REPO_ROOT/.venv/bin/python"
 OPERATOR_METRICS_PORT=$((18090 + PORT_OFFSET))
 OPERATOR_HEALTH_PORT=$((18091 + PORT_OFFSET))
 TRAIN_TIMEOUT=${GRPO_DEMO_TIMEOUT:-1800}
-TAG="$(sed -n 's/^version = "\(.*\)"$/\1/p' "$REPO_ROOT/pyproject.toml" | head -n 1)"
-TRAINER_IMAGE="ghcr.io/grpo-operator/trainer-cpu:$TAG"
+TRAINER_IMAGE="ghcr.io/grpo-operator/trainer-cpu:$NODE_IMAGES_TAG"
 started=$SECONDS
 mkdir -p "$DEMO_DIR"
 
@@ -66,7 +66,11 @@ if [[ "$PODS" == 1 ]]; then
   # (hack/demo-values.yaml); the chart's pods pass Pod Security `restricted`.
   kubectl create namespace "$RELEASE_NS" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
   kubectl label namespace "$RELEASE_NS" pod-security.kubernetes.io/enforce=restricted --overwrite >/dev/null
-  helm_args+=(-f "$HACK_DIR/demo-values.yaml" --set "image.tag=$TAG" --set "profiles.cpu.image=$TRAINER_IMAGE"
+  on_node="{\"kubernetes.io/hostname\": \"$NODE_NAME\"}"
+  tolerate="[{\"key\": \"${NODE_TAINT%%=*}\", \"operator\": \"Exists\", \"effect\": \"${NODE_TAINT##*:}\"}]"
+  helm_args+=(-f "$HACK_DIR/demo-values.yaml" --set "image.tag=$NODE_IMAGES_TAG" --set "profiles.cpu.image=$TRAINER_IMAGE"
+    --set-json "nodeSelector=$on_node" --set-json "tolerations=$tolerate"
+    --set-json "profiles.cpu.nodeSelector=$on_node" --set-json "profiles.cpu.tolerations=$tolerate"
     --wait --timeout 5m)
   # An operator that an earlier demo ran on this host (the path without pods) gives way to the pod.
   stop_process grpo-operator >/dev/null 2>&1 || true
@@ -204,14 +208,16 @@ the operator made its Ray cluster through KubeRay, the Ray head ran grpo-train, 
 reported every step into the job's status with its own ServiceAccount"
 fi
 
+afterwards=""
 if [[ "$PODS" == 1 ]]; then
   say "stopping the real node (its pods are done; \`make demo\` starts it again in seconds)"
   "$HACK_DIR/node-down.sh" >/dev/null
+  afterwards=$'\n'"The operator's pod waits for the real node until the next \`make demo\` starts it again."
 fi
 
 cat <<EOF
 
-Done in $((SECONDS - started)) s. The job trained for real: $how.
+Done in $((SECONDS - started)) s. The job trained for real:$how.
 
 Try:
 
@@ -219,6 +225,6 @@ Try:
   kubectl -n $DEMO_NS describe grpojob $JOB
   kubectl -n $DEMO_NS delete grpojob $JOB && make demo        # train again
 
-Reward curve: $DEMO_DIR/$JOB-curves.png$( [[ "$PODS" == 1 ]] && printf '\n%s' "The operator's pod waits for the real node until the next \`make demo\` starts it again.")
+Reward curve: $DEMO_DIR/$JOB-curves.png$afterwards
 Stop the demo's cluster: make demo-down (the tests use a cluster of their own: make test)
 EOF

@@ -91,7 +91,7 @@ def test_the_node_is_a_ready_kubelet_of_the_cpu_pool(cluster: Cluster, real_node
     assert ready == "True"
     # Tainted, so only the pods meant for it (which tolerate it) run containers there.
     taints = {(t["key"], t["effect"]) for t in node["spec"].get("taints", [])}
-    assert (TAINT_KEY, "NoSchedule") in taints
+    assert (TAINT_KEY, "NoSchedule") in taints, taints
 
 
 def test_a_pod_of_the_cpu_trainer_image_runs_to_completion(

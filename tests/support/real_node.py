@@ -6,14 +6,16 @@ import subprocess
 import time
 
 from support.cluster import REPO_ROOT, Cluster
+from support.hack_env import lib_variable
 
 NODE = "real-cpu-0"
 # Where a chart value or pod spec pins a pod to it (KWOK's cpu nodes carry the same pool label).
 NODE_SELECTOR = {"kubernetes.io/hostname": NODE}
-# Its taint (hack/lib.sh, NODE_TAINT): what a pod meant for it tolerates, so that no other test's
-# pod of the cpu pool starts a real container there.
-TAINT_KEY = "grpo.dev/real-node"
-TOLERATIONS = [{"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+# Its taint (hack/lib.sh, NODE_TAINT, "key=value:effect"): what a pod meant for it tolerates, so
+# that no other test's pod of the cpu pool starts a real container there.
+TAINT_KEY, _, _taint_rest = lib_variable("NODE_TAINT").partition("=")
+TAINT_EFFECT = _taint_rest.rpartition(":")[2]
+TOLERATIONS = [{"key": TAINT_KEY, "operator": "Exists", "effect": TAINT_EFFECT}]
 
 
 def image_tag() -> str:
