@@ -27,6 +27,8 @@ Commands (docs/benchmarks/verl-gpu.md has the plan, what to carry and what each 
             python3 benchmarks/verl_gpu.py start tiny [--attempt 2] [--gpus 2]
             python3 benchmarks/verl_gpu.py start shapes-4b [--attempt 2] [--steps 3]
             python3 benchmarks/verl_gpu.py start raw-4b [--steps 3] [--then shapes-4b]   # the second once the first ends
+            python3 benchmarks/verl_gpu.py start shapes-4b --steps 1 --then shapes-4b  # a cold attempt, then its retry
+            ... start PART --sample-stacks 5      # every Python process's stack every 5 s until step 1 ends
             python3 benchmarks/verl_gpu.py wait tiny --out "$OUT" [--seconds 540]
             python3 benchmarks/verl_gpu.py stop tiny                # the running attempt and its Ray
     CPU smoke (everything up to launching verl: model, data, spec, plan, validate, data preparation):
@@ -53,6 +55,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -77,6 +80,8 @@ EXTRA_WHEELS = (
     "anyio==4.16.0",
     "idna==3.20",
     "certifi==2026.10.19.post1",
+    # `--sample-stacks`: the stacks of every Python process through start-up (a static binary).
+    "py-spy==0.4.3",
 )
 NEEDED = (
     "yaml",
@@ -132,7 +137,7 @@ def log(message: str) -> None:
 def prepare() -> int:
     """Here: download the extra wheels (CPython 3.12 manylinux, as benchmarks/gpu_stack.sh does)."""
     WHEELS.mkdir(parents=True, exist_ok=True)
-    platforms = ["manylinux2014_x86_64", "manylinux_2_17_x86_64", "any"]
+    platforms = ["manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux1_x86_64", "any"]
     command = [
         sys.executable,
         "-m",
@@ -163,10 +168,13 @@ def prepare() -> int:
     return 0
 
 
-def preflight(out: Path) -> list[str]:
-    """Import what `grpo-train run` needs; install the carried extra wheels for what is missing."""
+def preflight(out: Path, *, sampler: bool = False) -> list[str]:
+    """Import what `grpo-train run` needs; install the carried extra wheels for what is missing
+    (py-spy too, when the stacks are to be sampled)."""
     missing = _missing()
     extra = {"yaml", "lightkube"} & set(missing)
+    if sampler and py_spy() is None:
+        extra.add("py-spy")
     if extra and WHEELS.is_dir():
         log(f"installing the carried wheels for {', '.join(sorted(extra))} into {EXTRA_SITE}")
         subprocess.run(
@@ -190,6 +198,8 @@ def preflight(out: Path) -> list[str]:
         )
         importlib.invalidate_caches()
         missing = _missing()
+    if sampler and py_spy() is None:
+        missing.append("py-spy")
     if missing:
         log(
             f"cannot run: missing {', '.join(missing)} (carry the GPU stack first: docs/benchmarks/verl-gpu.md)"
@@ -417,15 +427,20 @@ def attempts(part: str) -> list[Attempt]:
     return [Attempt(part, int(p.name.rpartition("-")[2])) for p in found]
 
 
-def launch(attempt: Attempt, command: list[str], env: dict[str, str]) -> int:
-    """Start `command` under the supervisor, detached; returns the supervisor's pid."""
+def launch(attempt: Attempt, command: list[str], env: dict[str, str], *, sample_every: float = 0) -> int:
+    """Start `command` under the supervisor, detached; returns the supervisor's pid. With
+    `sample_every`, the supervisor samples every Python process's stack that often until the
+    first step ends (`stacks.log`)."""
     for other in (a for p in PARTS for a in attempts(p)):
         if other.running():
             raise SystemExit(f"{other.part} attempt {other.number} is still running: wait for it or stop it")
     folder = attempt.folder
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    write_json(folder / "command.json", {"command": command, "env": env, "started": time.time()})
+    write_json(
+        folder / "command.json",
+        {"command": command, "env": env, "started": time.time(), "sample_every": sample_every},
+    )
     supervisor = [sys.executable, str(Path(__file__).resolve()), "_supervise", str(folder)]
     with open(folder / "supervisor.log", "w") as out:
         process = subprocess.Popen(
@@ -443,6 +458,7 @@ def supervise(folder: Path) -> int:
     spec = json.loads((folder / "command.json").read_text())
     env = {**os.environ, **spec["env"]}
     started = time.monotonic()
+    first_step = threading.Event()
     with open(folder / "output.log", "w") as out:
         process = subprocess.Popen(
             spec["command"],
@@ -454,14 +470,102 @@ def supervise(folder: Path) -> int:
             start_new_session=True,
         )
         (folder / "child-pid").write_text(str(process.pid))
+        if spec.get("sample_every"):
+            threading.Thread(
+                target=sample_stacks,
+                args=(folder / "stacks.log", process.pid, float(spec["sample_every"]), started, first_step),
+                daemon=True,
+            ).start()
         assert process.stdout is not None
         for line in process.stdout:
             out.write(f"[{time.monotonic() - started:8.1f}s] {line}")
             out.flush()
+            if not first_step.is_set() and FIRST_STEP.search(line):
+                first_step.set()
         code = process.wait()
+        first_step.set()
     (folder / "rc").write_text(str(code))
     stop_ray()
     return code
+
+
+FIRST_STEP = re.compile(r"step:\d+ - ")
+"""verl's line at the end of a step: the start-up's sampling stops at the first."""
+SAMPLED_TITLES = re.compile(r"^(ray::|VLLM::)|python")
+"""Which processes' stacks are sampled: Python interpreters, and the Ray and vLLM workers that
+rename themselves."""
+SAMPLING_SKIPS = ("dashboard", "log_monitor", "monitor.py", "runtime_env")
+"""Ray's own service processes: not where the start-up goes."""
+SAMPLES_MAX_BYTES = 64 * 1024 * 1024
+
+
+def py_spy() -> str | None:
+    """The py-spy binary: on the PATH, beside this Python (a virtualenv's), or where `preflight`
+    installs the carried wheel."""
+    for found in (
+        shutil.which("py-spy"),
+        Path(sys.executable).with_name("py-spy"),
+        EXTRA_SITE / "bin" / "py-spy",
+    ):
+        if found and Path(found).is_file():
+            return str(found)
+    return None
+
+
+def sampled_processes(root: int) -> list[tuple[int, str]]:
+    """(pid, title) of the Python processes under `root` (the attempt's command: Ray's local
+    instance, its workers and vLLM's engine all descend from it), Ray's service ones left out."""
+    parents: dict[int, int] = {}
+    titles: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            title = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:  # it ended meanwhile
+            continue
+        # stat: "pid (comm) state ppid ...", where comm may hold spaces and parentheses
+        parents[int(entry.name)] = int(stat.rpartition(")")[2].split()[1])
+        titles[int(entry.name)] = title
+    found = []
+    for pid, title in titles.items():
+        ancestor = pid
+        while ancestor not in (root, 0, 1) and ancestor in parents:
+            ancestor = parents[ancestor]
+        first = title.split(" ", 1)[0]
+        if (
+            ancestor == root
+            and SAMPLED_TITLES.search(Path(first).name)
+            and not any(word in title for word in SAMPLING_SKIPS)
+        ):
+            found.append((pid, title))
+    return sorted(found)
+
+
+def sample_stacks(file: Path, root: int, every: float, started: float, done: threading.Event) -> None:
+    """Every `every` seconds until `done`, the stack of each Python process under `root` (py-spy,
+    non-blocking: the processes never stop for it), stamped like output.log, so the start-up's
+    phases can be split by what each process was doing. Steps are not sampled: they are what
+    runs compare."""
+    tool = py_spy()
+    with open(file, "w") as out:
+        if tool is None:
+            out.write("py-spy not found: no stacks sampled\n")
+            return
+        while not done.wait(every) and out.tell() < SAMPLES_MAX_BYTES:
+            stamp = time.monotonic() - started
+            for pid, title in sampled_processes(root):
+                result = subprocess.run(
+                    [tool, "dump", "--nonblocking", "--pid", str(pid)],
+                    capture_output=True,
+                    text=True,
+                    errors="replace",
+                    timeout=60,
+                    check=False,
+                )
+                out.write(f"=== [{stamp:8.1f}s] pid {pid} {title[:160]}\n{result.stdout}{result.stderr}\n")
+            out.flush()
 
 
 def stop(part: str) -> int:
@@ -658,7 +762,12 @@ def start_tiny(args: argparse.Namespace) -> int:
     if args.attempt > 1:
         as_a_retry(work)
     command, env = grpo_train_command(["run", "--spec", str(job), "--workdir", str(work), "--no-report"])
-    launch(Attempt("tiny", args.attempt), command, {**env, **ENGINE_ENV, "GRPO_ATTEMPT": str(args.attempt)})
+    launch(
+        Attempt("tiny", args.attempt),
+        command,
+        {**env, **ENGINE_ENV, "GRPO_ATTEMPT": str(args.attempt)},
+        sample_every=args.sample_stacks,
+    )
     return 0
 
 
@@ -736,7 +845,10 @@ def start_4b(args: argparse.Namespace) -> int:
         as_a_retry(work)
     command, env = grpo_train_command(["run", "--spec", str(job), "--workdir", str(work), "--no-report"])
     launch(
-        Attempt("shapes-4b", args.attempt), command, {**env, **ENGINE_ENV, "GRPO_ATTEMPT": str(args.attempt)}
+        Attempt("shapes-4b", args.attempt),
+        command,
+        {**env, **ENGINE_ENV, "GRPO_ATTEMPT": str(args.attempt)},
+        sample_every=args.sample_stacks,
     )
     return 0
 
@@ -804,6 +916,23 @@ def raw_overrides(
         f"trainer.total_training_steps={args.steps}",
         f"trainer.default_local_dir={metrics_dir / 'checkpoints'}",
         *ATTENTION["overrides"],
+        *raw_reward(args),
+    ]
+
+
+def raw_reward(args: argparse.Namespace) -> list[str]:
+    """Which reward raw verl scores with. The SafeGRPO card passes its own file through
+    `custom_reward_function`; here that is our geo3k file, the one our job's builtin `geo3k` runs, so
+    the reward is not one of the differences a comparison measures (the first three leases scored
+    raw verl with verl's own, `--raw-reward verl`)."""
+    if args.raw_reward == "verl":
+        return []
+    from grpo_trainer.rewards.registry import get_reward
+
+    geo3k = get_reward("geo3k")
+    return [
+        f"reward.custom_reward_function.path={geo3k.path}",
+        f"reward.custom_reward_function.name={geo3k.function}",
     ]
 
 
@@ -829,9 +958,14 @@ def start_raw(args: argparse.Namespace) -> int:
         "VERL_FILE_LOGGER_PATH": str(attempt.folder / "metrics.jsonl"),
         # verl's workers need trl's value-head name, which the carried trl lacks (docs/verl.md): the
         # same shadow package our engine puts first, or main_ppo cannot start its actor at all.
-        "PYTHONPATH": _pythonpath(ROOT / "trainer" / "grpo_trainer" / "engines" / "verl" / "shadows"),
+        # Our reward file (--raw-reward ours) imports the trainer's package in verl's reward workers.
+        "PYTHONPATH": _pythonpath(
+            ROOT / "trainer" / "grpo_trainer" / "engines" / "verl" / "shadows",
+            ROOT / "trainer",
+            ROOT / "operator",
+        ),
     }
-    launch(attempt, command, env)
+    launch(attempt, command, env, sample_every=args.sample_stacks)
     return 0
 
 
@@ -841,8 +975,9 @@ THEN_POLL_S = 5.0
 THEN_LIMIT_S = 2 * 3600.0
 
 
-def then_argv(argv: list[str], part: str, then: str) -> list[str]:
-    """`start PART ... --then THEN`'s command line for THEN: the same options, the other part."""
+def then_argv(argv: list[str], part: str, then: str, attempt: int = 1) -> list[str]:
+    """`start PART ... --then THEN`'s command line for THEN: the same options, the other part; or,
+    when THEN is PART, its next attempt (a retry of it, started as `--attempt N+1` would)."""
     out: list[str] = []
     skip = False
     replaced = False
@@ -850,17 +985,17 @@ def then_argv(argv: list[str], part: str, then: str) -> list[str]:
         if skip:
             skip = False
             continue
-        if arg == "--then":
+        if arg in ("--then", "--attempt"):
             skip = True
             continue
-        if arg.startswith("--then="):
+        if arg.startswith(("--then=", "--attempt=")):
             continue
         if arg == part and not replaced:
             out.append(then)
             replaced = True
             continue
         out.append(arg)
-    return out
+    return [*out, "--attempt", str(attempt + 1)] if then == part else out
 
 
 def start_then(first: Attempt, argv: list[str]) -> int:
@@ -1122,9 +1257,10 @@ def record(source: Path, gpus: int, section: str | None = None, previous_as: str
     """Here: the committed summary of a 4B run (docs/benchmarks/data/verl-4b-<N>gpu.json) from the
     `wait` summaries a device call brought back (`shapes-4b-summary.json`, `raw-4b-summary.json`).
 
-    With `section`, the pair (ours and raw verl, from one lease) goes under that key of the
-    existing summary and the rest of it is kept: a comparison run at other shapes than the
-    summary's own (a shorter response, to fit both runs in one lease) must not replace them.
+    With `section`, the pair (ours and raw verl, from one lease; or ours and its retry, for the
+    start-up a retry saves) goes under that key of the existing summary and the rest of it is
+    kept: a run at other shapes than the summary's own (a shorter response, to fit both runs in
+    one lease) must not replace them.
     Without it, the new run becomes the main one and the sections stay; `previous_as` keeps the
     main run it replaces under that key (a run with other attention, say), so no measurement is
     lost by recording a newer one."""
@@ -1202,14 +1338,19 @@ def record(source: Path, gpus: int, section: str | None = None, previous_as: str
                 raise SystemExit(f"record --previous-as {previous_as}: {target.name} holds no main run")
             sections[previous_as] = previous
         summary = {**summary, **sections}
-    else:
-        if not raw:
-            raise SystemExit(f"record --section {section}: no raw-4b-summary.json in {source}")
+    elif raw:
         pair = {key: summary[key] for key in ("machine", "attention", "shapes", "ours", "raw_verl")}
         pair["overhead_pct"] = summary["overhead_pct"]
         pair["same_data"] = summary["same_data"]
         pair["per_phase_s"] = steady_difference(pair["ours"], pair["raw_verl"])
         summary = {**kept, section: pair}
+    elif "ours_retry" in summary:  # a cold attempt and its retry, for the start-up they save
+        keys = ("machine", "attention", "shapes", "ours", "ours_retry", "retry_startup")
+        summary = {**kept, section: {key: summary[key] for key in keys}}
+    else:
+        raise SystemExit(
+            f"record --section {section}: no raw-4b-summary.json in {source}, and no retry (attempt 2) of ours"
+        )
     write_json(target, summary)
     log(f"wrote {target.relative_to(ROOT)}")
     return 0
@@ -1243,11 +1384,25 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--previous-as", help="record: keep the main run the new one replaces under this key")
     parser.add_argument("--seconds", type=float, default=540, help="wait: how long to follow")
+    parser.add_argument(
+        "--sample-stacks",
+        type=float,
+        default=0,
+        metavar="S",
+        help="start: every S seconds until the first step ends, every Python process's stack (py-spy)",
+    )
     parser.add_argument("--smoke", action="store_true", help="start: stop before launching verl (CPU)")
     parser.add_argument(
         "--then",
         choices=PARTS,
-        help="start: start this part too (same options), from a detached process, once the first has ended",
+        help="start: start this part too (same options), from a detached process, once the first has ended; "
+        "the part being started: its next attempt (a retry)",
+    )
+    parser.add_argument(
+        "--raw-reward",
+        choices=["ours", "verl"],
+        default="ours",
+        help="raw-4b: our geo3k reward file through verl's custom_reward_function, as ours runs it, or verl's own scorer",
     )
     parser.add_argument("--keep", action="store_true", help="start tiny: reuse the work folder (model, data)")
     parser.add_argument(
@@ -1274,13 +1429,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.verb == "wait":
         return cmd_wait(args)
     log(f"start {args.part} attempt {args.attempt}: {args.gpus} GPU(s)")
-    if not args.smoke and preflight(args.out):
+    if not args.smoke and preflight(args.out, sampler=bool(args.sample_stacks)):
         return 3
-    if args.then == args.part:
-        parser.error("--then names the part being started")
     code = START[args.part](args)
     if code == 0 and args.then and not args.smoke:
-        start_then(Attempt(args.part, args.attempt), then_argv(given, args.part, args.then))
+        start_then(Attempt(args.part, args.attempt), then_argv(given, args.part, args.then, args.attempt))
     return code
 
 

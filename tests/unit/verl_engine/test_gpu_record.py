@@ -154,22 +154,64 @@ def test_the_data_does_not_follow_the_step_count(
     assert len(set(rows)) == 1
 
 
-def test_a_section_needs_raw_verl(verl_gpu: ModuleType, tmp_path: Path) -> None:
+def test_a_section_needs_raw_verl_or_a_retry(verl_gpu: ModuleType, tmp_path: Path) -> None:
     source = tmp_path / "came-back"
     source.mkdir()
     ours = summary("shapes-4b", {"attempt_1": attempt(0, [step(1, 115, 43), step(2, 92, 46)])})
     (source / "shapes-4b-summary.json").write_text(json.dumps(ours))
-    with pytest.raises(SystemExit, match=r"no raw-4b-summary\.json"):
+    with pytest.raises(SystemExit, match=r"no raw-4b-summary\.json in .*, and no retry"):
         verl_gpu.record(source, 1, "comparison_512")
+
+
+def test_a_start_up_section_keeps_the_main_run_and_reads_the_retry(
+    verl_gpu: ModuleType, tmp_path: Path
+) -> None:
+    """A cold attempt and its retry in one lease, recorded beside the main run, not over it."""
+    source = tmp_path / "came-back"
+    source.mkdir()
+    cold, retry = attempt(0, [step(1, 110, 43)]), attempt(0, [step(1, 100, 43)])
+    retry["startup_s"] = {"engine_process": 15.0, "first_step": 300.0}
+    ours = summary("shapes-4b", {"attempt_1": cold, "attempt_2": retry})
+    (source / "shapes-4b-summary.json").write_text(json.dumps(ours))
+    target = tmp_path / "repo" / "docs" / "benchmarks" / "data" / "verl-4b-1gpu.json"
+    target.parent.mkdir(parents=True)
+    target.write_text(json.dumps({"ours": {"kept": True}, "comparison_512": {"kept": True}}))
+
+    verl_gpu.record(source, 1, "startup_512")
+
+    written = json.loads(target.read_text())
+    assert written["ours"] == {"kept": True}
+    assert written["comparison_512"] == {"kept": True}
+    section = written["startup_512"]
+    assert set(section) == {"machine", "attention", "shapes", "ours", "ours_retry", "retry_startup"}
+    # Before step 1 began: its line's stamp less its own time (450 - 110 and 300 - 100).
+    assert section["retry_startup"]["cold_s"] == 340.0
+    assert section["retry_startup"]["retry_s"] == 200.0
+    assert section["retry_startup"]["ratio"] == round(200 / 340, 3)
 
 
 def test_raw_verl_gets_the_same_batches(verl_gpu: ModuleType, tmp_path: Path) -> None:
     from grpo_operator.api.v1alpha1.spec import AlgorithmSpec
 
     assert AlgorithmSpec.model_fields["seed"].default == verl_gpu.DATA_SEED
-    args = argparse.Namespace(response_length=512, gpus=1, steps=3, omp_threads=0)
+    args = argparse.Namespace(response_length=512, gpus=1, steps=3, omp_threads=0, raw_reward="verl")
     overrides = verl_gpu.raw_overrides(args, tmp_path / "model", "train.parquet", "test.parquet", tmp_path)
     assert f"data.seed={verl_gpu.DATA_SEED}" in overrides
+
+
+def test_raw_verl_scores_with_the_reward_file_ours_runs(verl_gpu: ModuleType, tmp_path: Path) -> None:
+    """`--raw-reward ours` gives main_ppo the reward our job's builtin geo3k passes (the registry's,
+    which the engine's `reward_function` hands verl for a builtin)."""
+    from grpo_trainer.rewards.registry import get_reward
+
+    args = argparse.Namespace(response_length=512, gpus=1, steps=3, omp_threads=0, raw_reward="ours")
+    overrides = verl_gpu.raw_overrides(args, tmp_path / "model", "train.parquet", "test.parquet", tmp_path)
+    ours = get_reward("geo3k")
+    assert f"reward.custom_reward_function.path={ours.path}" in overrides
+    assert f"reward.custom_reward_function.name={ours.function}" in overrides
+    args.raw_reward = "verl"
+    overrides = verl_gpu.raw_overrides(args, tmp_path / "model", "train.parquet", "test.parquet", tmp_path)
+    assert not [o for o in overrides if o.startswith("reward.custom_reward_function")]
 
 
 def test_a_new_main_run_keeps_the_sections_and_the_run_it_replaces(

@@ -43,6 +43,23 @@ def test_the_next_part_gets_the_same_options(verl_gpu: ModuleType) -> None:
     ]
 
 
+def test_the_same_part_chains_its_next_attempt(verl_gpu: ModuleType) -> None:
+    """A cold attempt and its retry back to back: `start shapes-4b --then shapes-4b`."""
+    given = ["start", "shapes-4b", "--steps", "1", "--then", "shapes-4b", "--attempt", "1"]
+    assert verl_gpu.then_argv(given, "shapes-4b", "shapes-4b", 1) == [
+        "start",
+        "shapes-4b",
+        "--steps",
+        "1",
+        "--attempt",
+        "2",
+    ]
+    assert verl_gpu.then_argv(["start", "tiny", "--attempt=2", "--then=tiny"], "tiny", "tiny", 2)[-2:] == [
+        "--attempt",
+        "3",
+    ]
+
+
 def test_the_chain_waits_for_the_supervisor_then_starts(
     verl_gpu: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,0 +1,125 @@
+"""`benchmarks/verl_gpu.py start --sample-stacks S`: the start-up's stacks, and none of the steps.
+
+A verl attempt spends minutes in four Python processes before its first step; the phase marks in
+its output say how long, not where. The supervisor samples the stack of every Python process
+under the attempt's command with py-spy until verl's first step line, so a GPU lease's start-up
+can be split by what each process was doing, while the steps (what runs are compared on) run
+unsampled. Here a real py-spy samples a real process tree: a parent and the child it starts,
+each in a function named for its phase.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import textwrap
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from support.scripts import load_script
+
+SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "verl_gpu.py"
+
+# Scripts in files, not `-c`: a process's title (its command line) is in the samples too.
+ATTEMPT = textwrap.dedent(
+    """
+    import subprocess, sys, time
+    from pathlib import Path
+
+    def parent_starting_up():
+        child = subprocess.Popen([sys.executable, str(Path(__file__).with_name("child.py"))])
+        time.sleep(2.0)
+        print("step:1 - timing_s/step:2.0", flush=True)
+        return child
+
+    def parent_stepping(child):
+        child.wait()
+        time.sleep(0.5)
+
+    parent_stepping(parent_starting_up())
+    """
+)
+CHILD = textwrap.dedent(
+    """
+    import time
+
+    def child_starting_up():  # on past the parent's first step: a sample can only catch it here
+        time.sleep(4.0)
+
+    def child_stepping():
+        time.sleep(1.0)
+
+    child_starting_up()
+    child_stepping()
+    """
+)
+
+
+@pytest.fixture
+def verl_gpu(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    module = load_script(SCRIPT, "verl_gpu_sampler_under_test")
+    # The supervisor stops the machine's Ray after an attempt; this machine's may be a test's own.
+    monkeypatch.setattr(module, "stop_ray", lambda: None)
+    return module
+
+
+def test_py_spy_is_installed(verl_gpu: ModuleType) -> None:
+    """The development install carries py-spy (pyproject's dev extra), so the sampler's test runs."""
+    found = verl_gpu.py_spy()
+    assert found is not None
+    assert Path(found).name == "py-spy"
+
+
+def test_start_up_is_sampled_in_every_process_until_the_first_step(
+    verl_gpu: ModuleType, tmp_path: Path
+) -> None:
+    folder = tmp_path / "attempt-1"
+    folder.mkdir()
+    (tmp_path / "attempt.py").write_text(ATTEMPT)
+    (tmp_path / "child.py").write_text(CHILD)
+    command = [sys.executable, str(tmp_path / "attempt.py")]
+    (folder / "command.json").write_text(json.dumps({"command": command, "env": {}, "sample_every": 0.25}))
+    assert verl_gpu.supervise(folder) == 0
+
+    stacks = (folder / "stacks.log").read_text()
+    samples = re.findall(r"^=== \[\s*([\d.]+)s\] pid (\d+) ", stacks, flags=re.M)
+    assert samples, stacks[:2000]
+    assert len({pid for _, pid in samples}) == 2, "the attempt's process and its child"
+    assert "parent_starting_up" in stacks
+    assert "child_starting_up" in stacks
+    # The first step's line stops the sampling: neither process's stepping is in it.
+    assert "parent_stepping" not in stacks
+    assert "child_stepping" not in stacks
+    first_step = float(re.search(r"\[\s*([\d.]+)s\] step:1", (folder / "output.log").read_text())[1])
+    assert max(float(stamp) for stamp, _ in samples) <= first_step + 0.5
+
+
+def test_no_sampling_unless_asked(verl_gpu: ModuleType, tmp_path: Path) -> None:
+    folder = tmp_path / "attempt-1"
+    folder.mkdir()
+    (folder / "command.json").write_text(
+        json.dumps({"command": [sys.executable, "-c", "print('step:1 - ')"], "env": {}})
+    )
+    assert verl_gpu.supervise(folder) == 0
+    assert not (folder / "stacks.log").exists()
+
+
+def test_only_the_attempts_own_processes(verl_gpu: ModuleType) -> None:
+    """Another Python process on the machine (here: this test's) is not the attempt's."""
+    import subprocess
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
+    try:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            found = verl_gpu.sampled_processes(child.pid)
+            if found:
+                break
+        assert [pid for pid, _ in found] == [child.pid]
+        assert all(pid != child.pid for pid, _ in verl_gpu.sampled_processes(1 << 22))
+    finally:
+        child.kill()
+        child.wait()
