@@ -67,8 +67,9 @@ cluster-down:
 # The main job on the local default (hack/demo.sh): a cluster of its own, the operator and CPU
 # trainer images built, a real node for the cpu pool, `helm install` (the operator as a pod of its
 # image), and examples/colours-cpu.yaml trained for real in Ray pods until Succeeded. The
-# virtualenv only: llama.cpp's GGUF tools, which the demo's job does not use, build at `make install`.
-demo: $(VENV)/.installed
+# virtualenv only (llama.cpp's GGUF tools, which the demo's job does not use, build at `make
+# install`), installed in the background while the cluster's binaries build (hack/demo.sh).
+demo:
 	hack/demo.sh
 
 demo-down:

@@ -135,6 +135,42 @@ wait_until() {  # wait_until <name> <seconds> <what> <command...>: poll until th
 
 http_ok() { curl -fsS --max-time 2 "$@"; }
 
+# --- the Python environment ---------------------------------------------------------------------
+# `make demo` installs the virtualenv (make's .venv/.installed) in the background while the
+# cluster's binaries build, which need none of it: on a fresh machine that hides its minutes. The
+# installer holds VENV_LOCK until it ends; whatever needs the environment waits on the lock first.
+VENV_LOCK="$CACHE_ROOT/venv.lock"
+VENV_LOG="$CACHE_ROOT/venv-install.log"
+
+install_python_env_in_background() {
+  if make --no-print-directory -C "$REPO_ROOT" -q .venv/.installed 2>/dev/null; then
+    return 0
+  fi
+  mkdir -p "$CACHE_ROOT"
+  local fd
+  exec {fd}>"$VENV_LOCK"
+  flock "$fd"
+  say "the Python environment (.venv) installs in the background meanwhile (first time: ~3 GB of wheels, ~3 min; log: $VENV_LOG)"
+  # The lock passes to the installer: it is released when the installer's last process ends.
+  (exec make --no-print-directory -C "$REPO_ROOT" .venv/.installed) </dev/null >"$VENV_LOG" 2>&1 &
+  exec {fd}>&-
+}
+
+wait_for_python_env() {  # before the first step that runs the virtualenv's Python
+  if [[ -f "$VENV_LOCK" ]] && ! flock -n "$VENV_LOCK" true; then
+    say "waiting for the Python environment to finish installing (log: $VENV_LOG)"
+    local waited=$SECONDS
+    until flock -w 60 "$VENV_LOCK" true; do
+      say "  ... still installing ($(((SECONDS - waited) / 60)) min): $(grep -E '^(Collecting|Successfully)' "$VENV_LOG" | tail -n 1 | cut -c1-80)"
+    done
+  fi
+  if ! make --no-print-directory -C "$REPO_ROOT" -q .venv/.installed 2>/dev/null; then
+    [[ -f "$VENV_LOG" ]] && tail -n 20 "$VENV_LOG" >&2
+    echo "cluster: the Python environment is not installed (or out of date): make install" >&2
+    exit 1
+  fi
+}
+
 ensure_ports_free() {  # ensure_ports_free <port>...: fail at once if something already listens
   local port
   for port in "$@"; do

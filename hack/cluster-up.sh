@@ -36,6 +36,8 @@ print_access() {
 }
 
 "$HACK_DIR/build-binaries.sh"
+# The Ray head, the job API and the volume provisioner run on the virtualenv's Python.
+wait_for_python_env
 mkdir -p "$CLUSTER_DIR"
 if cluster_is_up; then
   echo "cluster: already running and healthy"

@@ -48,6 +48,7 @@ if [[ "$PODS" == auto ]]; then
   fi
 fi
 
+install_python_env_in_background
 if [[ "$PODS" == 1 ]]; then
   say "the local cluster, our images and a real node (first time: the cluster's binaries build from the Go module proxy, 10-20 min on 2 cores, the images beside them; then the node's, ~5 min)"
   "$HACK_DIR/real-backend-up.sh"
