@@ -123,3 +123,53 @@ def test_only_the_attempts_own_processes(verl_gpu: ModuleType) -> None:
     finally:
         child.kill()
         child.wait()
+
+
+# Two samples of two processes, as py-spy's `dump` writes them (paths shortened).
+SAMPLED = """=== [     5.0s] pid 11 ray::IDLE
+Process 11: ray::IDLE
+Python v3.12.3 (/usr/bin/python3.12)
+
+Thread 11 (active+gil): "MainThread"
+    _call_with_frames_removed (<frozen importlib._bootstrap>:488)
+    SourceLoader.source_to_code (<frozen importlib._bootstrap_external>:1059)
+    _find_and_load (<frozen importlib._bootstrap>:1360)
+    <module> (/tmp/gpu-stack/site-packages/verl/protocol.py:30)
+
+=== [     5.0s] pid 12 ray::WorkerDict
+Process 12: ray::WorkerDict
+Python v3.12.3 (/usr/bin/python3.12)
+
+Thread 12 (idle): "MainThread"
+    Worker.main_loop (/tmp/gpu-stack/site-packages/ray/_private/worker.py:946)
+Thread 40 (active): "AsyncIO Thread: default"
+    _move_states_to_device (/opt/torch/.venv/lib/python3.12/site-packages/torch/distributed/fsdp/_fsdp_init.py:321)
+    apply_fsdp2 (/tmp/gpu-stack/site-packages/verl/utils/fsdp_utils.py:595)
+    ActorRolloutRefWorker.init_model (/tmp/gpu-stack/site-packages/verl/workers/engine_workers.py:588)
+
+=== [    10.1s] pid 11 ray::TaskRunnerV1.run
+Process 11: ray::TaskRunnerV1.run
+Python v3.12.3 (/usr/bin/python3.12)
+
+Thread 11 (idle): "MainThread"
+    Worker.main_loop (/tmp/gpu-stack/site-packages/ray/_private/worker.py:946)
+
+=== [    10.1s] pid 12 ray::WorkerDict.actor_rollout_ref_init_model
+Process 12: ray::WorkerDict.actor_rollout_ref_init_model
+Python v3.12.3 (/usr/bin/python3.12)
+
+Thread 40 (active): "AsyncIO Thread: default"
+    reset_sharded_param (/opt/torch/.venv/lib/python3.12/site-packages/torch/distributed/fsdp/_fsdp_param.py:800)
+    apply_fsdp2 (/tmp/gpu-stack/site-packages/verl/utils/fsdp_utils.py:600)
+"""
+
+
+def test_the_stacks_read_back_as_what_each_process_did(verl_gpu: ModuleType) -> None:
+    """`stacks`: a run of one activity per process (idle left out), verl's own frame named with
+    its file under the packages folder, and the import samples counted."""
+    lines = verl_gpu.stacks_report(SAMPLED)
+    assert lines == [
+        "    5.0 –     5.0 s  pid 11      ray::IDLE                                 importing: compiling source (1)",
+        "    5.0 –    10.1 s  pid 12      ray::WorkerDict                           apply_fsdp2 (verl/utils/fsdp_utils.py) (2)",
+        "4 samples, 3 busy: 1 importing, 1 of them compiling source",
+    ]
