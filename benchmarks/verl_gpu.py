@@ -460,6 +460,7 @@ def supervise(folder: Path) -> int:
     env = {**os.environ, **spec["env"]}
     started = time.monotonic()
     first_step = threading.Event()
+    monitor = start_gpu_monitor(folder / "gpu.log", started)
     with open(folder / "output.log", "w") as out:
         process = subprocess.Popen(
             spec["command"],
@@ -485,9 +486,105 @@ def supervise(folder: Path) -> int:
                 first_step.set()
         code = process.wait()
         first_step.set()
+    if monitor is not None:
+        monitor.terminate()
+        monitor.wait(timeout=30)
     (folder / "rc").write_text(str(code))
     stop_ray()
     return code
+
+
+GPU_QUERY = (
+    "index",
+    "memory.used",
+    "utilization.gpu",
+    "clocks.sm",
+    "power.draw",
+    "temperature.gpu",
+    "clocks_throttle_reasons.active",
+)
+"""What the GPU monitor records every GPU_SAMPLE_MS, one line per GPU (`gpu.log`, each line
+stamped like output.log)."""
+GPU_SAMPLE_MS = 1000
+NO_THROTTLE = "0x0000000000000000"
+
+
+def start_gpu_monitor(file: Path, started: float) -> subprocess.Popen[str] | None:
+    """nvidia-smi's own loop (one process for the whole attempt, not one per sample) reporting the
+    GPUs' memory, load, clock, power, temperature and throttle reasons, each line stamped with the
+    seconds since `started` as output.log's are: what tells a slower step of one run from the
+    same step of another apart from the code (a clock held down, less free memory). None where
+    there is no nvidia-smi."""
+    tool = shutil.which("nvidia-smi")
+    if tool is None:
+        return None
+    process = subprocess.Popen(
+        [
+            tool,
+            f"--query-gpu={','.join(GPU_QUERY)}",
+            "--format=csv,noheader,nounits",
+            "-lms",
+            str(GPU_SAMPLE_MS),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+    )
+
+    def stamp() -> None:
+        assert process.stdout is not None
+        with open(file, "w") as out:
+            for line in process.stdout:
+                out.write(f"[{time.monotonic() - started:8.1f}s] {line}")
+                out.flush()
+
+    threading.Thread(target=stamp, daemon=True).start()
+    return process
+
+
+def _mean(rows: list[tuple[float, ...]], column: int) -> float:
+    return round(sum(row[column] for row in rows) / len(rows), 1)
+
+
+def gpu_per_step(
+    gpu_log: str, step_ends: dict[int, float], step_seconds: dict[int, float]
+) -> dict[int, dict[str, Any]]:
+    """Per step, what the GPU monitor saw between the step's start and end (its line's stamp less
+    its time): mean SM clock, power and load, the most memory used, the hottest reading, and the
+    throttle reasons other than none (nvidia-smi's bit masks, as it prints them)."""
+    rows: list[tuple[float, ...]] = []
+    reasons: list[str] = []
+    for line in gpu_log.splitlines():
+        stamped = STAMP.match(line)
+        if stamped is None:
+            continue
+        fields = [field.strip() for field in line[stamped.end() :].split(",")]
+        if len(fields) != len(GPU_QUERY):
+            continue  # nvidia-smi's own messages
+        try:
+            rows.append((float(stamped[1]), *(float(v) for v in fields[1:6])))
+        except ValueError:  # "[N/A]" and the like
+            continue
+        reasons.append(fields[6])
+    found: dict[int, dict[str, Any]] = {}
+    for step, end in sorted(step_ends.items()):
+        begin = end - step_seconds.get(step, 0.0)
+        inside = [i for i, row in enumerate(rows) if begin <= row[0] <= end]
+        if not inside:
+            continue
+        window = [rows[i] for i in inside]
+        found[step] = {
+            "samples": len(window),
+            "sm_clock_mhz_mean": _mean(window, 3),
+            "power_w_mean": _mean(window, 4),
+            "utilization_pct_mean": _mean(window, 2),
+            "memory_used_gib_max": round(max(row[1] for row in window) / 1024, 2),
+            "temperature_c_max": max(row[5] for row in window),
+            "throttle_reasons": sorted({reasons[i] for i in inside} - {NO_THROTTLE}),
+        }
+    return found
 
 
 FIRST_STEP = re.compile(r"step:\d+ - ")
@@ -1182,6 +1279,27 @@ def logged_steps(archive: Path, attempt: str) -> list[dict[str, Any]]:
     return []
 
 
+STEP_END = re.compile(r"^\[\s*([\d.]+)s\] .*?step:(\d+) - ")
+
+
+def logged_gpu(archive: Path, attempt: str, step_seconds: dict[int, float]) -> dict[int, dict[str, Any]]:
+    """What the GPU monitor saw in each step of an attempt (gpu_per_step), from its archived
+    `gpu.log` and output; {} for a run without them (no nvidia-smi, or older)."""
+    if not archive.is_file():
+        return {}
+    folder = f"{attempt.replace('_', '-')}/"
+    files: dict[str, str] = {}
+    with tarfile.open(archive) as tar:
+        for member in tar.getmembers():
+            for name in ("gpu.log", "output.log"):
+                if member.name.endswith(folder + name):
+                    files[name] = tar.extractfile(member).read().decode(errors="replace")  # type: ignore[union-attr]
+    if len(files) < 2:
+        return {}
+    ends = {int(m[2]): float(m[1]) for m in map(STEP_END.match, files["output.log"].splitlines()) if m}
+    return gpu_per_step(files["gpu.log"], ends, step_seconds)
+
+
 def logged_phases(archive: Path, attempt: str) -> dict[str, float | None]:
     """The start-up phases of an attempt, re-read from its archived output (the marks may have
     been refined since the run)."""
@@ -1391,6 +1509,11 @@ def record(source: Path, gpus: int, section: str | None = None, previous_as: str
                 "tokens_per_s_per_gpu": mean("perf/throughput"),
             },
             "startup_s": logged_phases(source / f"{found['part']}-logs.tar.gz", attempt) or one["startup_s"],
+            "gpu_per_step": logged_gpu(
+                source / f"{found['part']}-logs.tar.gz",
+                attempt,
+                {s["step"]: s["timing_s/step"] for s in steps},
+            ),
             "train_file": train_file(one["engine_overrides"]),
             "tokens_per_sequence": {
                 "prompt_mean": mean("prompt_length/mean"),
