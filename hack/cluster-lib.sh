@@ -164,9 +164,10 @@ wait_for_python_env() {  # before the first step that runs the virtualenv's Pyth
       say "  ... still installing ($(((SECONDS - waited) / 60)) min): $(grep -E '^(Collecting|Successfully)' "$VENV_LOG" | tail -n 1 | cut -c1-80)"
     done
   fi
-  if ! make --no-print-directory -C "$REPO_ROOT" -q .venv/.installed 2>/dev/null; then
+  # Installed, not necessarily current: whether it is out of date is make's to say (`make install`).
+  if [[ ! -x "$REPO_ROOT/.venv/bin/python" || ! -f "$REPO_ROOT/.venv/.installed" ]]; then
     [[ -f "$VENV_LOG" ]] && tail -n 20 "$VENV_LOG" >&2
-    echo "cluster: the Python environment is not installed (or out of date): make install" >&2
+    echo "cluster: the Python environment is not installed: make install" >&2
     exit 1
   fi
 }
