@@ -575,6 +575,12 @@ def record(argv: list[str]) -> Path:
         action="store_true",
         help="keep the runs already in the summary (a run of the same name is replaced)",
     )
+    parser.add_argument(
+        "--plot",
+        type=Path,
+        default=None,
+        help="also draw every recorded path against the two targets (peak device memory, ms per token)",
+    )
     args = parser.parse_args(argv)
     runs: dict[str, Any] = {}
     if args.add and args.to.is_file():
@@ -599,7 +605,66 @@ def record(argv: list[str]) -> Path:
         for path_name, figures in run["paths"].items():
             print(f"{name} {path_name}: {_one_line(figures)}")
     print(f"wrote {args.to}")
+    if args.plot is not None:
+        plot_targets(args.plot, document)
+        print(f"wrote {args.plot}")
     return args.to
+
+
+def target_points(document: dict[str, Any]) -> list[tuple[str, float, float, bool]]:
+    """(label, peak device GiB, steady ms per token, meets both targets) of every recorded path
+    that ran steps: what `plot_targets` draws."""
+    targets = document["targets"]
+    points = []
+    for name, run in document["runs"].items():
+        for path_name, figures in run["paths"].items():
+            peak, ms = figures.get("peak_device_used_gib"), figures.get("ms_per_token_steady")
+            if not figures.get("steps") or peak is None or ms is None:
+                continue
+            meets = peak <= targets["peak_device_used_gib"] and ms <= targets["ms_per_token"]
+            label = f"{name} {path_name}, {run.get('new_tokens')} tokens"
+            points.append((label, float(peak), float(ms), bool(meets and figures.get("full_length"))))
+    return points
+
+
+def plot_targets(file: Path, document: dict[str, Any]) -> None:
+    """Every recorded run's paths as points against the recipe's card (peak device memory) and the
+    8 ms target: the corner they must land in, lower left, shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    targets = document["targets"]
+    points = target_points(document)
+    figure, axes = plt.subplots(figsize=(8, 4.8))
+    budget, target_ms = targets["peak_device_used_gib"], targets["ms_per_token"]
+    axes.fill_between([0, budget], 1, target_ms, color="tab:green", alpha=0.12, label="both targets met")
+    axes.axvline(budget, color="black", linestyle="--", linewidth=1)
+    axes.axhline(target_ms, color="black", linestyle=":", linewidth=1)
+    for index, (label, peak, ms, meets) in enumerate(sorted(points, key=lambda p: (p[1], p[2]))):
+        axes.scatter([peak], [ms], color="tab:green" if meets else "tab:red", zorder=3)
+        # Alternate above and below: runs of one configuration land close together.
+        axes.annotate(
+            label, (peak, ms), textcoords="offset points", xytext=(6, 4 if index % 2 else -10), fontsize=7
+        )
+    axes.set_yscale("log")
+    axes.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}"))
+    axes.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    axes.set_yticks([3, 4, 6, 8, 10, 20, 40, 60, 100])
+    axes.set_xlim(
+        left=min([p[1] for p in points] + [budget]) - 2, right=max([p[1] for p in points] + [budget]) + 4
+    )
+    axes.set_ylim(bottom=3, top=max([p[2] for p in points] + [target_ms]) * 1.5)
+    axes.set_xlabel(f"peak device memory in use, GiB (the driver's figure; the card: {budget:.1f} GiB)")
+    axes.set_ylabel(f"ms per generated token, steady steps (target {target_ms:g})")
+    axes.set_title("Single-GPU engine rollouts at Qwen3-VL-4B shapes, each recorded run", fontsize=9)
+    axes.legend(fontsize=8, loc="upper right")
+    figure.tight_layout()
+    file.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(file, dpi=120)
+    plt.close(figure)
 
 
 def plot(out: Path, report: dict[str, Any]) -> None:

@@ -153,6 +153,35 @@ def test_record_add_keeps_the_runs_already_recorded(tmp_path: Path) -> None:
     assert list(json.loads(to.read_text(encoding="utf-8"))["runs"]) == ["gen-turns"]
 
 
+def test_record_plots_every_path_against_the_two_targets(tmp_path: Path) -> None:
+    turns = write(
+        tmp_path / "gen-turns", fake_report(engine_run([40.0, 6.4, 6.6], 12.9, [256] * 3), "taking turns")
+    )
+    two_copies = write(
+        tmp_path / "gen-plain", fake_report(engine_run([40.0, 8.3, 8.5], 19.9, [256] * 3), "two copies")
+    )
+    short = write(tmp_path / "gen-short", fake_report(engine_run([40.0, 5.0, 5.0], 12.0, [61] * 3), "short"))
+    picture = tmp_path / "pictures" / "targets.png"
+    to = tmp_path / "out.json"
+    trl_generation.record([str(turns), str(two_copies), str(short), "--to", str(to), "--plot", str(picture)])
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    points = {
+        label: (peak, ms, meets)
+        for label, peak, ms, meets in trl_generation.target_points(json.loads(to.read_text(encoding="utf-8")))
+    }
+    # eager (11.1 GiB, 71 ms) and compiled (11.7 GiB, 17.2 ms) are in every fake run: within the
+    # card, too slow; vLLM taking turns meets both; two copies neither; short completions are fast and
+    # small but not like for like, so not a pass either.
+    assert points["gen-turns vllm, 256 tokens"] == (12.9, pytest.approx(6.5), True)
+    assert points["gen-plain vllm, 256 tokens"] == (19.9, pytest.approx(8.4), False)
+    assert points["gen-short vllm, 256 tokens"][2] is False
+    assert points["gen-turns eager, 256 tokens"] == (11.1, pytest.approx(71.0), False)
+    assert len(points) == 9
+    # Without --plot nothing is drawn.
+    trl_generation.record([str(turns), "--to", str(tmp_path / "again.json")])
+    assert sorted(p.name for p in tmp_path.rglob("*.png")) == ["targets.png"]
+
+
 def test_record_names_a_folder_the_call_did_not_bring_back(tmp_path: Path) -> None:
     with pytest.raises(SystemExit):
         trl_generation.record([str(tmp_path / "missing"), "--to", str(tmp_path / "x.json")])
