@@ -891,17 +891,24 @@ def sizes_4b(args: argparse.Namespace) -> dict[str, Any]:
         "save": 1000000,
         "export": False,
         # No checkpoint (4B weights and optimiser state: ~60 GB, minutes to write).
-        "overrides": ["trainer.save_freq=-1", *threads_override(args)],
+        "overrides": ["trainer.save_freq=-1"],
     }
 
 
 def threads_override(args: argparse.Namespace) -> list[str]:
-    """`--omp-threads N`: OMP_NUM_THREADS for every Ray worker. Ray sets 1 for an actor that asks
-    for no CPUs, which verl's workers do not; the actor's FSDP set-up on the CPU (78 s of the cold
-    start at 4B) may be bound by it. An experiment for the start-up, off by default."""
+    """`--omp-threads N` for raw verl: OMP_NUM_THREADS for every Ray worker of main_ppo run
+    directly, whose workers otherwise get Ray's 1 (verl's workers ask for no CPUs). Ours sets each
+    device's share of the machine's CPUs itself (the engine's default outside a pod; the operator's
+    value in one); `--omp-threads` gives ours the same N through its environment, so a comparison
+    can run both with equal threads."""
     if not args.omp_threads:
         return []
     return [f"+ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS='{args.omp_threads}'"]
+
+
+def threads_env(args: argparse.Namespace) -> dict[str, str]:
+    """`--omp-threads N` for ours: the pod's value, as the operator would set it."""
+    return {"OMP_NUM_THREADS": str(args.omp_threads)} if args.omp_threads else {}
 
 
 DATA_ROWS_PER_GPU = 64
@@ -945,7 +952,7 @@ def start_4b(args: argparse.Namespace) -> int:
     launch(
         Attempt("shapes-4b", args.attempt),
         command,
-        {**env, **ENGINE_ENV, "GRPO_ATTEMPT": str(args.attempt)},
+        {**env, **ENGINE_ENV, **threads_env(args), "GRPO_ATTEMPT": str(args.attempt)},
         sample_every=args.sample_stacks,
     )
     return 0
@@ -1015,6 +1022,7 @@ def raw_overrides(
         f"trainer.default_local_dir={metrics_dir / 'checkpoints'}",
         *ATTENTION["overrides"],
         *raw_reward(args),
+        *threads_override(args),
     ]
 
 
@@ -1597,7 +1605,13 @@ def main(argv: list[str] | None = None) -> int:
         default="varied",
         help="4B runs: every prompt one length (with full-length responses, every sequence one length), or varied",
     )
-    parser.add_argument("--omp-threads", type=int, default=0, help="4B runs: OMP_NUM_THREADS for Ray workers")
+    parser.add_argument(
+        "--omp-threads",
+        type=int,
+        default=0,
+        help="4B runs: OMP_NUM_THREADS for every Ray worker (raw verl: Ray's 1 without it; ours: "
+        "each GPU's share of the CPUs without it)",
+    )
     parser.add_argument(
         "--section", help="record: put ours and raw verl under this key of the existing summary"
     )

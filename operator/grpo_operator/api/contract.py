@@ -150,6 +150,18 @@ class Env:
     WORKDIR = "GRPO_WORKDIR"
     """Where the pod's `/grpo` tree lies when the trainer runs outside a pod (a workstation, the
     local test cluster): every path under MOUNT_ROOT is read and written under this folder."""
+    THREADS = "OMP_NUM_THREADS"
+    """CPU threads of each process's math libraries: the operator sets `threads_per_device` of the
+    worker pods' CPUs on every trainer pod, and the verl engine passes the pod's value to every
+    Ray worker. Ray's own default for a worker that asks for no CPUs, as verl's do, is 1: the
+    actor's FSDP set-up at Qwen3-VL-4B shapes (a copy and cast of 17.8 GB of weights on the CPU)
+    then ran on one core."""
+
+
+def threads_per_device(cpus: float, devices: int) -> int:
+    """Math-library threads per process on a node of `cpus` CPUs and `devices` accelerators: each
+    device's worker process gets its share, whole, at least one (a CPU-only node: all of them)."""
+    return max(1, int(cpus // max(1, devices)))
 
 
 CACHE_HOMES = {"HF_HOME": "huggingface", "MODELSCOPE_CACHE": "modelscope"}

@@ -89,8 +89,14 @@ def _volumes(job: GRPOJob, settings: Settings) -> tuple[list[dict[str, Any]], li
     return volumes, mounts
 
 
+def _threads(job: GRPOJob, settings: Settings) -> int:
+    """Math-library threads per process: each device's share of a worker pod's CPUs."""
+    cpus, _ = quantity.parse(_cpu_per_node(job, settings))
+    return contract.threads_per_device(float(cpus), job.spec.resources.devices_per_node)
+
+
 def _env(
-    job: GRPOJob, profile: AcceleratorProfile, attempt: int
+    job: GRPOJob, settings: Settings, profile: AcceleratorProfile, attempt: int
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Environment and envFrom for every trainer pod."""
     spec = job.spec
@@ -105,6 +111,10 @@ def _env(
     # Hub downloads land on the shared volume, so a retried attempt does not fetch again.
     env += [{"name": var, "value": f"{paths.cache_dir}/{sub}"} for var, sub in contract.CACHE_HOMES.items()]
     env += [{"name": k, "value": v} for k, v in sorted(profile.env.items())]
+    # The same value on the head as on the workers: the engine on the head hands it to every Ray
+    # worker. A value of the profile's or the job's own wins (one entry per name: apply refuses two).
+    if Env.THREADS not in profile.env and Env.THREADS not in {var.name for var in spec.env}:
+        env.append({"name": Env.THREADS, "value": str(_threads(job, settings))})
     if spec.logging.wandb:
         wandb = spec.logging.wandb
         env.append(
@@ -172,7 +182,7 @@ def _pod_template(
     affinity: dict[str, Any] | None,
 ) -> dict[str, Any]:
     volumes, mounts = _volumes(job, settings)
-    env, env_from = _env(job, profile, attempt)
+    env, env_from = _env(job, settings, profile, attempt)
     container: dict[str, Any] = {
         "name": f"ray-{component}",
         "image": job.spec.image or profile.image,

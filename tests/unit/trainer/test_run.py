@@ -146,8 +146,33 @@ def test_nvidia_environment_has_no_ascend_settings(tmp_path):
     assert caches >= {"VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"}
     assert all(env[name].startswith(f"{job.paths.cache_dir}/compile/") for name in CACHE_VARIABLES)
     assert (
-        set(env) == {"VERL_FILE_LOGGER_PATH", "GRPO_METRICS_FILE", "GRPO_ATTEMPT"} | profile | shadow | caches
+        set(env)
+        == {"VERL_FILE_LOGGER_PATH", "GRPO_METRICS_FILE", "GRPO_ATTEMPT", "OMP_NUM_THREADS"}
+        | profile
+        | shadow
+        | caches
     )
+
+
+def test_every_ray_worker_gets_the_pods_threads_or_its_devices_share_of_this_machine(tmp_path):
+    """Ray gives a worker that asks for no CPUs (verl's) one math-library thread, and the actor's
+    FSDP set-up at 4B shapes is a CPU copy of the weights: the pod's value (the operator's) goes to
+    every worker through the runtime_env; outside a pod, each device's share of the CPUs here."""
+    job = example_job("safegrpo-nvidia", tmp_path)  # 4 devices per node
+    devices = job.spec.resources.devices_per_node
+    assert devices == 4
+    assert engine_env(job, attempt(job), environ={}, cpus=16)["OMP_NUM_THREADS"] == "4"
+    assert engine_env(job, attempt(job), environ={}, cpus=18)["OMP_NUM_THREADS"] == "4"  # whole threads
+    assert engine_env(job, attempt(job), environ={}, cpus=2)["OMP_NUM_THREADS"] == "1"  # at least one
+    pods = engine_env(job, attempt(job), environ={"OMP_NUM_THREADS": "13"}, cpus=16)
+    assert pods["OMP_NUM_THREADS"] == "13"
+    workers = [o.render() for o in _worker_env(pods)]
+    assert "+ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS='13'" in workers
+    # Without `cpus`, the CPUs this process may run on.
+    import os
+
+    here = len(os.sched_getaffinity(0))
+    assert engine_env(job, attempt(job), environ={})["OMP_NUM_THREADS"] == str(max(1, here // devices))
 
 
 def test_a_trl_that_breaks_verl_is_shadowed_for_main_ppo_and_every_ray_worker(tmp_path, monkeypatch):

@@ -214,6 +214,21 @@ def test_raw_verl_scores_with_the_reward_file_ours_runs(verl_gpu: ModuleType, tm
     assert not [o for o in overrides if o.startswith("reward.custom_reward_function")]
 
 
+def test_omp_threads_reach_both_runs_by_their_own_routes(verl_gpu: ModuleType, tmp_path: Path) -> None:
+    """raw verl: a runtime_env override (Ray's 1 without it); ours: the environment the engine reads
+    as the pod's (its own default outside a pod otherwise), never a second override of the key the
+    engine already sets, which Hydra would refuse."""
+    args = argparse.Namespace(response_length=512, gpus=1, steps=3, omp_threads=0, raw_reward="ours")
+    raw = verl_gpu.raw_overrides(args, tmp_path / "model", "train.parquet", "test.parquet", tmp_path)
+    assert not [o for o in raw if "OMP_NUM_THREADS" in o]
+    assert verl_gpu.threads_env(args) == {}
+    args.omp_threads = 16
+    raw = verl_gpu.raw_overrides(args, tmp_path / "model", "train.parquet", "test.parquet", tmp_path)
+    assert "+ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS='16'" in raw
+    assert verl_gpu.threads_env(args) == {"OMP_NUM_THREADS": "16"}
+    assert not [o for o in verl_gpu.sizes_4b(args)["overrides"] if "OMP_NUM_THREADS" in o]
+
+
 def test_a_new_main_run_keeps_the_sections_and_the_run_it_replaces(
     verl_gpu: ModuleType, tmp_path: Path
 ) -> None:

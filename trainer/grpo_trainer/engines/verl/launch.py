@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from grpo_operator.api.contract import Env
+from grpo_operator.api.contract import Env, threads_per_device
 from grpo_operator.api.v1alpha1 import ResolvedJob
 
 from ...failures import ConfigError, Failure, classify_engine_exit
@@ -92,6 +92,7 @@ def engine_env(
     machine: str | None = None,
     exists: Callable[[str], bool] = os.path.exists,
     environ: Mapping[str, str] | None = None,
+    cpus: int | None = None,
 ) -> dict[str, str]:
     """Environment main_ppo and every Ray worker need for this attempt.
 
@@ -101,7 +102,10 @@ def engine_env(
     unless the pod already has a value (the operator's profile, which cluster admins tune, wins);
     the profile's preload libraries go in front of LD_PRELOAD when the image has them for this CPU;
     a stand-in trl goes first on PYTHONPATH when the installed one would break verl (trl_shadow.py);
-    the compile caches go on the job's volume, so a retried attempt reuses them (compile_cache.py).
+    the compile caches go on the job's volume, so a retried attempt reuses them (compile_cache.py);
+    every worker gets the pod's math-library threads (the operator sets them from the worker pods'
+    CPUs), or, outside a pod, each device's share of this machine's `cpus`: Ray would give verl's
+    workers one thread each.
     """
     environ = os.environ if environ is None else environ
     env = {
@@ -112,6 +116,11 @@ def engine_env(
     if trl_needs_shadow():
         env["PYTHONPATH"] = shadowed_pythonpath(environ)
     env.update(compile_cache_env(job.paths.cache_dir, environ))
+    if cpus is None:
+        cpus = len(os.sched_getaffinity(0))
+    env[Env.THREADS] = environ.get(Env.THREADS) or str(
+        threads_per_device(cpus, job.spec.resources.devices_per_node)
+    )
     if job.spec.logging.tensorboard:
         env["TENSORBOARD_DIR"] = f"{job.paths.job_dir}/tensorboard"
     accelerator = job.accelerator
