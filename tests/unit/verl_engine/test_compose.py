@@ -48,7 +48,8 @@ def inputs_for(job, reward: RewardFunction | None = None, resume: Resume | None 
         val_files=["/grpo/data/test.parquet"],
         reward=reward or RewardFunction(spec.path, spec.function, dict(job.spec.reward.kwargs)),
         resume=resume or Resume("auto", from_step=20),
-        worker_env={"VERL_FILE_LOGGER_PATH": METRICS, "GRPO_METRICS_FILE": METRICS},
+        # OMP_NUM_THREADS as the operator sets it on a pod of 8 devices and 52 CPUs.
+        worker_env={"VERL_FILE_LOGGER_PATH": METRICS, "GRPO_METRICS_FILE": METRICS, "OMP_NUM_THREADS": "6"},
     )
 
 
@@ -80,6 +81,10 @@ def test_example_composes_with_its_intent(verl_configs, version, stem):
     assert select(cfg, "trainer.logger")[:2] == ["console", "file"]
     assert select(cfg, "ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH") == METRICS
     assert select(cfg, "ray_kwargs.ray_init.num_cpus") is None
+    # Every Ray worker gets the pod's threads (Ray's own default would be 1), and verl's over-long
+    # prompt filter as many processes.
+    assert select(cfg, "ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS") == "6"
+    assert select(cfg, "data.filter_overlong_prompts_workers") == 6
     # Checkpoints: absolute, resumed automatically, pruned to the job's keep.
     assert select(cfg, "trainer.default_local_dir") == job.paths.checkpoint_dir
     assert select(cfg, "trainer.default_local_dir").startswith("/")

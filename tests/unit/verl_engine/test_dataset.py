@@ -75,6 +75,34 @@ def test_overlong_prompts_are_filtered_by_verls_own_count(
     assert len(dataset(cfg, [geo3k_files["train"]], tokenizer, processor)) == 0
 
 
+def test_the_overlong_filter_runs_in_a_devices_share_of_the_cpus(
+    tiny_model: Path,
+    geo3k_files: dict[str, Path],
+    tokenizer: Any,
+    processor: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture,
+) -> None:
+    """The pod's threads (the operator's OMP_NUM_THREADS) size verl's filter: its processes count
+    every prompt with verl's own code, images included, and keep the same rows as one process."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    job = example_job("geo3k-ascend-910b", tmp_path)
+    cfg, _ = verl_config(job, tiny_model, geo3k_files["train"], geo3k_files["test"], tmp_path / "cache")
+    assert cfg.data.filter_overlong_prompts_workers == 2
+    kept = dataset(cfg, [geo3k_files["train"]], tokenizer, processor)
+    assert [kept[i]["reward_model"]["ground_truth"] for i in range(len(kept))] == ["5", "7", "5"]
+    assert "(num_proc=2)" in capfd.readouterr().err
+    short = example_job("geo3k-ascend-910b", tmp_path / "short", dataset={"maxPromptLength": 16})
+    cfg, _ = verl_config(short, tiny_model, geo3k_files["train"], geo3k_files["test"], tmp_path / "c2")
+    assert len(dataset(cfg, [geo3k_files["train"]], tokenizer, processor)) == 0
+    # One thread: verl's own single process, no override.
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    cfg, launch = verl_config(job, tiny_model, geo3k_files["train"], geo3k_files["test"], tmp_path / "c3")
+    assert not [o for o in launch.plan.rendered() if "filter_overlong_prompts_workers" in o]
+    assert cfg.data.filter_overlong_prompts_workers == 1
+
+
 def test_the_rollout_sends_vllm_the_prompt_tokens_and_the_image(
     geo3k_setup: Any, geo3k_files: dict[str, Path], tokenizer: Any, processor: Any
 ) -> None:
