@@ -130,8 +130,10 @@ def example_job(stem: str, root: Path, reward_file: str | None = None, **spec: A
     return job.model_copy(update={"paths": paths})
 
 
-def verl_config(job: ResolvedJob, model: Path, train: Path, val: Path, cache: Path, *extra: str) -> Any:
-    """verl's configuration exactly as `grpo-train run` would launch it, plus test-only settings."""
+def verl_config(
+    job: ResolvedJob, model: Path, train: Path, val: Path, cache: Path, *extra: str, attempt: int = 1
+) -> Any:
+    """verl's configuration exactly as `grpo-train run` would launch `attempt`, plus test-only settings."""
     from grpo_trainer.engines.verl.compose import compose
     from grpo_trainer.engines.verl.configs import installed_config_dir
     from grpo_trainer.engines.verl.launch import plan_launch
@@ -139,11 +141,10 @@ def verl_config(job: ResolvedJob, model: Path, train: Path, val: Path, cache: Pa
     from grpo_trainer.engines.verl.versions import installed_version, profile_for
 
     profile, _ = profile_for(installed_version() or INSTALLED)
-    attempt = Attempt(job.name, job.namespace, 1, Path(job.paths.metrics_dir) / "attempt-1.jsonl")
     launch = plan_launch(
         job,
         profile,
-        attempt,
+        Attempt(job.name, job.namespace, attempt, Path(job.paths.metrics_dir) / f"attempt-{attempt}.jsonl"),
         model_path=str(model),
         train_files=[str(train)],
         val_files=[str(val)],

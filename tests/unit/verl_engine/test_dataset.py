@@ -103,6 +103,68 @@ def test_the_overlong_filter_runs_in_a_devices_share_of_the_cpus(
     assert cfg.data.filter_overlong_prompts_workers == 1
 
 
+def test_a_retry_reads_the_filtered_dataset_back_from_the_cache(
+    tiny_model: Path,
+    geo3k_files: dict[str, Path],
+    tokenizer: Any,
+    processor: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """verl's over-long filter is cached by `datasets` under a key that hashed the whole job
+    configuration (the dataset's `config.data` pickles with its parent), so the attempt's own
+    values made every retry filter again; the worker setup gives the dataset its data section alone."""
+    import datasets
+    from datasets.fingerprint import Hasher
+    from grpo_trainer.engines.verl import worker_setup
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf"))
+    job = example_job("geo3k-ascend-910b", tmp_path)
+    first, _ = verl_config(
+        job, tiny_model, geo3k_files["train"], geo3k_files["test"], tmp_path / "c", attempt=1
+    )
+    retry, _ = verl_config(
+        job, tiny_model, geo3k_files["train"], geo3k_files["test"], tmp_path / "c", attempt=2
+    )
+    # The cause: the same data section, a different key, because the attempt's values differ elsewhere.
+    assert first.data == retry.data
+    assert Hasher.hash(first.data) != Hasher.hash(retry.data)
+
+    def fingerprints() -> tuple[str, str]:
+        one = RLHFDataset([str(geo3k_files["train"])], tokenizer, first.data, processor)
+        two = RLHFDataset([str(geo3k_files["train"])], tokenizer, retry.data, processor)
+        assert len(one) == len(two) == 3
+        return one.dataframe._fingerprint, two.dataframe._fingerprint
+
+    as_released = fingerprints()
+    assert as_released[0] != as_released[1]  # the retry filtered again
+    monkeypatch.setattr(RLHFDataset, "__init__", worker_setup._own_data_config(RLHFDataset.__init__))
+    patched = fingerprints()
+    assert patched[0] == patched[1]  # the retry's filter is a cache hit
+    # And the dataset still reads its settings: a shorter limit filters every row.
+    short = example_job("geo3k-ascend-910b", tmp_path / "short", dataset={"maxPromptLength": 16})
+    cfg, _ = verl_config(short, tiny_model, geo3k_files["train"], geo3k_files["test"], tmp_path / "c2")
+    assert len(RLHFDataset([str(geo3k_files["train"])], tokenizer, cfg.data, processor)) == 0
+
+
+def test_the_worker_setup_patches_verls_dataset_once(verl_release: str) -> None:
+    """Ray runs the hook in every worker; a dataset class patched already is left as it is."""
+    import importlib
+    import types
+
+    from grpo_trainer.engines.verl import worker_setup
+
+    module = importlib.import_module("verl.utils.dataset.rl_dataset")
+    copy = types.ModuleType("rl_dataset_copy")
+    copy.RLHFDataset = type("RLHFDataset", (module.RLHFDataset,), {"__init__": module.RLHFDataset.__init__})
+    worker_setup.PATCHES["verl.utils.dataset.rl_dataset"](copy)
+    patched = copy.RLHFDataset.__init__
+    assert getattr(patched, "_grpo_patched", False)
+    worker_setup.PATCHES["verl.utils.dataset.rl_dataset"](copy)
+    assert copy.RLHFDataset.__init__ is patched
+
+
 def test_the_rollout_sends_vllm_the_prompt_tokens_and_the_image(
     geo3k_setup: Any, geo3k_files: dict[str, Path], tokenizer: Any, processor: Any
 ) -> None:

@@ -5,7 +5,7 @@ main_ppo passes `setup` to `ray.init` as the job's `runtime_env.worker_process_s
 imports nothing heavy: each fix waits for the verl module it corrects to be imported, then patches
 it, so the hook costs a reward worker nothing.
 
-The fix today: Qwen3-VL's 4-row (mRoPE) position ids in verl's no-padding batches.
+The fixes: first, Qwen3-VL's 4-row (mRoPE) position ids in verl's no-padding batches.
 `verl.workers.utils.padding.left_right_2_no_padding` makes them a jagged nested tensor with
 `torch.nested.as_nested_tensor` over per-sample `(4, L_i)` tensors. When every sequence of the
 batch has the same length (a model that writes every response to the limit, with prompts of one
@@ -22,6 +22,15 @@ models with short, varied answers train and the 4B shapes crashed at their first
 and rebuilds the 4-rows-ragged form as the canonical one (values `(4, sum L_i)`, ragged index 2)
 with verl's own `nested_tensor_from_tensor_list`; the no-padding conversion's output is put in
 that form too, so the first split on the TaskRunner is right as well.
+
+And the over-long prompt filter's cache. verl's `RLHFDataset` filters with `datasets`, which keeps
+the result under `HF_HOME` (on the job's volume) keyed by a hash of the filter function, and that
+function holds the dataset's `config`: `config.data`, a node of the whole job configuration,
+which pickles with its parent. So every attempt's own values anywhere in the configuration (the
+attempt number and metrics file in the runtime_env, a resume path) made a new key, and every
+retry ran the filter again (on the H200 it did: minutes for a dataset of thousands of images).
+`_own_data_config` hands the dataset its `data` section alone, resolved, so the key is what the
+filter reads: the data settings, the tokenizer, the processor and the files.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ from typing import Any
 
 _TENSORDICT_UTILS = "verl.utils.tensordict_utils"
 _PADDING = "verl.workers.utils.padding"
+_RL_DATASET = "verl.utils.dataset.rl_dataset"
 _PATCHED = "_grpo_patched"
 
 
@@ -102,9 +112,34 @@ def _patch_padding(module: ModuleType) -> None:
         module.left_right_2_no_padding = _normalizing_no_padding(original)
 
 
+def detached(config: Any) -> Any:
+    """An OmegaConf node as a configuration of its own (resolved, no parent); anything else as is."""
+    from omegaconf import DictConfig, OmegaConf
+
+    if isinstance(config, DictConfig) and config._get_parent() is not None:
+        return OmegaConf.create(OmegaConf.to_container(config, resolve=True))
+    return config
+
+
+def _own_data_config(original: Callable[..., None]) -> Callable[..., None]:
+    def init(self: Any, data_files: Any, tokenizer: Any, config: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, data_files, tokenizer, detached(config), *args, **kwargs)
+
+    init.__name__, init.__qualname__, init.__doc__ = "__init__", original.__qualname__, original.__doc__
+    setattr(init, _PATCHED, True)
+    return init
+
+
+def _patch_rl_dataset(module: ModuleType) -> None:
+    dataset = getattr(module, "RLHFDataset", None)
+    if dataset is not None and not getattr(dataset.__init__, _PATCHED, False):
+        dataset.__init__ = _own_data_config(dataset.__init__)
+
+
 PATCHES: dict[str, Callable[[ModuleType], None]] = {
     _TENSORDICT_UTILS: _patch_tensordict_utils,
     _PADDING: _patch_padding,
+    _RL_DATASET: _patch_rl_dataset,
 }
 """verl module -> what to change in it, right after it is imported (before anyone imports names
 from it: verl's workers bind these functions with `from ... import` at their own import)."""
