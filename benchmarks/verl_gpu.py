@@ -915,6 +915,12 @@ DATA_ROWS_PER_GPU = 64
 """Training rows of the 4B runs per GPU (prompts per step per GPU: 16)."""
 
 
+def train_rows(args: argparse.Namespace) -> int:
+    """`--train-rows N` (the geo3k recipe's 2,101, to time its over-long prompt filter at its size),
+    else DATA_ROWS_PER_GPU per GPU."""
+    return getattr(args, "train_rows", 0) or DATA_ROWS_PER_GPU * args.gpus
+
+
 def inputs_4b(args: argparse.Namespace, part: str) -> tuple[Path, Path, Path]:
     """The model, data and job of a 4B run; the shapes it starts with are kept beside them for the
     summaries of later calls (which run with their own flags)."""
@@ -923,7 +929,7 @@ def inputs_4b(args: argparse.Namespace, part: str) -> tuple[Path, Path, Path]:
     # A fixed number of rows, whatever --steps is: the data (and the key of its prepared parquet)
     # must not change between ours and raw-4b run with different step counts, or the two train
     # on different batches. Four batches an epoch; later steps start another epoch.
-    rows = DATA_ROWS_PER_GPU * args.gpus
+    rows = train_rows(args)
     data = build_geo3k(
         work / f"geo3k-hub-{args.prompts}",
         train=rows,
@@ -937,7 +943,8 @@ def inputs_4b(args: argparse.Namespace, part: str) -> tuple[Path, Path, Path]:
     )
     shapes = {k: v for k, v in sizes_4b(args).items() if k != "overrides"}
     write_json(
-        work / f"{part}.shapes.json", {**shapes, "prompts": args.prompts, "image_side": args.image_side}
+        work / f"{part}.shapes.json",
+        {**shapes, "prompts": args.prompts, "image_side": args.image_side, "train_rows": rows},
     )
     return work, model, job
 
@@ -1604,6 +1611,13 @@ def main(argv: list[str] | None = None) -> int:
         choices=["equal", "varied"],
         default="varied",
         help="4B runs: every prompt one length (with full-length responses, every sequence one length), or varied",
+    )
+    parser.add_argument(
+        "--train-rows",
+        type=int,
+        default=0,
+        help=f"4B runs: training rows of the generated geo3k data (default {DATA_ROWS_PER_GPU} per GPU; "
+        "the geo3k recipe has 2,101)",
     )
     parser.add_argument(
         "--omp-threads",

@@ -229,6 +229,19 @@ def test_omp_threads_reach_both_runs_by_their_own_routes(verl_gpu: ModuleType, t
     assert not [o for o in verl_gpu.sizes_4b(args)["overrides"] if "OMP_NUM_THREADS" in o]
 
 
+def test_train_rows_sizes_the_generated_geo3k_data(verl_gpu: ModuleType, tmp_path: Path) -> None:
+    """`--train-rows` gives the 4B runs the geo3k recipe's row count (its over-long filter at size);
+    without it, 64 rows per GPU, as every run before."""
+    import pyarrow.parquet as pq
+
+    assert verl_gpu.train_rows(argparse.Namespace(gpus=1, train_rows=0)) == 64
+    assert verl_gpu.train_rows(argparse.Namespace(gpus=2)) == 128
+    assert verl_gpu.train_rows(argparse.Namespace(gpus=1, train_rows=2101)) == 2101
+    hub = verl_gpu.build_geo3k(tmp_path / "hub", train=7, test=2, side=32, varied=True)
+    assert pq.read_table(hub / "data" / "train-00000-of-00001.parquet").num_rows == 7
+    assert pq.read_table(hub / "data" / "test-00000-of-00001.parquet").num_rows == 2
+
+
 def test_a_new_main_run_keeps_the_sections_and_the_run_it_replaces(
     verl_gpu: ModuleType, tmp_path: Path
 ) -> None:
