@@ -152,8 +152,8 @@ class Env:
     local test cluster): every path under MOUNT_ROOT is read and written under this folder."""
     THREADS = "OMP_NUM_THREADS"
     """CPU threads of each process's math libraries: the operator sets `threads_per_device` of the
-    worker pods' CPUs on every trainer pod, and the verl engine passes the pod's value to every
-    Ray worker. Ray's own default for a worker that asks for no CPUs, as verl's do, is 1: the
+    worker pods' CPUs on every pod of a verl job, and the verl engine passes the pod's value to
+    every Ray worker. Ray's own default for a worker that asks for no CPUs, as verl's do, is 1: the
     actor's FSDP set-up at Qwen3-VL-4B shapes (a copy and cast of 17.8 GB of weights on the CPU)
     then ran on one core."""
 

@@ -111,9 +111,12 @@ def _env(
     # Hub downloads land on the shared volume, so a retried attempt does not fetch again.
     env += [{"name": var, "value": f"{paths.cache_dir}/{sub}"} for var, sub in contract.CACHE_HOMES.items()]
     env += [{"name": k, "value": v} for k, v in sorted(profile.env.items())]
+    # verl's workers are Ray actors that ask for no CPUs, and Ray gives such an actor one thread.
     # The same value on the head as on the workers: the engine on the head hands it to every Ray
-    # worker. A value of the profile's or the job's own wins (one entry per name: apply refuses two).
-    if Env.THREADS not in profile.env and Env.THREADS not in {var.name for var in spec.env}:
+    # worker. A value of the profile's or the job's own wins (one entry per name: apply refuses
+    # two). The TRL engine's trainer is no Ray actor: torch's own default stays.
+    own = Env.THREADS in profile.env or Env.THREADS in {var.name for var in spec.env}
+    if spec.engine.name == "verl" and not own:
         env.append({"name": Env.THREADS, "value": str(_threads(job, settings))})
     if spec.logging.wandb:
         wandb = spec.logging.wandb

@@ -57,6 +57,15 @@ def test_every_pod_gets_each_devices_share_of_a_worker_pods_cpus_as_its_threads(
     assert {env["OMP_NUM_THREADS"] for env in _pods_env(minimal_body(resources=milli))} == {"1"}
 
 
+def test_a_trl_job_keeps_torchs_own_threads() -> None:
+    """The TRL engine's trainer is no Ray actor, so Ray's one-thread default never reaches it."""
+    body = minimal_body(
+        engine={"name": "trl", "lora": {"rank": 16}},
+        resources={"accelerator": "nvidia", "devicesPerNode": 1},
+    )
+    assert all("OMP_NUM_THREADS" not in env for env in _pods_env(body))
+
+
 def test_a_jobs_own_threads_win_and_appear_once() -> None:
     body = minimal_body(env=[{"name": "OMP_NUM_THREADS", "value": "3"}])
     cluster = build_rayjob(job_from(body), SETTINGS, 1)["spec"]["rayClusterSpec"]
