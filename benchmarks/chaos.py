@@ -7,7 +7,7 @@ Jobs of six kinds, each kind in a namespace whose fake Ray job API plays its tim
     retry     every attempt fails retryably (exit 75)            -> Failed, BackoffLimitExceeded, attempt 2
     config    the attempt fails with a configuration error      -> Failed at attempt 1
     deadline  runs forever, activeDeadlineSeconds ends it       -> Failed, DeadlineExceeded
-    suspend   runs forever; suspended, then resumed, mid-chaos  -> Running, a later attempt
+    suspend   runs forever; suspended, then resumed, mid-chaos  -> Running, the attempt after the suspended one
     recreate  deleted and re-created under its name mid-chaos   -> Succeeded, as the new job
 
 While faults are on, the operator (a real `grpo-operator run` process) is SIGKILLed every few
@@ -85,6 +85,10 @@ class Job:
     created_at: float = 0.0
     uid: str = ""
     events: list[str] = field(default_factory=list)
+    attempt_at_suspend: int = 0
+    """The job's attempt when it was suspended (0: none yet); a resume starts the one after it. On
+    a loaded machine, with the operator killed every few seconds, a job can be suspended before its
+    first attempt exists, and then resumes into attempt 1: nothing was stopped."""
 
 
 CHILDREN = {
@@ -116,7 +120,7 @@ def expected(job: Job, obj: dict[str, Any] | None, children: set[tuple[str, str]
         "config": phase == "Failed" and failed == "TrainerFailed" and attempt == 1,
         "deadline": phase == "Failed" and failed == "DeadlineExceeded",
         "suspend": phase == "Running"
-        and (attempt or 0) >= 2
+        and (attempt or 0) >= job.attempt_at_suspend + 1
         and not obj["spec"].get("runPolicy", {}).get("suspend"),
         "recreate": phase == "Succeeded" and attempt == 1 and obj["metadata"]["uid"] == job.uid,
     }
@@ -352,6 +356,8 @@ def act(cluster: Cluster, action: str, job: Job) -> None:
     if action == "create":
         job.uid = cluster.create(manifest(job))["metadata"]["uid"]
     elif action == "suspend":
+        status = (cluster.job(job.namespace, job.name) or {}).get("status") or {}
+        job.attempt_at_suspend = int(status.get("attempt") or 0)
         cluster.patch_spec(job.namespace, job.name, {"runPolicy": {"suspend": True}})
     elif action == "resume":
         cluster.patch_spec(job.namespace, job.name, {"runPolicy": {"suspend": False}})
