@@ -918,7 +918,7 @@ DATA_ROWS_PER_GPU = 64
 def train_rows(args: argparse.Namespace) -> int:
     """`--train-rows N` (the geo3k recipe's 2,101, to time its over-long prompt filter at its size),
     else DATA_ROWS_PER_GPU per GPU."""
-    return getattr(args, "train_rows", 0) or DATA_ROWS_PER_GPU * args.gpus
+    return args.train_rows or DATA_ROWS_PER_GPU * args.gpus
 
 
 def inputs_4b(args: argparse.Namespace, part: str) -> tuple[Path, Path, Path]:

@@ -149,6 +149,7 @@ def test_the_data_does_not_follow_the_step_count(
             response_length=512,
             smoke=False,
             omp_threads=0,
+            train_rows=0,
         )
         verl_gpu.inputs_4b(args, "shapes-4b")
     assert len(set(rows)) == 1
@@ -235,7 +236,7 @@ def test_train_rows_sizes_the_generated_geo3k_data(verl_gpu: ModuleType, tmp_pat
     import pyarrow.parquet as pq
 
     assert verl_gpu.train_rows(argparse.Namespace(gpus=1, train_rows=0)) == 64
-    assert verl_gpu.train_rows(argparse.Namespace(gpus=2)) == 128
+    assert verl_gpu.train_rows(argparse.Namespace(gpus=2, train_rows=0)) == 128
     assert verl_gpu.train_rows(argparse.Namespace(gpus=1, train_rows=2101)) == 2101
     hub = verl_gpu.build_geo3k(tmp_path / "hub", train=7, test=2, side=32, varied=True)
     assert pq.read_table(hub / "data" / "train-00000-of-00001.parquet").num_rows == 7

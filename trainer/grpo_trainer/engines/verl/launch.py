@@ -116,11 +116,11 @@ def engine_env(
     if trl_needs_shadow():
         env["PYTHONPATH"] = shadowed_pythonpath(environ)
     env.update(compile_cache_env(job.paths.cache_dir, environ))
-    if cpus is None:
-        cpus = len(os.sched_getaffinity(0))
-    env[Env.THREADS] = environ.get(Env.THREADS) or str(
-        threads_per_device(cpus, job.spec.resources.devices_per_node)
-    )
+    threads = environ.get(Env.THREADS)
+    if not threads:
+        here = len(os.sched_getaffinity(0)) if cpus is None else cpus
+        threads = str(threads_per_device(here, job.spec.resources.devices_per_node))
+    env[Env.THREADS] = threads
     if job.spec.logging.tensorboard:
         env["TENSORBOARD_DIR"] = f"{job.paths.job_dir}/tensorboard"
     accelerator = job.accelerator

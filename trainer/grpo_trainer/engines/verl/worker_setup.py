@@ -35,6 +35,7 @@ filter reads: the data settings, the tokenizer, the processor and the files.
 
 from __future__ import annotations
 
+import functools
 import importlib.abc
 import importlib.machinery
 import sys
@@ -122,10 +123,10 @@ def detached(config: Any) -> Any:
 
 
 def _own_data_config(original: Callable[..., None]) -> Callable[..., None]:
+    @functools.wraps(original)
     def init(self: Any, data_files: Any, tokenizer: Any, config: Any, *args: Any, **kwargs: Any) -> None:
         original(self, data_files, tokenizer, detached(config), *args, **kwargs)
 
-    init.__name__, init.__qualname__, init.__doc__ = "__init__", original.__qualname__, original.__doc__
     setattr(init, _PATCHED, True)
     return init
 
