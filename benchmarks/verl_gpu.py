@@ -83,6 +83,10 @@ EXTRA_WHEELS = (
     "certifi==2026.10.19.post1",
     # `--sample-stacks`: the stacks of every Python process through start-up (a static binary).
     "py-spy==0.4.3",
+    # `--sampler flashinfer`: FlashInfer builds its sampling kernels with ninja (a static binary),
+    # and imports pynvml, which the carried stack leaves out.
+    "ninja==1.13.0",
+    "nvidia-ml-py==13.615.71",
 )
 NEEDED = (
     "yaml",
@@ -107,8 +111,43 @@ NEEDED = (
     "codetiming",
 )
 WORDS = ("<think>", "</think>", "x", "find", "5", "7", "\\boxed{5}", "\\boxed{7}")
-ENGINE_ENV = {"VLLM_USE_FLASHINFER_SAMPLER": "0"}
-"""vLLM's FlashInfer sampler needs JIT toolchains the carried stack leaves out."""
+SAMPLERS = ("native", "flashinfer")
+"""vLLM's top-p/top-k sampler: its own PyTorch one, or FlashInfer's, which vLLM picks on CUDA by
+default and so the CUDA image runs. The image has FlashInfer without its prebuilt kernels, so
+vLLM's sampler warm-up makes FlashInfer build them (nvcc, through ninja) at every start whose
+cache is cold; ours keeps that cache on the job's volume. `native` is what every run before
+2026-12-04 used (the carried stack has no ninja, and the build's time was not the question)."""
+NINJA_DIRS = (EXTRA_SITE / "ninja" / "data" / "bin", EXTRA_SITE / "bin")
+"""Where the carried ninja wheel puts its binary (and its wrapper) in the extra site."""
+
+
+def find_nvcc() -> Path | None:
+    """The machine's nvcc: on PATH, or in a CUDA toolkit under /usr/local (the lent machine's)."""
+    found = shutil.which("nvcc") or next(iter(sorted(Path("/usr/local").glob("cuda*/bin/nvcc"))), None)
+    return Path(found) if found else None
+
+
+def find_ninja() -> Path | None:
+    found = shutil.which("ninja") or shutil.which("ninja", path=os.pathsep.join(map(str, NINJA_DIRS)))
+    return Path(found) if found else None
+
+
+def engine_env(sampler: str, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The sampler's variables for every process of an attempt (Ray's workers inherit them)."""
+    if sampler == "native":
+        return {"VLLM_USE_FLASHINFER_SAMPLER": "0"}
+    nvcc, ninja = find_nvcc(), find_ninja()
+    if nvcc is None or ninja is None:
+        raise SystemExit(
+            "--sampler flashinfer needs nvcc and ninja on this machine (preflight installs ninja)"
+        )
+    path = (environ if environ is not None else os.environ).get("PATH", "")
+    return {
+        # Set, not left to vLLM's default: vLLM then fails at start-up instead of falling back quietly.
+        "VLLM_USE_FLASHINFER_SAMPLER": "1",
+        "CUDA_HOME": str(nvcc.resolve().parents[1]),
+        "PATH": os.pathsep.join(filter(None, [str(ninja.parent), str(nvcc.parent), path])),
+    }
 
 
 def _attention() -> dict[str, Any]:
@@ -169,13 +208,17 @@ def prepare() -> int:
     return 0
 
 
-def preflight(out: Path, *, sampler: bool = False) -> list[str]:
+def preflight(out: Path, *, sampler: bool = False, flashinfer: bool = False) -> list[str]:
     """Import what `grpo-train run` needs; install the carried extra wheels for what is missing
-    (py-spy too, when the stacks are to be sampled)."""
+    (py-spy too, when the stacks are to be sampled; ninja, for FlashInfer's kernels)."""
     missing = _missing()
     extra = {"yaml", "lightkube"} & set(missing)
     if sampler and py_spy() is None:
         extra.add("py-spy")
+    if flashinfer and find_ninja() is None:
+        extra.add("ninja")
+    if flashinfer and not _importable("pynvml"):
+        extra.add("nvidia-ml-py")
     if extra and WHEELS.is_dir():
         log(f"installing the carried wheels for {', '.join(sorted(extra))} into {EXTRA_SITE}")
         subprocess.run(
@@ -201,6 +244,9 @@ def preflight(out: Path, *, sampler: bool = False) -> list[str]:
         missing = _missing()
     if sampler and py_spy() is None:
         missing.append("py-spy")
+    if flashinfer:
+        missing += [tool for tool, found in (("nvcc", find_nvcc()), ("ninja", find_ninja())) if found is None]
+        missing += [] if _importable("flashinfer") else ["flashinfer"]
     if missing:
         log(
             f"cannot run: missing {', '.join(missing)} (carry the GPU stack first: docs/benchmarks/verl-gpu.md)"
@@ -209,14 +255,16 @@ def preflight(out: Path, *, sampler: bool = False) -> list[str]:
     return missing
 
 
+def _importable(name: str) -> bool:
+    try:
+        importlib.import_module(name)
+    except Exception:  # ImportError, or a broken install
+        return False
+    return True
+
+
 def _missing() -> list[str]:
-    found = []
-    for name in NEEDED:
-        try:
-            importlib.import_module(name)
-        except Exception:  # ImportError, or a broken install
-            found.append(name)
-    return found
+    return [name for name in NEEDED if not _importable(name)]
 
 
 # --- model, data, spec ---------------------------------------------------------------------------
@@ -863,7 +911,7 @@ def start_tiny(args: argparse.Namespace) -> int:
     launch(
         Attempt("tiny", args.attempt),
         command,
-        {**env, **ENGINE_ENV, "GRPO_ATTEMPT": str(args.attempt)},
+        {**env, **engine_env(args.sampler), "GRPO_ATTEMPT": str(args.attempt)},
         sample_every=args.sample_stacks,
     )
     return 0
@@ -944,7 +992,13 @@ def inputs_4b(args: argparse.Namespace, part: str) -> tuple[Path, Path, Path]:
     shapes = {k: v for k, v in sizes_4b(args).items() if k != "overrides"}
     write_json(
         work / f"{part}.shapes.json",
-        {**shapes, "prompts": args.prompts, "image_side": args.image_side, "train_rows": rows},
+        {
+            **shapes,
+            "prompts": args.prompts,
+            "image_side": args.image_side,
+            "train_rows": rows,
+            "sampler": args.sampler,
+        },
     )
     return work, model, job
 
@@ -959,7 +1013,7 @@ def start_4b(args: argparse.Namespace) -> int:
     launch(
         Attempt("shapes-4b", args.attempt),
         command,
-        {**env, **ENGINE_ENV, **threads_env(args), "GRPO_ATTEMPT": str(args.attempt)},
+        {**env, **engine_env(args.sampler), **threads_env(args), "GRPO_ATTEMPT": str(args.attempt)},
         sample_every=args.sample_stacks,
     )
     return 0
@@ -1067,7 +1121,7 @@ def start_raw(args: argparse.Namespace) -> int:
     )
     command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides]
     env = {
-        **ENGINE_ENV,
+        **engine_env(args.sampler),
         "VERL_FILE_LOGGER_PATH": str(attempt.folder / "metrics.jsonl"),
         # verl's workers need trl's value-head name, which the carried trl lacks (docs/verl.md): the
         # same shadow package our engine puts first, or main_ppo cannot start its actor at all.
@@ -1199,10 +1253,40 @@ def attempt_summary(attempt: Attempt) -> dict[str, Any]:
             for m in steps
         ],
         "failure": failure_line(attempt.folder / "output.log"),
+        # raw-4b leaves FlashInfer's cache in the home folder, as verl does
+        "jit_builds": [] if attempt.part == "raw-4b" else jit_builds(WORK / attempt.part, command["started"]),
         "engine_overrides": (
             engine_command.read_text().split("\n")[3:] if engine_command else command["command"][3:]
         ),
     }
+
+
+JIT_MODULES = "grpo/checkpoints/*/cache/compile/*/flashinfer/.cache/flashinfer/*/*/cached_ops/*"
+"""FlashInfer's kernel builds under the compile caches ours keeps on the job's volume."""
+
+
+def jit_builds(work: Path, started: float) -> list[dict[str, Any]]:
+    """Each FlashInfer module in the job's cache: when its build file and its library were last
+    written, in seconds from the attempt's start. FlashInfer rewrites the build file only when it
+    changes and ninja relinks only what is stale, so a module built by this attempt has both times
+    positive (the build took the difference) and one it found on the volume has both negative."""
+
+    def at(file: Path) -> float | None:
+        return round(file.stat().st_mtime - started, 1) if file.is_file() else None
+
+    builds = []
+    for folder in sorted(work.glob(JIT_MODULES)):
+        library = folder / f"{folder.name}.so"
+        built = at(library)
+        builds.append(
+            {
+                "module": folder.name,
+                "build_file_s": at(folder / "build.ninja"),
+                "library_s": built,
+                "built_by_this_attempt": built is not None and built >= 0,
+            }
+        )
+    return builds
 
 
 def failure_line(log_file: Path) -> dict[str, Any] | None:
@@ -1530,6 +1614,7 @@ def record(source: Path, gpus: int, section: str | None = None, previous_as: str
                 {s["step"]: s["timing_s/step"] for s in steps},
             ),
             "train_file": train_file(one["engine_overrides"]),
+            "jit_builds": one.get("jit_builds", []),
             "tokens_per_sequence": {
                 "prompt_mean": mean("prompt_length/mean"),
                 "response_mean": mean("response_length/mean"),
@@ -1627,6 +1712,13 @@ def main(argv: list[str] | None = None) -> int:
         "each GPU's share of the CPUs without it)",
     )
     parser.add_argument(
+        "--sampler",
+        choices=SAMPLERS,
+        default="native",
+        help="start: vLLM's own top-p/top-k sampler, or FlashInfer's as the CUDA image runs it (its kernels "
+        "built with the machine's nvcc at a cold start; ours keeps them on the job's volume)",
+    )
+    parser.add_argument(
         "--section", help="record: put ours and raw verl under this key of the existing summary"
     )
     parser.add_argument("--previous-as", help="record: keep the main run the new one replaces under this key")
@@ -1678,7 +1770,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.verb == "wait":
         return cmd_wait(args)
     log(f"start {args.part} attempt {args.attempt}: {args.gpus} GPU(s)")
-    if not args.smoke and preflight(args.out, sampler=bool(args.sample_stacks)):
+    if not args.smoke and preflight(
+        args.out, sampler=bool(args.sample_stacks), flashinfer=args.sampler == "flashinfer"
+    ):
         return 3
     code = START[args.part](args)
     if code == 0 and args.then and not args.smoke:

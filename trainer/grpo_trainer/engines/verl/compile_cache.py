@@ -1,4 +1,5 @@
-"""Compile caches that a retried attempt reuses: vLLM's torch.compile, Inductor's and Triton's.
+"""Compile caches that a retried attempt reuses: vLLM's torch.compile, Inductor's, Triton's and
+FlashInfer's.
 
 A verl attempt at Qwen3-VL-4B shapes spends about six minutes before its first step, and part of
 that is compiling: vLLM's torch.compile of the model (Inductor, then Triton kernels) for the
@@ -7,6 +8,13 @@ it, and verl's runtime environment turns vLLM's off altogether (VLLM_DISABLE_COM
 for cache files that concurrent engines corrupted, verl's note cites). torch 2.10 and later
 write Inductor's artifacts atomically, which is what corrupted them; with such a torch the engine
 turns vLLM's cache back on.
+
+FlashInfer's is a build, not a compile of the model: vLLM warms its sampler up at start-up with a
+top-p and top-k batch, which on CUDA takes FlashInfer's sampling kernels (vLLM's default), and the
+CUDA image ships FlashInfer without its prebuilt kernels, so the first use compiles `sampling.cu`
+with nvcc into `$FLASHINFER_WORKSPACE_BASE/.cache/flashinfer/<version>/<arch>/cached_ops` (the
+base defaults to the home folder, which dies with the pod): every attempt, cold or retried, built
+it again.
 
 They go on the job's volume, under its cache folder (kept across attempts), in a folder named
 for the versions that invalidate them: a new image starts a fresh folder and the old ones are
@@ -36,8 +44,10 @@ CACHE_VARIABLES = {
     "VLLM_CACHE_ROOT": "vllm",
     "TORCHINDUCTOR_CACHE_DIR": "inductor",
     "TRITON_CACHE_DIR": "triton",
+    "FLASHINFER_WORKSPACE_BASE": "flashinfer",
 }
-"""Each cache's variable -> its folder under the versioned cache folder."""
+"""Each cache's variable -> its folder under the versioned cache folder. FlashInfer names its own
+folder below the base for its version and the GPU's architecture."""
 KEYED_BY = ("torch", "vllm", "triton")
 """The packages whose versions invalidate the caches."""
 ATOMIC_TORCH = Version("2.10")

@@ -1,0 +1,93 @@
+"""`benchmarks/verl_gpu.py start --sampler flashinfer`: vLLM's sampler as the CUDA image runs it.
+
+vLLM warms its sampler up with top-p and top-k at start-up, and on CUDA that is FlashInfer's,
+whose kernels the image builds with nvcc the first time (no prebuilt kernels in it). The lent
+machine's runs used vLLM's own sampler so far; this flag runs FlashInfer's with the machine's
+nvcc, and each attempt's summary says which FlashInfer modules it built and which it found in
+the job's cache on the volume, where the engine puts FlashInfer's workspace.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from grpo_trainer.engines.verl.compile_cache import compile_cache_env
+from support.scripts import load_script
+
+SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "verl_gpu.py"
+
+
+@pytest.fixture
+def verl_gpu() -> ModuleType:
+    return load_script(SCRIPT, "verl_gpu_flashinfer_under_test")
+
+
+def tool(folder: Path, name: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text("#!/bin/sh\nexit 0\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def test_the_native_sampler_is_what_every_earlier_run_used(verl_gpu: ModuleType) -> None:
+    assert verl_gpu.engine_env("native") == {"VLLM_USE_FLASHINFER_SAMPLER": "0"}
+
+
+def test_flashinfers_sampler_builds_with_the_machines_nvcc_and_the_carried_ninja(
+    verl_gpu: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nvcc = tool(tmp_path / "cuda-13.0" / "bin", "nvcc")
+    ninja = tool(tmp_path / "extra" / "ninja" / "data" / "bin", "ninja")
+    monkeypatch.setenv("PATH", str(nvcc.parent))  # no system ninja: the carried one is found
+    monkeypatch.setattr(verl_gpu, "NINJA_DIRS", (ninja.parent,))
+    env = verl_gpu.engine_env("flashinfer", {"PATH": "/usr/bin:/bin"})
+    # Set, not left to vLLM's default, so a missing FlashInfer fails the start instead of falling back.
+    assert env["VLLM_USE_FLASHINFER_SAMPLER"] == "1"
+    assert env["CUDA_HOME"] == str(tmp_path / "cuda-13.0")
+    assert env["PATH"].split(os.pathsep) == [str(ninja.parent), str(nvcc.parent), "/usr/bin", "/bin"]
+
+
+def test_without_nvcc_or_flashinfer_the_attempt_never_starts(
+    verl_gpu: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(verl_gpu, "find_nvcc", lambda: None)
+    monkeypatch.setattr(verl_gpu, "find_ninja", lambda: tmp_path / "ninja")
+    monkeypatch.setattr(verl_gpu, "WHEELS", tmp_path / "nothing-carried")
+    # Everything grpo-train needs imports; FlashInfer does not (pynvml missing, say).
+    monkeypatch.setattr(verl_gpu, "_importable", lambda name: name != "flashinfer")
+    with pytest.raises(SystemExit, match="nvcc"):
+        verl_gpu.engine_env("flashinfer")
+    assert verl_gpu.preflight(tmp_path / "out", flashinfer=True) == ["nvcc", "flashinfer"]
+    assert verl_gpu.preflight(tmp_path / "out") == []  # the native sampler needs neither
+
+
+def test_a_cold_attempt_builds_the_kernels_and_its_retry_finds_them(
+    verl_gpu: ModuleType, tmp_path: Path
+) -> None:
+    """Where the engine points FlashInfer (compile_cache.py) and FlashInfer's own layout below it
+    (`.cache/flashinfer/<version>/<arch>/cached_ops/<module>`: flashinfer/jit/env.py, 0.6.12) are
+    where the summary looks."""
+    work = tmp_path / "shapes-4b"
+    cache_dir = work / "grpo" / "checkpoints" / "verl-4b" / "cache"
+    base = Path(compile_cache_env(str(cache_dir), {})["FLASHINFER_WORKSPACE_BASE"])
+    module = base / ".cache" / "flashinfer" / "0.6.12" / "90a" / "cached_ops" / "sampling"
+    module.mkdir(parents=True)
+    (module / "build.ninja").write_text("rule cuda_compile\n")
+    (module / "sampling.so").write_bytes(b"\x7fELF")
+    os.utime(module / "build.ninja", (1010.0, 1010.0))
+    os.utime(module / "sampling.so", (1095.0, 1095.0))
+
+    cold = verl_gpu.jit_builds(work, started=1000.0)
+    assert cold == [
+        {"module": "sampling", "build_file_s": 10.0, "library_s": 95.0, "built_by_this_attempt": True}
+    ]
+    retry = verl_gpu.jit_builds(work, started=2000.0)
+    assert retry == [
+        {"module": "sampling", "build_file_s": -990.0, "library_s": -905.0, "built_by_this_attempt": False}
+    ]
+    assert verl_gpu.jit_builds(tmp_path / "tiny", started=1000.0) == []
