@@ -87,6 +87,10 @@ EXTRA_WHEELS = (
     # and imports pynvml, which the carried stack leaves out.
     "ninja==1.13.0",
     "nvidia-ml-py==13.615.71",
+    # `jit-check` without the stack: FlashInfer itself, and the FFI its kernels build against (the
+    # stack's own versions, which win where the stack is installed).
+    "flashinfer-python==0.6.12",
+    "apache-tvm-ffi==0.1.9",
 )
 NEEDED = (
     "yaml",
@@ -220,27 +224,7 @@ def preflight(out: Path, *, sampler: bool = False, flashinfer: bool = False) -> 
     if flashinfer and not _importable("pynvml"):
         extra.add("nvidia-ml-py")
     if extra and WHEELS.is_dir():
-        log(f"installing the carried wheels for {', '.join(sorted(extra))} into {EXTRA_SITE}")
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--no-index",
-                "--no-deps",
-                "--target",
-                str(EXTRA_SITE),
-            ]
-            + [str(p) for p in WHEELS.glob("*.whl")],
-            check=True,
-        )
-        sys.path.append(str(EXTRA_SITE))  # after the stack: its packages win where both have one
-        os.environ["PYTHONPATH"] = os.pathsep.join(
-            filter(None, [os.environ.get("PYTHONPATH"), str(EXTRA_SITE)])
-        )
-        importlib.invalidate_caches()
+        install_carried(extra)
         missing = _missing()
     if sampler and py_spy() is None:
         missing.append("py-spy")
@@ -253,6 +237,20 @@ def preflight(out: Path, *, sampler: bool = False, flashinfer: bool = False) -> 
         )
         write_json(out / "summary.json", {"ok": False, "missing": missing})
     return missing
+
+
+def install_carried(wanted: set[str]) -> None:
+    """The carried extra wheels into EXTRA_SITE, which goes after the stack on every path: the
+    stack's packages win where both have one."""
+    log(f"installing the carried wheels for {', '.join(sorted(wanted))} into {EXTRA_SITE}")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--target",
+         str(EXTRA_SITE), *map(str, WHEELS.glob("*.whl"))],
+        check=True,
+    )  # fmt: skip
+    sys.path.append(str(EXTRA_SITE))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(EXTRA_SITE)]))
+    importlib.invalidate_caches()
 
 
 def _importable(name: str) -> bool:
@@ -1265,7 +1263,7 @@ JIT_MODULES = "grpo/checkpoints/*/cache/compile/*/flashinfer/.cache/flashinfer/*
 """FlashInfer's kernel builds under the compile caches ours keeps on the job's volume."""
 
 
-def jit_builds(work: Path, started: float) -> list[dict[str, Any]]:
+def jit_builds(work: Path, started: float, pattern: str = JIT_MODULES) -> list[dict[str, Any]]:
     """Each FlashInfer module in the job's cache: when its build file and its library were last
     written, in seconds from the attempt's start. FlashInfer rewrites the build file only when it
     changes and ninja relinks only what is stale, so a module built by this attempt has both times
@@ -1275,18 +1273,85 @@ def jit_builds(work: Path, started: float) -> list[dict[str, Any]]:
         return round(file.stat().st_mtime - started, 1) if file.is_file() else None
 
     builds = []
-    for folder in sorted(work.glob(JIT_MODULES)):
+    for folder in sorted(work.glob(pattern)):
         library = folder / f"{folder.name}.so"
-        built = at(library)
         builds.append(
             {
                 "module": folder.name,
                 "build_file_s": at(folder / "build.ninja"),
-                "library_s": built,
-                "built_by_this_attempt": built is not None and built >= 0,
+                "library_s": at(library),
+                "built_by_this_attempt": library.is_file() and library.stat().st_mtime > started,
             }
         )
     return builds
+
+
+JIT_CALL = """
+import json, time
+started = time.monotonic()
+import torch, flashinfer, flashinfer.sampling
+imported = time.monotonic() - started
+rows, vocab = 8, 151936  # a batch of Qwen3-VL's vocabulary, as vLLM's sampler warm-up samples it
+logits = torch.randn(rows, vocab, device="cuda")
+top_k = torch.full((rows,), vocab - 1, device="cuda", dtype=torch.int32)
+top_p = torch.full((rows,), 0.9, device="cuda")
+calls = []
+for _ in range(2):
+    call = time.monotonic()
+    flashinfer.sampling.top_k_top_p_sampling_from_logits(logits, top_k, top_p)
+    torch.cuda.synchronize()
+    calls.append(round(time.monotonic() - call, 2))
+print(json.dumps({"import_s": round(imported, 2), "calls_s": calls, "flashinfer": flashinfer.__version__}))
+"""
+"""What vLLM's sampler warm-up asks of FlashInfer (top-k and top-p from logits), in a process of
+its own: its first call builds FlashInfer's `sampling` module when the workspace is cold."""
+WORKSPACE_MODULES = ".cache/flashinfer/*/*/cached_ops/*"
+
+
+def cmd_jit_check(args: argparse.Namespace) -> int:
+    """FlashInfer's sampling kernels built with this machine's nvcc, timed: once in a cold
+    workspace (what every start of the image paid before the engine kept the workspace on the job's
+    volume, and a job's first attempt still pays), once more in a new process on the same
+    workspace (what a retry pays now). Writes `jit-check.json` into --out after each."""
+    if (not _importable("flashinfer") or find_ninja() is None) and WHEELS.is_dir():
+        install_carried({"flashinfer", "ninja"})
+    nvcc = find_nvcc()
+    if nvcc is None or find_ninja() is None or not _importable("flashinfer"):
+        raise SystemExit("jit-check needs nvcc, ninja and flashinfer (carry .cache/verl-gpu/wheels)")
+    version = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True).stdout.strip()
+    workspace = Path(tempfile.mkdtemp(prefix="flashinfer-jit-"))
+    env = {**os.environ, **engine_env("flashinfer"), "FLASHINFER_WORKSPACE_BASE": str(workspace)}
+    result: dict[str, Any] = {
+        "machine": gpu_facts(),
+        "nvcc": {"path": str(nvcc), "version": version.splitlines()[-1] if version else None},
+        "workspace": str(workspace),
+    }
+    for name in ("cold", "warm"):
+        started = time.time()
+        log(f"jit-check: {name} workspace, a process of its own (up to {args.seconds:.0f} s)")
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", JIT_CALL],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=args.seconds,
+            )
+            code, output, tail = done.returncode, done.stdout.strip(), done.stderr[-2000:]
+        except subprocess.TimeoutExpired as timeout:
+            code, output, tail = None, "", f"still building after {args.seconds:.0f} s: {timeout}"
+        run: dict[str, Any] = {"exit_code": code, "wall_s": round(time.time() - started, 1)}
+        if code == 0 and output:
+            run.update(json.loads(output.splitlines()[-1]))
+        else:
+            run["stderr_tail"] = tail
+        run["jit_builds"] = jit_builds(workspace, started, WORKSPACE_MODULES)
+        result[name] = run
+        write_json(args.out / "jit-check.json", result)
+        log(f"jit-check: {name}: {json.dumps(run)[:400]}")
+        if code != 0:
+            return 1
+    return 0
 
 
 def failure_line(log_file: Path) -> dict[str, Any] | None:
@@ -1678,7 +1743,8 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "verb", choices=["prepare", "start", "wait", "stop", "record", "stacks", "_supervise", "_then"]
+        "verb",
+        choices=["prepare", "start", "wait", "stop", "record", "stacks", "jit-check", "_supervise", "_then"],
     )
     parser.add_argument(
         "part", nargs="?", help=f"one of {', '.join(PARTS)} (for _supervise: the attempt's folder)"
@@ -1758,6 +1824,9 @@ def main(argv: list[str] | None = None) -> int:
         return record(Path(args.part), args.gpus, args.section, args.previous_as)
     if args.verb == "stacks":  # here, with a logs archive a `wait` call brought back
         return cmd_stacks(Path(args.part), args.attempt)
+    if args.verb == "jit-check":  # there: FlashInfer's sampling kernels, built and loaded, timed
+        args.out.mkdir(parents=True, exist_ok=True)
+        return cmd_jit_check(args)
     if args.verb == "_supervise":
         return supervise(Path(args.part))
     if args.verb == "_then":

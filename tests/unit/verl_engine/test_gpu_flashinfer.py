@@ -9,6 +9,7 @@ the job's cache on the volume, where the engine puts FlashInfer's workspace.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -91,3 +92,58 @@ def test_a_cold_attempt_builds_the_kernels_and_its_retry_finds_them(
         {"module": "sampling", "build_file_s": -990.0, "library_s": -905.0, "built_by_this_attempt": False}
     ]
     assert verl_gpu.jit_builds(tmp_path / "tiny", started=1000.0) == []
+
+
+FAKE_CALL = """
+import json, os, pathlib, sys, time
+module = pathlib.Path(os.environ["FLASHINFER_WORKSPACE_BASE"], ".cache/flashinfer/0.6.12/90a/cached_ops/sampling")
+if not (module / "sampling.so").exists():  # a cold workspace: FlashInfer builds the module
+    module.mkdir(parents=True)
+    (module / "build.ninja").write_text("rule cuda_compile")
+    time.sleep(1.2)
+    (module / "sampling.so").write_bytes(b"ELF")
+if os.environ.get("FAIL"):
+    sys.exit("nvcc fatal: unsupported gpu architecture")
+print(json.dumps({"import_s": 0.1, "calls_s": [1.0, 0.01], "flashinfer": "0.6.12"}))
+"""
+
+
+@pytest.fixture
+def machine(verl_gpu: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A machine with nvcc, ninja and FlashInfer, whose first sampling call builds a module."""
+    nvcc = tool(tmp_path / "cuda" / "bin", "nvcc")
+    nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V13.0.48'\n")
+    monkeypatch.setattr(verl_gpu, "find_nvcc", lambda: nvcc)
+    monkeypatch.setattr(verl_gpu, "find_ninja", lambda: tool(tmp_path / "tools", "ninja"))
+    monkeypatch.setattr(verl_gpu, "_importable", lambda name: True)
+    monkeypatch.setattr(verl_gpu, "gpu_facts", lambda: {"gpus": ["H200"]})
+    monkeypatch.setattr(verl_gpu, "JIT_CALL", FAKE_CALL)
+    monkeypatch.setattr(verl_gpu.tempfile, "tempdir", str(tmp_path))
+    return tmp_path / "out"
+
+
+def test_jit_check_times_a_cold_build_and_a_warm_load(verl_gpu: ModuleType, machine: Path) -> None:
+    assert verl_gpu.main(["jit-check", "--out", str(machine), "--seconds", "60"]) == 0
+    found = json.loads((machine / "jit-check.json").read_text())
+    assert found["nvcc"]["version"] == "Cuda compilation tools, release 13.0, V13.0.48"
+    cold, warm = found["cold"], found["warm"]
+    assert cold["exit_code"] == warm["exit_code"] == 0
+    assert cold["calls_s"] == [1.0, 0.01]
+    (built,) = cold["jit_builds"]
+    assert built["module"] == "sampling"
+    assert built["built_by_this_attempt"]
+    assert built["library_s"] - built["build_file_s"] >= 1.0  # the build, from the files' times
+    (found_again,) = warm["jit_builds"]
+    assert not found_again["built_by_this_attempt"]
+    assert found_again["library_s"] <= 0
+
+
+def test_a_failed_build_says_why_and_stops(
+    verl_gpu: ModuleType, machine: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAIL", "1")
+    assert verl_gpu.main(["jit-check", "--out", str(machine), "--seconds", "60"]) == 1
+    found = json.loads((machine / "jit-check.json").read_text())
+    assert found["cold"]["exit_code"] == 1
+    assert "unsupported gpu architecture" in found["cold"]["stderr_tail"]
+    assert "warm" not in found
