@@ -165,6 +165,12 @@ def _sha256(path: Path) -> str:
 # --- there -------------------------------------------------------------------------------------
 
 
+def find_nvcc() -> Path | None:
+    """The machine's nvcc: on PATH, or in a CUDA toolkit under /usr/local (the lent machine's)."""
+    found = shutil.which("nvcc") or next(iter(sorted(Path("/usr/local").glob("cuda*/bin/nvcc"))), None)
+    return Path(found) if found else None
+
+
 def start(jobs: int) -> int:
     sdist, tools = CACHE / SDIST, CACHE / "tools"
     if not sdist.is_file() or not tools.is_dir():
@@ -173,7 +179,7 @@ def start(jobs: int) -> int:
         )
     if _sha256(sdist) != SDIST_SHA256:
         raise SystemExit(f"{SDIST}: checksum mismatch")
-    nvcc = shutil.which("nvcc") or next(iter(sorted(Path("/usr/local").glob("cuda*/bin/nvcc"))), None)
+    nvcc = find_nvcc()
     if nvcc is None:
         raise SystemExit("no nvcc on this machine: flash-attn cannot be built here")
     shutil.rmtree(REMOTE, ignore_errors=True)

@@ -64,6 +64,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "trainer"), str(ROOT / "operator")]
+sys.path.append(str(ROOT / "benchmarks"))  # last: the scripts here shadow no package
+
+from flash_attn_build import find_nvcc  # noqa: E402  (the benchmarks' one nvcc lookup)
 
 WHEELS = ROOT / ".cache" / "verl-gpu" / "wheels"
 EXTRA_SITE = Path("/tmp/verl-gpu-extra")
@@ -125,18 +128,12 @@ NINJA_DIRS = (EXTRA_SITE / "ninja" / "data" / "bin", EXTRA_SITE / "bin")
 """Where the carried ninja wheel puts its binary (and its wrapper) in the extra site."""
 
 
-def find_nvcc() -> Path | None:
-    """The machine's nvcc: on PATH, or in a CUDA toolkit under /usr/local (the lent machine's)."""
-    found = shutil.which("nvcc") or next(iter(sorted(Path("/usr/local").glob("cuda*/bin/nvcc"))), None)
-    return Path(found) if found else None
-
-
 def find_ninja() -> Path | None:
     found = shutil.which("ninja") or shutil.which("ninja", path=os.pathsep.join(map(str, NINJA_DIRS)))
     return Path(found) if found else None
 
 
-def engine_env(sampler: str, environ: dict[str, str] | None = None) -> dict[str, str]:
+def sampler_env(sampler: str, environ: dict[str, str] | None = None) -> dict[str, str]:
     """The sampler's variables for every process of an attempt (Ray's workers inherit them)."""
     if sampler == "native":
         return {"VLLM_USE_FLASHINFER_SAMPLER": "0"}
@@ -230,7 +227,8 @@ def preflight(out: Path, *, sampler: bool = False, flashinfer: bool = False) -> 
         missing.append("py-spy")
     if flashinfer:
         missing += [tool for tool, found in (("nvcc", find_nvcc()), ("ninja", find_ninja())) if found is None]
-        missing += [] if _importable("flashinfer") else ["flashinfer"]
+        if not _importable("flashinfer"):
+            missing.append("flashinfer")
     if missing:
         log(
             f"cannot run: missing {', '.join(missing)} (carry the GPU stack first: docs/benchmarks/verl-gpu.md)"
@@ -909,7 +907,7 @@ def start_tiny(args: argparse.Namespace) -> int:
     launch(
         Attempt("tiny", args.attempt),
         command,
-        {**env, **engine_env(args.sampler), "GRPO_ATTEMPT": str(args.attempt)},
+        {**env, **sampler_env(args.sampler), "GRPO_ATTEMPT": str(args.attempt)},
         sample_every=args.sample_stacks,
     )
     return 0
@@ -1011,7 +1009,7 @@ def start_4b(args: argparse.Namespace) -> int:
     launch(
         Attempt("shapes-4b", args.attempt),
         command,
-        {**env, **engine_env(args.sampler), **threads_env(args), "GRPO_ATTEMPT": str(args.attempt)},
+        {**env, **sampler_env(args.sampler), **threads_env(args), "GRPO_ATTEMPT": str(args.attempt)},
         sample_every=args.sample_stacks,
     )
     return 0
@@ -1119,7 +1117,7 @@ def start_raw(args: argparse.Namespace) -> int:
     )
     command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides]
     env = {
-        **engine_env(args.sampler),
+        **sampler_env(args.sampler),
         "VERL_FILE_LOGGER_PATH": str(attempt.folder / "metrics.jsonl"),
         # verl's workers need trl's value-head name, which the carried trl lacks (docs/verl.md): the
         # same shadow package our engine puts first, or main_ppo cannot start its actor at all.
@@ -1320,7 +1318,7 @@ def cmd_jit_check(args: argparse.Namespace) -> int:
         raise SystemExit("jit-check needs nvcc, ninja and flashinfer (carry .cache/verl-gpu/wheels)")
     version = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True).stdout.strip()
     workspace = Path(tempfile.mkdtemp(prefix="flashinfer-jit-"))
-    env = {**os.environ, **engine_env("flashinfer"), "FLASHINFER_WORKSPACE_BASE": str(workspace)}
+    env = {**os.environ, **sampler_env("flashinfer"), "FLASHINFER_WORKSPACE_BASE": str(workspace)}
     result: dict[str, Any] = {
         "machine": gpu_facts(),
         "nvcc": {"path": str(nvcc), "version": version.splitlines()[-1] if version else None},

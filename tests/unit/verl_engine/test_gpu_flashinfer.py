@@ -36,7 +36,7 @@ def tool(folder: Path, name: str) -> Path:
 
 
 def test_the_native_sampler_is_what_every_earlier_run_used(verl_gpu: ModuleType) -> None:
-    assert verl_gpu.engine_env("native") == {"VLLM_USE_FLASHINFER_SAMPLER": "0"}
+    assert verl_gpu.sampler_env("native") == {"VLLM_USE_FLASHINFER_SAMPLER": "0"}
 
 
 def test_flashinfers_sampler_builds_with_the_machines_nvcc_and_the_carried_ninja(
@@ -46,7 +46,7 @@ def test_flashinfers_sampler_builds_with_the_machines_nvcc_and_the_carried_ninja
     ninja = tool(tmp_path / "extra" / "ninja" / "data" / "bin", "ninja")
     monkeypatch.setenv("PATH", str(nvcc.parent))  # no system ninja: the carried one is found
     monkeypatch.setattr(verl_gpu, "NINJA_DIRS", (ninja.parent,))
-    env = verl_gpu.engine_env("flashinfer", {"PATH": "/usr/bin:/bin"})
+    env = verl_gpu.sampler_env("flashinfer", {"PATH": "/usr/bin:/bin"})
     # Set, not left to vLLM's default, so a missing FlashInfer fails the start instead of falling back.
     assert env["VLLM_USE_FLASHINFER_SAMPLER"] == "1"
     assert env["CUDA_HOME"] == str(tmp_path / "cuda-13.0")
@@ -62,7 +62,7 @@ def test_without_nvcc_or_flashinfer_the_attempt_never_starts(
     # Everything grpo-train needs imports; FlashInfer does not (pynvml missing, say).
     monkeypatch.setattr(verl_gpu, "_importable", lambda name: name != "flashinfer")
     with pytest.raises(SystemExit, match="nvcc"):
-        verl_gpu.engine_env("flashinfer")
+        verl_gpu.sampler_env("flashinfer")
     assert verl_gpu.preflight(tmp_path / "out", flashinfer=True) == ["nvcc", "flashinfer"]
     assert verl_gpu.preflight(tmp_path / "out") == []  # the native sampler needs neither
 
