@@ -7,6 +7,7 @@ rollout disagrees with, or a tokenizer the rollout refuses fails here.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +104,90 @@ def test_the_overlong_filter_runs_in_a_devices_share_of_the_cpus(
     assert cfg.data.filter_overlong_prompts_workers == 1
 
 
+def test_the_filters_workers_share_the_threads_instead_of_each_taking_them_all(
+    tiny_model: Path,
+    geo3k_files: dict[str, Path],
+    tokenizer: Any,
+    processor: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`datasets` forks the filter's workers, and each one keeps the TaskRunner's thread count: W
+    workers ran W x W threads on W cores (17x slower on the H200's 16 cores). The worker setup
+    gives each its share for the filter, and the TaskRunner its threads back afterwards."""
+    import datasets
+    import torch
+    from grpo_trainer.engines.verl import worker_setup
+    from verl.utils.dataset import rl_dataset
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf"))
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    job = example_job("geo3k-ascend-910b", tmp_path)
+    cfg, _ = verl_config(job, tiny_model, geo3k_files["train"], geo3k_files["test"], tmp_path / "c")
+    assert cfg.data.filter_overlong_prompts_workers == 2
+    seen = tmp_path / "seen"
+    seen.mkdir()
+    # What every verl release's filter calls in its workers: the processor's chat template.
+    template = type(processor).apply_chat_template
+
+    def counting(self: Any, *args: Any, **kwargs: Any) -> Any:
+        (seen / str(os.getpid())).write_text(str(torch.get_num_threads()))
+        return template(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(processor), "apply_chat_template", counting)
+    before = torch.get_num_threads()
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")  # the TaskRunner's: the pod's threads
+    torch.set_num_threads(4)
+
+    def workers_threads(config: Any) -> set[str]:
+        for old in seen.iterdir():
+            old.unlink()
+        kept = rl_dataset.RLHFDataset([str(geo3k_files["train"])], tokenizer, config, processor)
+        assert len(kept) == 3
+        assert os.getpid() not in {int(p.name) for p in seen.iterdir()}, "the filter ran in workers"
+        return {p.read_text() for p in seen.iterdir()}
+
+    try:
+        assert workers_threads(cfg.data) == {"4"}  # as released: every worker takes all four
+        monkeypatch.setattr(
+            rl_dataset.RLHFDataset,
+            "maybe_filter_out_long_prompts",
+            worker_setup._filter_in_shared_threads(rl_dataset.RLHFDataset.maybe_filter_out_long_prompts),
+        )
+        # A new configuration, so `datasets` filters again instead of reading its cache.
+        cfg2, _ = verl_config(job, tiny_model, geo3k_files["train"], geo3k_files["test"], tmp_path / "c2")
+        cfg2.data.max_prompt_length = cfg.data.max_prompt_length + 1
+        assert workers_threads(cfg2.data) == {"2"}
+        assert (os.environ["OMP_NUM_THREADS"], torch.get_num_threads()) == ("4", 4)  # given back
+        cfg2.data.max_prompt_length += 1
+        assert workers_threads(cfg2.data) == {"2"}  # and again, the second time
+        assert (os.environ["OMP_NUM_THREADS"], torch.get_num_threads()) == ("4", 4)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_threads_are_shared_only_when_there_is_more_than_one_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+    from grpo_trainer.engines.verl.worker_setup import threads_shared_by
+
+    before = torch.get_num_threads()
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    try:
+        torch.set_num_threads(3)
+        with threads_shared_by(2):
+            assert (os.environ["OMP_NUM_THREADS"], torch.get_num_threads()) == ("1", 1)
+        assert (os.environ.get("OMP_NUM_THREADS"), torch.get_num_threads()) == (None, 3)
+        with threads_shared_by(1):  # one worker: it keeps them all
+            assert (os.environ.get("OMP_NUM_THREADS"), torch.get_num_threads()) == (None, 3)
+        with threads_shared_by(8):  # more workers than threads: one each, not none
+            assert torch.get_num_threads() == 1
+        with pytest.raises(RuntimeError), threads_shared_by(3):
+            raise RuntimeError("the filter failed")
+        assert (os.environ.get("OMP_NUM_THREADS"), torch.get_num_threads()) == (None, 3)
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_a_retry_reads_the_filtered_dataset_back_from_the_cache(
     tiny_model: Path,
     geo3k_files: dict[str, Path],
@@ -159,10 +244,10 @@ def test_the_worker_setup_patches_verls_dataset_once(verl_release: str) -> None:
     copy = types.ModuleType("rl_dataset_copy")
     copy.RLHFDataset = type("RLHFDataset", (module.RLHFDataset,), {"__init__": module.RLHFDataset.__init__})
     worker_setup.PATCHES["verl.utils.dataset.rl_dataset"](copy)
-    patched = copy.RLHFDataset.__init__
-    assert getattr(patched, "_grpo_patched", False)
+    patched = copy.RLHFDataset.__init__, copy.RLHFDataset.maybe_filter_out_long_prompts
+    assert all(getattr(p, "_grpo_patched", False) for p in patched)
     worker_setup.PATCHES["verl.utils.dataset.rl_dataset"](copy)
-    assert copy.RLHFDataset.__init__ is patched
+    assert (copy.RLHFDataset.__init__, copy.RLHFDataset.maybe_filter_out_long_prompts) == patched
 
 
 def test_the_rollout_sends_vllm_the_prompt_tokens_and_the_image(
