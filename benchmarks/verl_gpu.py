@@ -86,8 +86,8 @@ EXTRA_WHEELS = (
     "certifi==2026.10.19.post1",
     # `--sample-stacks`: the stacks of every Python process through start-up (a static binary).
     "py-spy==0.4.3",
-    # `--sampler flashinfer`: FlashInfer builds its sampling kernels with ninja (a static binary),
-    # and imports pynvml, which the carried stack leaves out.
+    # `jit-check`: FlashInfer builds its sampling kernels with ninja (a static binary), and
+    # imports pynvml, which the carried stack leaves out.
     "ninja==1.13.0",
     "nvidia-ml-py==13.615.71",
     # `jit-check` without the stack: FlashInfer itself, and the FFI its kernels build against (the
@@ -118,12 +118,6 @@ NEEDED = (
     "codetiming",
 )
 WORDS = ("<think>", "</think>", "x", "find", "5", "7", "\\boxed{5}", "\\boxed{7}")
-SAMPLERS = ("native", "flashinfer")
-"""vLLM's top-p/top-k sampler: its own PyTorch one, or FlashInfer's, which vLLM picks on CUDA by
-default and so the CUDA image runs. The image has FlashInfer without its prebuilt kernels, so
-vLLM's sampler warm-up makes FlashInfer build them (nvcc, through ninja) at every start whose
-cache is cold; ours keeps that cache on the job's volume. `native` is what every run before
-2026-12-04 used (the carried stack has no ninja, and the build's time was not the question)."""
 NINJA_DIRS = (EXTRA_SITE / "ninja" / "data" / "bin", EXTRA_SITE / "bin")
 """Where the carried ninja wheel puts its binary (and its wrapper) in the extra site."""
 
@@ -133,19 +127,15 @@ def find_ninja() -> Path | None:
     return Path(found) if found else None
 
 
-def sampler_env(sampler: str, environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The sampler's variables for every process of an attempt (Ray's workers inherit them)."""
-    if sampler == "native":
-        return {"VLLM_USE_FLASHINFER_SAMPLER": "0"}
+def flashinfer_build_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """What FlashInfer's kernel builds need: CUDA_HOME for nvcc's headers, ninja and nvcc on PATH."""
     nvcc, ninja = find_nvcc(), find_ninja()
     if nvcc is None or ninja is None:
         raise SystemExit(
-            "--sampler flashinfer needs nvcc and ninja on this machine (preflight installs ninja)"
+            "FlashInfer's builds need nvcc and ninja on this machine (carry .cache/verl-gpu/wheels)"
         )
     path = (environ if environ is not None else os.environ).get("PATH", "")
     return {
-        # Set, not left to vLLM's default: vLLM then fails at start-up instead of falling back quietly.
-        "VLLM_USE_FLASHINFER_SAMPLER": "1",
         "CUDA_HOME": str(nvcc.resolve().parents[1]),
         "PATH": os.pathsep.join(filter(None, [str(ninja.parent), str(nvcc.parent), path])),
     }
@@ -209,26 +199,18 @@ def prepare() -> int:
     return 0
 
 
-def preflight(out: Path, *, sampler: bool = False, flashinfer: bool = False) -> list[str]:
+def preflight(out: Path, *, sampler: bool = False) -> list[str]:
     """Import what `grpo-train run` needs; install the carried extra wheels for what is missing
-    (py-spy too, when the stacks are to be sampled; ninja, for FlashInfer's kernels)."""
+    (py-spy too, when the stacks are to be sampled)."""
     missing = _missing()
     extra = {"yaml", "lightkube"} & set(missing)
     if sampler and py_spy() is None:
         extra.add("py-spy")
-    if flashinfer and find_ninja() is None:
-        extra.add("ninja")
-    if flashinfer and not _importable("pynvml"):
-        extra.add("nvidia-ml-py")
     if extra and WHEELS.is_dir():
         install_carried(extra)
         missing = _missing()
     if sampler and py_spy() is None:
         missing.append("py-spy")
-    if flashinfer:
-        missing += [tool for tool, found in (("nvcc", find_nvcc()), ("ninja", find_ninja())) if found is None]
-        if not _importable("flashinfer"):
-            missing.append("flashinfer")
     if missing:
         log(
             f"cannot run: missing {', '.join(missing)} (carry the GPU stack first: docs/benchmarks/verl-gpu.md)"
@@ -907,7 +889,7 @@ def start_tiny(args: argparse.Namespace) -> int:
     launch(
         Attempt("tiny", args.attempt),
         command,
-        {**env, **sampler_env(args.sampler), "GRPO_ATTEMPT": str(args.attempt)},
+        {**env, "GRPO_ATTEMPT": str(args.attempt)},
         sample_every=args.sample_stacks,
     )
     return 0
@@ -993,7 +975,6 @@ def inputs_4b(args: argparse.Namespace, part: str) -> tuple[Path, Path, Path]:
             "prompts": args.prompts,
             "image_side": args.image_side,
             "train_rows": rows,
-            "sampler": args.sampler,
         },
     )
     return work, model, job
@@ -1009,7 +990,7 @@ def start_4b(args: argparse.Namespace) -> int:
     launch(
         Attempt("shapes-4b", args.attempt),
         command,
-        {**env, **sampler_env(args.sampler), **threads_env(args), "GRPO_ATTEMPT": str(args.attempt)},
+        {**env, **threads_env(args), "GRPO_ATTEMPT": str(args.attempt)},
         sample_every=args.sample_stacks,
     )
     return 0
@@ -1117,7 +1098,6 @@ def start_raw(args: argparse.Namespace) -> int:
     )
     command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides]
     env = {
-        **sampler_env(args.sampler),
         "VERL_FILE_LOGGER_PATH": str(attempt.folder / "metrics.jsonl"),
         # verl's workers need trl's value-head name, which the carried trl lacks (docs/verl.md): the
         # same shadow package our engine puts first, or main_ppo cannot start its actor at all.
@@ -1301,16 +1281,17 @@ for _ in range(2):
     calls.append(round(time.monotonic() - call, 2))
 print(json.dumps({"import_s": round(imported, 2), "calls_s": calls, "flashinfer": flashinfer.__version__}))
 """
-"""What vLLM's sampler warm-up asks of FlashInfer (top-k and top-p from logits), in a process of
-its own: its first call builds FlashInfer's `sampling` module when the workspace is cold."""
+"""What vLLM's sampler warm-up asks of FlashInfer (top-k and top-p from logits) where the engine
+lets vLLM sample with it, in a process of its own: its first call builds FlashInfer's `sampling`
+module when the workspace is cold. (verl's rollout never does: docs/verl.md.)"""
 WORKSPACE_MODULES = ".cache/flashinfer/*/*/cached_ops/*"
 
 
 def cmd_jit_check(args: argparse.Namespace) -> int:
     """FlashInfer's sampling kernels built with this machine's nvcc, timed: once in a cold
-    workspace (what every start of the image paid before the engine kept the workspace on the job's
-    volume, and a job's first attempt still pays), once more in a new process on the same
-    workspace (what a retry pays now). Writes `jit-check.json` into --out after each."""
+    workspace (what a kernel module's first use costs an image without FlashInfer's prebuilt
+    kernels), once more in a new process on the same workspace (what a retry pays with the
+    workspace on the job's volume). Writes `jit-check.json` into --out after each."""
     if (not _importable("flashinfer") or find_ninja() is None) and WHEELS.is_dir():
         install_carried({"flashinfer", "ninja"})
     nvcc = find_nvcc()
@@ -1318,7 +1299,7 @@ def cmd_jit_check(args: argparse.Namespace) -> int:
         raise SystemExit("jit-check needs nvcc, ninja and flashinfer (carry .cache/verl-gpu/wheels)")
     version = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True).stdout.strip()
     workspace = Path(tempfile.mkdtemp(prefix="flashinfer-jit-"))
-    env = {**os.environ, **sampler_env("flashinfer"), "FLASHINFER_WORKSPACE_BASE": str(workspace)}
+    env = {**os.environ, **flashinfer_build_env(), "FLASHINFER_WORKSPACE_BASE": str(workspace)}
     result: dict[str, Any] = {
         "machine": gpu_facts(),
         "nvcc": {"path": str(nvcc), "version": version.splitlines()[-1] if version else None},
@@ -1776,13 +1757,6 @@ def main(argv: list[str] | None = None) -> int:
         "each GPU's share of the CPUs without it)",
     )
     parser.add_argument(
-        "--sampler",
-        choices=SAMPLERS,
-        default="native",
-        help="start: vLLM's own top-p/top-k sampler, or FlashInfer's as the CUDA image runs it (its kernels "
-        "built with the machine's nvcc at a cold start; ours keeps them on the job's volume)",
-    )
-    parser.add_argument(
         "--section", help="record: put ours and raw verl under this key of the existing summary"
     )
     parser.add_argument("--previous-as", help="record: keep the main run the new one replaces under this key")
@@ -1837,9 +1811,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.verb == "wait":
         return cmd_wait(args)
     log(f"start {args.part} attempt {args.attempt}: {args.gpus} GPU(s)")
-    if not args.smoke and preflight(
-        args.out, sampler=bool(args.sample_stacks), flashinfer=args.sampler == "flashinfer"
-    ):
+    if not args.smoke and preflight(args.out, sampler=bool(args.sample_stacks)):
         return 3
     code = START[args.part](args)
     if code == 0 and args.then and not args.smoke:

@@ -38,7 +38,7 @@ def test_the_caches_live_on_the_volume_under_the_versions_that_invalidate_them()
         "VLLM_CACHE_ROOT": f"{root}/vllm",
         "TORCHINDUCTOR_CACHE_DIR": f"{root}/inductor",
         "TRITON_CACHE_DIR": f"{root}/triton",
-        # vLLM's sampler warm-up builds FlashInfer's sampling kernels with nvcc under this base.
+        # FlashInfer builds its kernels with nvcc under this base (the image has none prebuilt).
         "FLASHINFER_WORKSPACE_BASE": f"{root}/flashinfer",
         # verl turns vLLM's cache off; torch 2.11 writes Inductor's artifacts atomically.
         "VLLM_DISABLE_COMPILE_CACHE": "0",

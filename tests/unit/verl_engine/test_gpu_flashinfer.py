@@ -1,10 +1,9 @@
-"""`benchmarks/verl_gpu.py start --sampler flashinfer`: vLLM's sampler as the CUDA image runs it.
+"""`benchmarks/verl_gpu.py jit-check` and the attempts' `jit_builds`: FlashInfer's kernel builds.
 
-vLLM warms its sampler up with top-p and top-k at start-up, and on CUDA that is FlashInfer's,
-whose kernels the image builds with nvcc the first time (no prebuilt kernels in it). The lent
-machine's runs used vLLM's own sampler so far; this flag runs FlashInfer's with the machine's
-nvcc, and each attempt's summary says which FlashInfer modules it built and which it found in
-the job's cache on the volume, where the engine puts FlashInfer's workspace.
+The CUDA image has FlashInfer without its prebuilt kernels, so a kernel module's first use builds
+it with nvcc, and the engine keeps FlashInfer's workspace on the job's volume. `jit-check` times
+the sampling module's build with the lent machine's nvcc, cold then warm; each attempt's summary
+says which FlashInfer modules it built and which it found in the job's cache.
 """
 
 from __future__ import annotations
@@ -35,36 +34,30 @@ def tool(folder: Path, name: str) -> Path:
     return path
 
 
-def test_the_native_sampler_is_what_every_earlier_run_used(verl_gpu: ModuleType) -> None:
-    assert verl_gpu.sampler_env("native") == {"VLLM_USE_FLASHINFER_SAMPLER": "0"}
-
-
-def test_flashinfers_sampler_builds_with_the_machines_nvcc_and_the_carried_ninja(
+def test_flashinfers_builds_use_the_machines_nvcc_and_the_carried_ninja(
     verl_gpu: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     nvcc = tool(tmp_path / "cuda-13.0" / "bin", "nvcc")
     ninja = tool(tmp_path / "extra" / "ninja" / "data" / "bin", "ninja")
     monkeypatch.setenv("PATH", str(nvcc.parent))  # no system ninja: the carried one is found
     monkeypatch.setattr(verl_gpu, "NINJA_DIRS", (ninja.parent,))
-    env = verl_gpu.sampler_env("flashinfer", {"PATH": "/usr/bin:/bin"})
-    # Set, not left to vLLM's default, so a missing FlashInfer fails the start instead of falling back.
-    assert env["VLLM_USE_FLASHINFER_SAMPLER"] == "1"
+    env = verl_gpu.flashinfer_build_env({"PATH": "/usr/bin:/bin"})
     assert env["CUDA_HOME"] == str(tmp_path / "cuda-13.0")
     assert env["PATH"].split(os.pathsep) == [str(ninja.parent), str(nvcc.parent), "/usr/bin", "/bin"]
 
 
-def test_without_nvcc_or_flashinfer_the_attempt_never_starts(
+def test_without_nvcc_or_flashinfer_jit_check_never_starts(
     verl_gpu: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(verl_gpu, "find_nvcc", lambda: None)
     monkeypatch.setattr(verl_gpu, "find_ninja", lambda: tmp_path / "ninja")
     monkeypatch.setattr(verl_gpu, "WHEELS", tmp_path / "nothing-carried")
-    # Everything grpo-train needs imports; FlashInfer does not (pynvml missing, say).
-    monkeypatch.setattr(verl_gpu, "_importable", lambda name: name != "flashinfer")
     with pytest.raises(SystemExit, match="nvcc"):
-        verl_gpu.sampler_env("flashinfer")
-    assert verl_gpu.preflight(tmp_path / "out", flashinfer=True) == ["nvcc", "flashinfer"]
-    assert verl_gpu.preflight(tmp_path / "out") == []  # the native sampler needs neither
+        verl_gpu.flashinfer_build_env()
+    monkeypatch.setattr(verl_gpu, "_importable", lambda name: name != "flashinfer")
+    with pytest.raises(SystemExit, match="nvcc, ninja and flashinfer"):
+        verl_gpu.main(["jit-check", "--out", str(tmp_path / "out")])
+    assert not (tmp_path / "out" / "jit-check.json").exists()
 
 
 def test_a_cold_attempt_builds_the_kernels_and_its_retry_finds_them(

@@ -150,7 +150,6 @@ def test_the_data_does_not_follow_the_step_count(
             smoke=False,
             omp_threads=0,
             train_rows=0,
-            sampler="native",
         )
         verl_gpu.inputs_4b(args, "shapes-4b")
     assert len(set(rows)) == 1

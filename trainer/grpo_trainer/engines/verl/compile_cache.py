@@ -9,12 +9,12 @@ for cache files that concurrent engines corrupted, verl's note cites). torch 2.1
 write Inductor's artifacts atomically, which is what corrupted them; with such a torch the engine
 turns vLLM's cache back on.
 
-FlashInfer's is a build, not a compile of the model: vLLM warms its sampler up at start-up with a
-top-p and top-k batch, which on CUDA takes FlashInfer's sampling kernels (vLLM's default), and the
-CUDA image ships FlashInfer without its prebuilt kernels, so the first use compiles `sampling.cu`
-with nvcc into `$FLASHINFER_WORKSPACE_BASE/.cache/flashinfer/<version>/<arch>/cached_ops` (the
-base defaults to the home folder, which dies with the pod): every attempt, cold or retried, built
-it again.
+FlashInfer's is a build, not a compile of the model: the CUDA image ships FlashInfer without its
+prebuilt kernels, so a kernel's first use compiles it with nvcc into
+`$FLASHINFER_WORKSPACE_BASE/.cache/flashinfer/<version>/<arch>/cached_ops` (the base defaults to
+the home folder, which dies with the pod). Its sampling module alone took 126 s on the lent
+H200's 16 cores. verl's rollout does not use that one (it asks vLLM for processed log-probs, for
+which vLLM keeps its own sampler); whatever else of FlashInfer's vLLM picks is built once a job.
 
 They go on the job's volume, under its cache folder (kept across attempts), in a folder named
 for the versions that invalidate them: a new image starts a fresh folder and the old ones are
