@@ -12,13 +12,12 @@ on a geo3k-like row with one image) in a new process per setting, on synthetic r
 
 Settings compared, one after the other in one run:
 - `inherit`: every worker keeps the parent's threads (`--threads` each), as verl's filter did;
-- `shared`: the parent sets torch's threads to threads // workers (at least 1) before the filter
-  forks, so the workers share the threads (what the engine's worker setup does now);
+- `shared`: the filter runs inside the engine's own `worker_setup.threads_shared_by`, so the
+  forked workers share the threads (threads // workers each, at least 1);
 - `one-process`: one process with all the threads (verl's default of one worker).
 
-It needs transformers, datasets, torch and Pillow; no GPU. The machine's CPUs (affinity and any
-cgroup quota) are recorded, since a quota below the thread count is what turns oversubscription
-into minutes.
+It needs transformers, datasets, torch and Pillow; no GPU. The machine's CPUs (count, affinity and
+any cgroup quota) are recorded with the figures.
 """
 
 from __future__ import annotations
@@ -86,20 +85,17 @@ def build(folder: Path, rows: int, side: int) -> None:
 
 def child(folder: Path, mode: str, workers: int, threads: int) -> dict[str, Any]:
     """One setting, in this (new) process: the filter over every row, timed."""
+    import contextlib
+
     import datasets
     import torch
+    from grpo_trainer.engines.verl.worker_setup import threads_shared_by
     from PIL import Image
     from transformers import AutoProcessor
 
     processor = AutoProcessor.from_pretrained(folder / "processor")
     rows = datasets.Dataset.from_parquet(str(folder / "rows.parquet"))
     torch.set_num_threads(threads)
-    if mode == "shared":
-        # Forked workers keep this process's torch thread count; a worker started afresh would
-        # read the environment's. The worker setup sets both, and so does this.
-        share = max(1, threads // workers)
-        os.environ["OMP_NUM_THREADS"] = str(share)
-        torch.set_num_threads(share)
 
     def short_enough(doc: dict[str, Any]) -> bool:
         image = Image.open(io.BytesIO(doc["image"])).convert("RGB")
@@ -114,12 +110,13 @@ def child(folder: Path, mode: str, workers: int, threads: int) -> dict[str, Any]
 
     processes = 1 if mode == "one-process" else workers
     num_proc = processes if processes > 1 else None
-    seen = rows.select(range(min(len(rows), processes))).map(
-        worker_threads, num_proc=num_proc, load_from_cache_file=False
-    )
-    started = time.monotonic()
-    kept = rows.filter(short_enough, num_proc=num_proc, load_from_cache_file=False)
-    seconds = time.monotonic() - started
+    with threads_shared_by(workers) if mode == "shared" else contextlib.nullcontext():
+        seen = rows.select(range(min(len(rows), processes))).map(
+            worker_threads, num_proc=num_proc, load_from_cache_file=False
+        )
+        started = time.monotonic()
+        kept = rows.filter(short_enough, num_proc=num_proc, load_from_cache_file=False)
+        seconds = time.monotonic() - started
     return {
         "mode": mode,
         "processes": processes,

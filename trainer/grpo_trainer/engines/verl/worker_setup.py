@@ -34,10 +34,9 @@ filter reads: the data settings, the tokenizer, the processor and the files.
 
 And the filter's threads. `datasets` forks the filter's worker processes from the TaskRunner, and
 each one keeps the TaskRunner's torch thread count, the pod's threads: W workers with W threads
-each ran W x W threads on W cores. On the H200's 16 cores the geo3k
-recipe's 2,101 rows took 77 s that way against 4.5 s with one thread per worker
-(benchmarks/prompt_filter.py; 160 s inside a whole start, where the filter was a third of a cold
-attempt's start-up). `threads_shared_by` gives each worker its share of the threads for the
+each ran W x W threads on W cores. On the H200's 16 cores the geo3k recipe's 2,101 rows took 77 s
+that way against 4.5 s with one thread per worker (benchmarks/prompt_filter.py; 160 s inside a
+whole start, where the filter was a third of a cold attempt's start-up). `threads_shared_by` gives each worker its share of the threads for the
 filter's duration, and puts the TaskRunner's back afterwards.
 """
 
@@ -173,10 +172,8 @@ def threads_shared_by(workers: int) -> Iterator[None]:
 def _filter_in_shared_threads(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def maybe_filter_out_long_prompts(self: Any, *args: Any, **kwargs: Any) -> Any:
-        workers = int(getattr(self, "num_workers", 1) or 1)
-        if not getattr(self, "filter_overlong_prompts", False) or workers <= 1:
-            return original(self, *args, **kwargs)
-        with threads_shared_by(workers):
+        filtering = getattr(self, "filter_overlong_prompts", False)
+        with threads_shared_by(int(getattr(self, "num_workers", 1) or 1) if filtering else 1):
             return original(self, *args, **kwargs)
 
     setattr(maybe_filter_out_long_prompts, _PATCHED, True)
