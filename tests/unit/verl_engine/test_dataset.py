@@ -197,8 +197,9 @@ def test_a_retry_reads_the_filtered_dataset_back_from_the_cache(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """verl's over-long filter is cached by `datasets` under a key that hashed the whole job
-    configuration (the dataset's `config.data` pickles with its parent), so the attempt's own
-    values made every retry filter again; the worker setup gives the dataset its data section alone."""
+    configuration (the dataset's `config.data` and its list of files, as verl's trainer passes
+    them, each pickle with their parent), so the attempt's own values made every retry filter
+    again; the worker setup gives the dataset its data section and its files alone."""
     import datasets
     from datasets.fingerprint import Hasher
     from grpo_trainer.engines.verl import worker_setup
@@ -212,21 +213,29 @@ def test_a_retry_reads_the_filtered_dataset_back_from_the_cache(
     retry, _ = verl_config(
         job, tiny_model, geo3k_files["train"], geo3k_files["test"], tmp_path / "c", attempt=2
     )
-    # The cause: the same data section, a different key, because the attempt's values differ elsewhere.
+    # The cause: the same data section and files, different keys, because the attempt's values
+    # differ elsewhere in the configuration both belong to.
     assert first.data == retry.data
     assert Hasher.hash(first.data) != Hasher.hash(retry.data)
+    assert Hasher.hash(first.data.train_files) != Hasher.hash(retry.data.train_files)
 
-    def fingerprints() -> tuple[str, str]:
-        one = RLHFDataset([str(geo3k_files["train"])], tokenizer, first.data, processor)
-        two = RLHFDataset([str(geo3k_files["train"])], tokenizer, retry.data, processor)
-        assert len(one) == len(two) == 3
-        return one.dataframe._fingerprint, two.dataframe._fingerprint
+    def built(cfg: Any) -> Any:
+        # As verl's trainer builds it: by keyword, with the configuration's own list of files.
+        data = RLHFDataset(
+            data_files=cfg.data.train_files, tokenizer=tokenizer, processor=processor, config=cfg.data
+        )
+        assert len(data) == 3
+        return data.dataframe
 
-    as_released = fingerprints()
-    assert as_released[0] != as_released[1]  # the retry filtered again
+    as_released = built(first), built(retry)
+    assert as_released[0]._fingerprint != as_released[1]._fingerprint  # the retry filtered again
     monkeypatch.setattr(RLHFDataset, "__init__", worker_setup._own_data_config(RLHFDataset.__init__))
-    patched = fingerprints()
-    assert patched[0] == patched[1]  # the retry's filter is a cache hit
+    patched = built(first), built(retry)
+    assert patched[0]._fingerprint == patched[1]._fingerprint
+    # The retry's filter is a cache hit: it reads the file the first attempt's filter wrote.
+    written = [f["filename"] for f in patched[0].cache_files if Path(f["filename"]).name.startswith("cache-")]
+    assert written
+    assert written == [f["filename"] for f in patched[1].cache_files if f["filename"] in written]
     # And the dataset still reads its settings: a shorter limit filters every row.
     short = example_job("geo3k-ascend-910b", tmp_path / "short", dataset={"maxPromptLength": 16})
     cfg, _ = verl_config(short, tiny_model, geo3k_files["train"], geo3k_files["test"], tmp_path / "c2")

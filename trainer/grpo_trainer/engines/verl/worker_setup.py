@@ -25,19 +25,22 @@ that form too, so the first split on the TaskRunner is right as well.
 
 And the over-long prompt filter's cache. verl's `RLHFDataset` filters with `datasets`, which keeps
 the result under `HF_HOME` (on the job's volume) keyed by a hash of the filter function, and that
-function holds the dataset's `config`: `config.data`, a node of the whole job configuration,
-which pickles with its parent. So every attempt's own values anywhere in the configuration (the
-attempt number and metrics file in the runtime_env, a resume path) made a new key, and every
-retry ran the filter again (on the H200 it did: minutes for a dataset of thousands of images).
-`_own_data_config` hands the dataset its `data` section alone, resolved, so the key is what the
-filter reads: the data settings, the tokenizer, the processor and the files.
+function holds the dataset itself: its `config`, which verl's trainer passes as `config.data`, a
+node of the whole job configuration, and its list of files, `config.data.train_files`, another
+node of it; each pickles with its parent. So every attempt's own values anywhere in the
+configuration (the attempt number and metrics file in the runtime_env, a resume path) made a new
+key, and every retry ran the filter again (on the H200 it did, with the section detached and the
+list not: the list was the whole configuration again). `_own_data_config` hands the dataset its
+`data` section and its files each alone, resolved, so the key is what the filter reads: the data
+settings, the tokenizer, the processor and the files.
 
 And the filter's threads. `datasets` forks the filter's worker processes from the TaskRunner, and
 each one keeps the TaskRunner's torch thread count, the pod's threads: W workers with W threads
 each ran W x W threads on W cores. On the H200's 16 cores the geo3k recipe's 2,101 rows took 77 s
 that way against 4.5 s with one thread per worker (benchmarks/prompt_filter.py; 160 s inside a
-whole start, where the filter was a third of a cold attempt's start-up). `threads_shared_by` gives each worker its share of the threads for the
-filter's duration, and puts the TaskRunner's back afterwards.
+whole start, where the filter was a third of a cold attempt's start-up). `threads_shared_by`
+gives each worker its share of the threads for the filter's duration, and puts the TaskRunner's
+back afterwards.
 """
 
 from __future__ import annotations
@@ -124,19 +127,20 @@ def _patch_padding(module: ModuleType) -> None:
         module.left_right_2_no_padding = _normalizing_no_padding(original)
 
 
-def detached(config: Any) -> Any:
-    """An OmegaConf node as a configuration of its own (resolved, no parent); anything else as is."""
-    from omegaconf import DictConfig, OmegaConf
+def detached(node: Any) -> Any:
+    """An OmegaConf node (a section, a list) as one of its own: resolved, no parent, so that it
+    pickles alone. Anything else as is."""
+    from omegaconf import DictConfig, ListConfig, OmegaConf
 
-    if isinstance(config, DictConfig) and config._get_parent() is not None:
-        return OmegaConf.create(OmegaConf.to_container(config, resolve=True))
-    return config
+    if isinstance(node, DictConfig | ListConfig) and node._get_parent() is not None:
+        return OmegaConf.create(OmegaConf.to_container(node, resolve=True))
+    return node
 
 
 def _own_data_config(original: Callable[..., None]) -> Callable[..., None]:
     @functools.wraps(original)
     def init(self: Any, data_files: Any, tokenizer: Any, config: Any, *args: Any, **kwargs: Any) -> None:
-        original(self, data_files, tokenizer, detached(config), *args, **kwargs)
+        original(self, detached(data_files), tokenizer, detached(config), *args, **kwargs)
 
     setattr(init, _PATCHED, True)
     return init
