@@ -36,7 +36,8 @@ Commands (docs/benchmarks/verl-gpu.md has the plan, what to carry and what each 
             python3 benchmarks/verl_gpu.py start tiny --smoke --out /tmp/smoke
 
 `wait` returns when the attempt ends or its time is up, printing the attempt's progress lines;
-its summary (`<part>-summary.json`) and the logs (`<part>-logs.tar.gz`) land in --out each time.
+an attempt started with `--then` is followed by the one its chain starts next, in the same call.
+Its summary (`<part>-summary.json`) and the logs (`<part>-logs.tar.gz`) land in --out each time.
 """
 
 from __future__ import annotations
@@ -1179,7 +1180,38 @@ def run_then(folder: Path) -> int:
     rc = folder / "rc"
     ended = rc.read_text().strip() if rc.is_file() else "unknown"
     log(f"then: the first attempt ended (exit code {ended}); `{' '.join(argv)}`")
-    return main(argv)
+    started = main(argv)
+    (folder / THEN_STARTED).write_text(str(started))
+    return started
+
+
+THEN_STARTED = "then-rc"
+"""In the first attempt's folder, once its `--then` has started the next part: `start`'s exit code."""
+
+
+def chained(first: Attempt, deadline: float) -> Attempt | None:
+    """The attempt `--then` started after `first` (which has ended), waiting until `deadline` for
+    its start; None when `first` chains nothing, or the next one did not start in time.
+
+    So one `wait` call follows a cold attempt and then its retry: a `wait` called in the seconds
+    between the two used to find only the ended attempt and return, and the call after it came
+    too late for a machine that is given back after 30 s without one.
+    """
+    request = first.folder / "then.json"
+    if not request.is_file():
+        return None
+    part = json.loads(request.read_text())["argv"][1]
+    marker = first.folder / THEN_STARTED
+    while not marker.is_file():
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(THEN_POLL_S)
+    started = marker.read_text().strip()
+    if started != "0":
+        log(f"then: the next part did not start (exit code {started}; then.log says why)")
+        return None
+    found = attempts(part)
+    return found[-1] if found and found[-1] != first else None
 
 
 def _alive(pid: int) -> bool:
@@ -1371,21 +1403,32 @@ def summary(part: str) -> dict[str, Any]:
 
 
 def cmd_wait(args: argparse.Namespace) -> int:
+    """Follow the part's newest attempt, and the attempts its `--then` chain starts after it,
+    until the chain's last one ends or the time is up."""
     found = attempts(args.part)
     if not found:
         raise SystemExit(f"no {args.part} attempt has been started")
-    attempt = found[-1]
-    log(f"following {args.part} attempt {attempt.number} for up to {args.seconds:.0f} s")
-    code = follow(attempt, args.seconds)
-    result = summary(args.part)
-    write_json(args.out / f"{args.part}-summary.json", result)
-    # raw-4b's attempts live in a folder of their own (its inputs are shapes-4b's)
-    archive_logs(args.out, WORK / ("shapes-4b" if args.part == "shapes-4b" else args.part), args.part)
-    state = "still running" if code is None and attempt.running() else f"ended, exit code {code}"
-    log(
-        f"{args.part} attempt {attempt.number}: {state}; steps {result['attempts'][f'attempt_{attempt.number}']['steps']}"
-    )
-    return 0 if code in (0, None) else 1
+    attempt: Attempt | None = found[-1]
+    deadline = time.monotonic() + args.seconds
+    followed: list[tuple[Attempt, int | None]] = []
+    while attempt is not None:
+        left = max(0.0, deadline - time.monotonic())
+        log(f"following {attempt.part} attempt {attempt.number} for up to {left:.0f} s")
+        code = follow(attempt, left)
+        followed.append((attempt, code))
+        if code is None and attempt.running():
+            break
+        attempt = chained(attempt, deadline)
+    results = {part: summary(part) for part in dict.fromkeys(a.part for a, _ in followed)}
+    for part, result in results.items():
+        write_json(args.out / f"{part}-summary.json", result)
+        # raw-4b's attempts live in a folder of their own (its inputs are shapes-4b's)
+        archive_logs(args.out, WORK / part, part)
+    last, code = followed[-1]
+    state = "still running" if code is None and last.running() else f"ended, exit code {code}"
+    steps = results[last.part]["attempts"][f"attempt_{last.number}"]["steps"]
+    log(f"{last.part} attempt {last.number}: {state}; steps {steps}")
+    return 0 if all(c in (0, None) for _, c in followed) else 1
 
 
 def archive_logs(out: Path, work: Path, name: str) -> None:

@@ -84,6 +84,7 @@ def test_the_chain_waits_for_the_supervisor_then_starts(
     assert verl_gpu.run_then(folder) == 0
     assert [argv for argv, _ in started] == [["start", "shapes-4b", "--steps", "3"]]
     assert started[0][1] - began >= 1.0, "started before the first attempt's supervisor had exited"
+    assert (folder / verl_gpu.THEN_STARTED).read_text() == "0"  # what a `wait` reads to follow on
 
 
 def test_the_chain_gives_up_on_a_first_attempt_that_never_ends(
@@ -102,3 +103,73 @@ def test_the_chain_gives_up_on_a_first_attempt_that_never_ends(
     finally:
         supervisor.kill()
         supervisor.wait()
+
+
+def _ended_attempt(folder: Path, then: list[str] | None = None) -> None:
+    """An attempt folder as the supervisor leaves it: its output, exit code and (dead) pid."""
+    folder.mkdir(parents=True)
+    (folder / "output.log").write_text("[    1.0s] engine command: main_ppo\n")
+    (folder / "rc").write_text("0")
+    command = {"command": ["python3", "-m", "grpo_trainer", "run"], "env": {}, "started": time.time()}
+    (folder / "command.json").write_text(json.dumps({**command, "sample_every": 0}))
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    (folder / "pid").write_text(done.stdout.strip())
+    if then is not None:
+        (folder / "then.json").write_text(json.dumps({"argv": then}))
+
+
+def _wait(verl_gpu: ModuleType, tmp_path: Path, seconds: float) -> int:
+    import argparse
+
+    return verl_gpu.cmd_wait(argparse.Namespace(part="shapes-4b", seconds=seconds, out=tmp_path / "out"))
+
+
+def test_one_wait_follows_the_attempt_the_chain_starts_after_the_first(
+    verl_gpu: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A `wait` that comes in the seconds between a cold attempt's end and its retry's start
+    follows the retry once the chain has started it, instead of returning with the first alone."""
+    monkeypatch.setattr(verl_gpu, "WORK", tmp_path / "work")
+    monkeypatch.setattr(verl_gpu, "THEN_POLL_S", 0.05)
+    (tmp_path / "out").mkdir()
+    first = tmp_path / "work" / "shapes-4b" / "attempt-1"
+    _ended_attempt(first, then=["start", "shapes-4b", "--steps", "1", "--attempt", "2"])
+
+    def chain_starts_the_retry() -> None:
+        time.sleep(0.5)
+        _ended_attempt(first.parent / "attempt-2")
+        (first / verl_gpu.THEN_STARTED).write_text("0")
+
+    chain = threading.Thread(target=chain_starts_the_retry)
+    chain.start()
+    assert _wait(verl_gpu, tmp_path, 30) == 0
+    chain.join()
+    said = capsys.readouterr().out
+    assert "following shapes-4b attempt 1" in said
+    assert "following shapes-4b attempt 2" in said
+    assert "shapes-4b attempt 2: ended, exit code 0" in said
+    written = json.loads((tmp_path / "out" / "shapes-4b-summary.json").read_text())
+    assert set(written["attempts"]) == {"attempt_1", "attempt_2"}
+    # The retry chains nothing: a second `wait` follows it alone and returns.
+    assert _wait(verl_gpu, tmp_path, 30) == 0
+    assert "following shapes-4b attempt 1" not in capsys.readouterr().out
+
+
+def test_a_wait_stops_at_a_chain_that_did_not_start_or_at_its_time(
+    verl_gpu: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(verl_gpu, "WORK", tmp_path / "work")
+    monkeypatch.setattr(verl_gpu, "THEN_POLL_S", 0.05)
+    (tmp_path / "out").mkdir()
+    first = tmp_path / "work" / "shapes-4b" / "attempt-1"
+    _ended_attempt(first, then=["start", "shapes-4b", "--attempt", "2"])
+    began = time.monotonic()
+    assert _wait(verl_gpu, tmp_path, 0.4) == 0  # the chain has not started the retry: time is up
+    assert time.monotonic() - began < 5
+    (first / verl_gpu.THEN_STARTED).write_text("2")  # `start` refused the retry
+    assert _wait(verl_gpu, tmp_path, 30) == 0
+    said = capsys.readouterr().out
+    assert "the next part did not start (exit code 2" in said
+    assert "following shapes-4b attempt 2" not in said
