@@ -168,7 +168,75 @@ def test_a_missing_job_is_one_line(cluster, namespace, crds, plugin_path):
         assert result.stderr == f'error: grpojob "gone" not found in namespace "{namespace}"\n'
 
 
-def test_reading_the_volume_through_a_pod(cluster, namespace, crds, plugin_path):
+KWOK_NODE = "kwok-cpu-0"
+"""Where the reader tests' volumes live (hack/cluster/node-pools.yaml): a KWOK node, so the pod runs
+nothing and the path under test ends where a kubelet would serve its output."""
+
+
+@pytest.fixture
+def local_claim(cluster: Cluster, namespace: str):
+    """Makes claims bound to a local volume on `KWOK_NODE`, and deletes the volumes after the test.
+
+    The reader pod tolerates every taint (it goes wherever the volume is), so on a cluster that also
+    has the real node (hack/node-up.sh) a claim of the default class, which any node can mount, let
+    the scheduler put it there, where it pulled its image instead. A local volume decides where it
+    runs, as a user's local volume would.
+    """
+    made: list[str] = []
+
+    def make(name: str) -> None:
+        volume = f"{namespace}-{name}"
+        made.append(volume)
+        cluster.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {"name": volume},
+                "spec": {
+                    "capacity": {"storage": "1Gi"},
+                    "accessModes": ["ReadWriteOnce"],
+                    "persistentVolumeReclaimPolicy": "Retain",
+                    "storageClassName": "",
+                    "local": {"path": f"/tmp/grpo-local-volumes/{volume}"},
+                    "nodeAffinity": {
+                        "required": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {
+                                            "key": "kubernetes.io/hostname",
+                                            "operator": "In",
+                                            "values": [KWOK_NODE],
+                                        }
+                                    ]
+                                }
+                            ]
+                        }
+                    },
+                },
+            }
+        )
+        cluster.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": "",
+                    "volumeName": volume,
+                    "resources": {"requests": {"storage": "1Gi"}},
+                },
+            }
+        )
+        cluster.wait_for("pvc", name, namespace, lambda c: c["status"].get("phase") == "Bound", what="Bound")
+
+    yield make
+    for volume in made:
+        cluster.kubectl("delete", "pv", volume, "--ignore-not-found", "--wait=false")
+
+
+def test_reading_the_volume_through_a_pod(cluster, namespace, crds, plugin_path, local_claim):
     """The reader pod mounts the job's claim; KWOK runs it but serves no output: one line, pod gone."""
     manifest = yaml.safe_load((REPO / "examples" / "lora-single-gpu.yaml").read_text())
     cluster.apply({**manifest, "metadata": {"name": "reader", "namespace": namespace}})
@@ -178,14 +246,7 @@ def test_reading_the_volume_through_a_pod(cluster, namespace, crds, plugin_path)
         "error: the job's volume (claim reader-checkpoints) does not exist: the job has not started, "
         "or its claim was deleted with it\n"
     )
-    cluster.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": "reader-checkpoints", "namespace": namespace},
-            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
-        }
-    )
+    local_claim("reader-checkpoints")
     result = kubectl_grpo(cluster, plugin_path, "logs", "reader", "--attempt", "1", "-n", namespace)
     assert result.returncode == 1
     assert result.stderr.startswith("error: cannot read the output of pod reader-read-")
@@ -333,18 +394,9 @@ def test_dashboard_forwards_the_heads_service_or_says_why_not(cluster, namespace
 # --- logs in hardened namespaces, and after the job ----------------------------------------------
 
 
-def _claim(cluster: Cluster, namespace: str, name: str) -> None:
-    cluster.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
-        }
-    )
-
-
-def test_the_reader_pod_is_admitted_where_restricted_is_enforced(cluster, namespace, crds, plugin_path):
+def test_the_reader_pod_is_admitted_where_restricted_is_enforced(
+    cluster, namespace, crds, plugin_path, local_claim
+):
     """The API server's Pod Security admission is real here: it refuses a pod as the reader used to
     be (root allowed, no seccomp profile) and admits the reader, for a live job and for a claim
     whose job is gone. KWOK then runs the pod but serves no output: that one line is the end."""
@@ -372,7 +424,7 @@ def test_the_reader_pod_is_admitted_where_restricted_is_enforced(cluster, namesp
     assert 'violates PodSecurity "restricted' in refused.stderr
 
     _job_named(cluster, namespace, "kept", {"phase": "Succeeded", "attempt": 1})
-    _claim(cluster, namespace, "kept-checkpoints")
+    local_claim("kept-checkpoints")
     live = kubectl_grpo(cluster, plugin_path, "logs", "kept", "-n", namespace)
     assert live.returncode == 1
     assert live.stderr.startswith("error: cannot read the output of pod kept-read-"), live.stderr
@@ -429,7 +481,9 @@ def _user_kubeconfig(cluster: Cluster, namespace: str, account: str, folder: Pat
     return str(path)
 
 
-def test_the_charts_logreader_role_is_what_logs_needs(cluster, namespace, crds, plugin_path, tmp_path):
+def test_the_charts_logreader_role_is_what_logs_needs(
+    cluster, namespace, crds, plugin_path, tmp_path, local_claim
+):
     """The chart's viewer role alone cannot make the reader pod (one line saying so); with its
     logreader role bound too, the plugin gets as far as KWOK lets it (the pod's output)."""
     from support.helm import only, render
@@ -443,7 +497,7 @@ def test_the_charts_logreader_role_is_what_logs_needs(cluster, namespace, crds, 
         roles[suffix] = role["metadata"]["name"]
     try:
         _job_named(cluster, namespace, "mine", {"phase": "Running", "attempt": 1})
-        _claim(cluster, namespace, "mine-checkpoints")
+        local_claim("mine-checkpoints")
         kubeconfig = _user_kubeconfig(cluster, namespace, "alice", tmp_path)
         cluster.kubectl(
             "create",
