@@ -1117,6 +1117,11 @@ START = {"tiny": start_tiny, "shapes-4b": start_4b, "raw-4b": start_raw}
 PARTS = tuple(START)
 THEN_POLL_S = 5.0
 THEN_LIMIT_S = 2 * 3600.0
+THEN_REQUEST = "then.json"
+"""In the first attempt's folder: the `start` arguments its `--then` runs once it has ended."""
+THEN_STARTED = "then-rc"
+"""In the first attempt's folder, once its `--then` has tried to start the next part: `start`'s
+exit code (a `wait` reads it to know whether there is an attempt to follow on to)."""
 
 
 def then_argv(argv: list[str], part: str, then: str, attempt: int = 1) -> list[str]:
@@ -1150,7 +1155,7 @@ def start_then(first: Attempt, argv: list[str]) -> int:
     left without a call for ~30 s is given back with everything on it.
     """
     folder = first.folder
-    write_json(folder / "then.json", {"argv": argv})
+    write_json(folder / THEN_REQUEST, {"argv": argv})
     with open(folder / "then.log", "w") as out:
         process = subprocess.Popen(
             [sys.executable, str(Path(__file__).resolve()), "_then", str(folder)],
@@ -1166,7 +1171,7 @@ def start_then(first: Attempt, argv: list[str]) -> int:
 def run_then(folder: Path) -> int:
     """The detached side of `--then`: wait for the first attempt's supervisor to exit (its exit
     code written and its Ray stopped), then start the next part as `start` would."""
-    argv = json.loads((folder / "then.json").read_text())["argv"]
+    argv = json.loads((folder / THEN_REQUEST).read_text())["argv"]
     pid_file = folder / "pid"
     deadline = time.monotonic() + THEN_LIMIT_S
     while time.monotonic() < deadline:
@@ -1180,13 +1185,15 @@ def run_then(folder: Path) -> int:
     rc = folder / "rc"
     ended = rc.read_text().strip() if rc.is_file() else "unknown"
     log(f"then: the first attempt ended (exit code {ended}); `{' '.join(argv)}`")
-    started = main(argv)
-    (folder / THEN_STARTED).write_text(str(started))
+    started = 1
+    try:
+        started = main(argv)
+    except SystemExit as refused:  # `start` refuses with a message: a `wait` must still hear of it
+        started = refused.code if isinstance(refused.code, int) else 1
+        raise
+    finally:
+        (folder / THEN_STARTED).write_text(str(started))
     return started
-
-
-THEN_STARTED = "then-rc"
-"""In the first attempt's folder, once its `--then` has started the next part: `start`'s exit code."""
 
 
 def chained(first: Attempt, deadline: float) -> Attempt | None:
@@ -1197,7 +1204,7 @@ def chained(first: Attempt, deadline: float) -> Attempt | None:
     between the two used to find only the ended attempt and return, and the call after it came
     too late for a machine that is given back after 30 s without one.
     """
-    request = first.folder / "then.json"
+    request = first.folder / THEN_REQUEST
     if not request.is_file():
         return None
     part = json.loads(request.read_text())["argv"][1]
@@ -1422,7 +1429,6 @@ def cmd_wait(args: argparse.Namespace) -> int:
     results = {part: summary(part) for part in dict.fromkeys(a.part for a, _ in followed)}
     for part, result in results.items():
         write_json(args.out / f"{part}-summary.json", result)
-        # raw-4b's attempts live in a folder of their own (its inputs are shapes-4b's)
         archive_logs(args.out, WORK / part, part)
     last, code = followed[-1]
     state = "still running" if code is None and last.running() else f"ended, exit code {code}"

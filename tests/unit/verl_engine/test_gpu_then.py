@@ -65,7 +65,7 @@ def test_the_chain_waits_for_the_supervisor_then_starts(
 ) -> None:
     folder = tmp_path / "attempt-1"
     folder.mkdir()
-    (folder / "then.json").write_text(json.dumps({"argv": ["start", "shapes-4b", "--steps", "3"]}))
+    (folder / verl_gpu.THEN_REQUEST).write_text(json.dumps({"argv": ["start", "shapes-4b", "--steps", "3"]}))
     supervisor = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
     (folder / "pid").write_text(str(supervisor.pid))
     (folder / "rc").write_text("0")  # written before the supervisor stops Ray: not yet the end
@@ -86,13 +86,22 @@ def test_the_chain_waits_for_the_supervisor_then_starts(
     assert started[0][1] - began >= 1.0, "started before the first attempt's supervisor had exited"
     assert (folder / verl_gpu.THEN_STARTED).read_text() == "0"  # what a `wait` reads to follow on
 
+    # A start that refuses (SystemExit with its message) still tells a `wait` there is nothing to follow.
+    def refuse(argv: list[str]) -> int:
+        raise SystemExit("the model is not there")
+
+    monkeypatch.setattr(verl_gpu, "main", refuse)
+    with pytest.raises(SystemExit):
+        verl_gpu.run_then(folder)
+    assert (folder / verl_gpu.THEN_STARTED).read_text() == "1"
+
 
 def test_the_chain_gives_up_on_a_first_attempt_that_never_ends(
     verl_gpu: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     folder = tmp_path / "attempt-1"
     folder.mkdir()
-    (folder / "then.json").write_text(json.dumps({"argv": ["start", "shapes-4b"]}))
+    (folder / verl_gpu.THEN_REQUEST).write_text(json.dumps({"argv": ["start", "shapes-4b"]}))
     supervisor = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         (folder / "pid").write_text(str(supervisor.pid))
@@ -105,19 +114,24 @@ def test_the_chain_gives_up_on_a_first_attempt_that_never_ends(
         supervisor.wait()
 
 
-def _ended_attempt(folder: Path, then: list[str] | None = None) -> None:
+def _ended_attempt(verl_gpu: ModuleType, folder: Path, then: list[str] | None = None) -> None:
     """An attempt folder as the supervisor leaves it: its output, exit code and (dead) pid."""
     folder.mkdir(parents=True)
     (folder / "output.log").write_text("[    1.0s] engine command: main_ppo\n")
     (folder / "rc").write_text("0")
-    command = {"command": ["python3", "-m", "grpo_trainer", "run"], "env": {}, "started": time.time()}
-    (folder / "command.json").write_text(json.dumps({**command, "sample_every": 0}))
+    command = {
+        "command": ["python3", "-m", "grpo_trainer", "run"],
+        "env": {},
+        "started": time.time(),
+        "sample_every": 0,
+    }
+    (folder / "command.json").write_text(json.dumps(command))
     done = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
     )
     (folder / "pid").write_text(done.stdout.strip())
     if then is not None:
-        (folder / "then.json").write_text(json.dumps({"argv": then}))
+        (folder / verl_gpu.THEN_REQUEST).write_text(json.dumps({"argv": then}))
 
 
 def _wait(verl_gpu: ModuleType, tmp_path: Path, seconds: float) -> int:
@@ -135,11 +149,11 @@ def test_one_wait_follows_the_attempt_the_chain_starts_after_the_first(
     monkeypatch.setattr(verl_gpu, "THEN_POLL_S", 0.05)
     (tmp_path / "out").mkdir()
     first = tmp_path / "work" / "shapes-4b" / "attempt-1"
-    _ended_attempt(first, then=["start", "shapes-4b", "--steps", "1", "--attempt", "2"])
+    _ended_attempt(verl_gpu, first, then=["start", "shapes-4b", "--steps", "1", "--attempt", "2"])
 
     def chain_starts_the_retry() -> None:
         time.sleep(0.5)
-        _ended_attempt(first.parent / "attempt-2")
+        _ended_attempt(verl_gpu, first.parent / "attempt-2")
         (first / verl_gpu.THEN_STARTED).write_text("0")
 
     chain = threading.Thread(target=chain_starts_the_retry)
@@ -164,7 +178,7 @@ def test_a_wait_stops_at_a_chain_that_did_not_start_or_at_its_time(
     monkeypatch.setattr(verl_gpu, "THEN_POLL_S", 0.05)
     (tmp_path / "out").mkdir()
     first = tmp_path / "work" / "shapes-4b" / "attempt-1"
-    _ended_attempt(first, then=["start", "shapes-4b", "--attempt", "2"])
+    _ended_attempt(verl_gpu, first, then=["start", "shapes-4b", "--attempt", "2"])
     began = time.monotonic()
     assert _wait(verl_gpu, tmp_path, 0.4) == 0  # the chain has not started the retry: time is up
     assert time.monotonic() - began < 5
