@@ -704,6 +704,24 @@ def stop(part: str) -> int:
     return 0
 
 
+def _started(attempt: Attempt) -> bool:
+    """Whether the attempt's output shows its start-up over (the rollout server's mark)."""
+    return phases(attempt.folder / "output.log")[STARTUP_END] is not None
+
+
+def stop_attempt(attempt: Attempt, seconds: float = 120) -> None:
+    """Stop one attempt as a killed pod's would stop (SIGTERM to its process group), then wait
+    for its supervisor to exit, which is what a `--then` chain waits for to start the next one."""
+    child = attempt.folder / "child-pid"
+    if child.is_file():
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(int(child.read_text()), signal.SIGTERM)
+    deadline = time.monotonic() + seconds
+    while attempt.running() and time.monotonic() < deadline:
+        time.sleep(1)
+    log(f"{attempt.part} attempt {attempt.number}: stopped at the end of its start-up")
+
+
 def stop_ray() -> None:
     """What a finished or stopped run's local Ray left behind (this machine runs nothing else on Ray)."""
     subprocess.run(
@@ -717,8 +735,10 @@ def stop_ray() -> None:
 PROGRESS = re.compile(r"step:\d+ |GRPO_FAILURE|Traceback|Error|engine command|exported|training-complete")
 
 
-def follow(attempt: Attempt, seconds: float) -> int | None:
-    """Print the attempt's progress lines until it ends or `seconds` pass; its exit code, if it ended."""
+def follow(attempt: Attempt, seconds: float, until: re.Pattern[str] | None = None) -> int | None:
+    """Print the attempt's progress lines until it ends or `seconds` pass; its exit code, if it ended.
+
+    With `until`, also return (None) at the first output line that matches it."""
     log_file = attempt.folder / "output.log"
     deadline = time.monotonic() + seconds
     position = 0
@@ -729,6 +749,9 @@ def follow(attempt: Attempt, seconds: float) -> int | None:
                 for line in text:
                     if PROGRESS.search(line) and "Warning" not in line:
                         print("    " + line.rstrip()[:240], flush=True)
+                    if until is not None and until.search(line):
+                        print("    " + line.rstrip()[:240], flush=True)
+                        return None
                 position = text.tell()
         code = attempt.rc()
         if code is not None or not attempt.running() or time.monotonic() >= deadline:
@@ -751,6 +774,9 @@ PHASES = (
 """Marks in an attempt's output, in the order start-up passes them (a raw main_ppo run has no
 "engine command" line: its first phase is then empty)."""
 STAMP = re.compile(r"^\[\s*([\d.]+)s\] ")
+STARTUP_END = "rollout_server"
+"""The last phase before step 1: by its mark the compile caches a retry reuses are written."""
+STARTED = dict(PHASES)[STARTUP_END]
 
 
 def phases(log_file: Path) -> dict[str, float | None]:
@@ -1421,7 +1447,10 @@ def cmd_wait(args: argparse.Namespace) -> int:
     while attempt is not None:
         left = max(0.0, deadline - time.monotonic())
         log(f"following {attempt.part} attempt {attempt.number} for up to {left:.0f} s")
-        code = follow(attempt, left)
+        code = follow(attempt, left, STARTED if args.stop_at_startup else None)
+        if code is None and args.stop_at_startup and _started(attempt):
+            stop_attempt(attempt)
+            code = attempt.rc()
         followed.append((attempt, code))
         if code is None and attempt.running():
             break
@@ -1602,9 +1631,16 @@ def cmd_stacks(archive: Path, attempt: int) -> int:
 
 def startup_against_cold(cold: dict[str, Any], retry: dict[str, Any]) -> dict[str, Any]:
     """What a retry pays before its first step, against the cold attempt: the time until step 1
-    began (its line's stamp less its own step time), each phase's share, and the ratio."""
+    began (its line's stamp less its own step time), each phase's share, and the ratio.
+
+    A pair stopped at the end of its start-up (`wait --stop-at-startup`) has no step: both are
+    then measured to the rollout server's mark, the last one before step 1 (1.8 s before it in
+    the cold attempt of the geo3k recipe's rows that ran to its step)."""
+    to_step = bool(cold["steps"] and retry["steps"])
 
     def before_first_step(run: dict[str, Any]) -> float:
+        if not to_step:
+            return round(run["startup_s"][STARTUP_END], 1)
         first = run["steps"][0]
         return round(run["startup_s"]["first_step"] - run["timing_s"][first]["timing_s/step"], 1)
 
@@ -1617,6 +1653,7 @@ def startup_against_cold(cold: dict[str, Any], retry: dict[str, Any]) -> dict[st
 
     cold_s, retry_s = before_first_step(cold), before_first_step(retry)
     return {
+        "measured_to": "step 1" if to_step else f"the {STARTUP_END} mark",
         "cold_s": cold_s,
         "retry_s": retry_s,
         "ratio": round(retry_s / cold_s, 3),
@@ -1675,6 +1712,15 @@ def record(source: Path, gpus: int, section: str | None = None, previous_as: str
     def run(found: dict[str, Any], attempt: str = "attempt_1") -> dict[str, Any]:
         one = found["attempts"][attempt]
         per_step = logged_steps(source / f"{found['part']}-logs.tar.gz", attempt) or one["per_step"]
+        if not per_step:  # stopped at the end of its start-up: what it has is the start-up
+            return {
+                "exit_code": one["exit_code"],
+                "steps": [],
+                "startup_s": logged_phases(source / f"{found['part']}-logs.tar.gz", attempt)
+                or one["startup_s"],
+                "train_file": train_file(one["engine_overrides"]),
+                "jit_builds": one.get("jit_builds", []),
+            }
         steps = [
             {k: v for k, v in step.items() if k == "step" or k.startswith(STEP_KEYS)} for step in per_step
         ]
@@ -1810,6 +1856,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--previous-as", help="record: keep the main run the new one replaces under this key")
     parser.add_argument("--seconds", type=float, default=540, help="wait: how long to follow")
+    parser.add_argument(
+        "--stop-at-startup",
+        action="store_true",
+        help="wait: stop each attempt it follows once its start-up is over (the rollout server up, the "
+        "compile caches written), so a start-up pair fits a lease with little device time left",
+    )
     parser.add_argument(
         "--sample-stacks",
         type=float,

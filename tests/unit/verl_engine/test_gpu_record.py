@@ -189,6 +189,47 @@ def test_a_start_up_section_keeps_the_main_run_and_reads_the_retry(
     assert section["retry_startup"]["cold_s"] == 340.0
     assert section["retry_startup"]["retry_s"] == 200.0
     assert section["retry_startup"]["ratio"] == round(200 / 340, 3)
+    assert section["retry_startup"]["measured_to"] == "step 1"
+
+
+def test_a_pair_stopped_at_startup_is_measured_to_the_rollout_servers_mark(
+    verl_gpu: ModuleType, tmp_path: Path
+) -> None:
+    """`wait --stop-at-startup` stops both attempts before any step: both are then measured to the
+    last mark before step 1, and the section says so."""
+    source = tmp_path / "came-back"
+    source.mkdir()
+    cold, retry = attempt(75, []), attempt(75, [])
+    cold["startup_s"] = {
+        "trainer": 4.0,
+        "actor_and_reference": 135.5,
+        "rollout_server": 294.2,
+        "first_step": None,
+    }
+    retry["startup_s"] = {
+        "trainer": 3.4,
+        "actor_and_reference": 120.3,
+        "rollout_server": 193.4,
+        "first_step": None,
+    }
+    (source / "shapes-4b-summary.json").write_text(
+        json.dumps(summary("shapes-4b", {"attempt_1": cold, "attempt_2": retry}))
+    )
+    target = tmp_path / "repo" / "docs" / "benchmarks" / "data" / "verl-4b-1gpu.json"
+    target.parent.mkdir(parents=True)
+    target.write_text(json.dumps({"startup_2101": {"kept": True}}))
+
+    verl_gpu.record(source, 1, "startup_2101_cached")
+
+    written = json.loads(target.read_text())
+    assert written["startup_2101"] == {"kept": True}
+    section = written["startup_2101_cached"]
+    pair = section["retry_startup"]
+    assert pair["measured_to"] == "the rollout_server mark"
+    assert (pair["cold_s"], pair["retry_s"], pair["ratio"]) == (294.2, 193.4, round(193.4 / 294.2, 3))
+    assert pair["retry_phases_s"] == {"trainer": 3.4, "actor_and_reference": 116.9, "rollout_server": 73.1}
+    assert section["ours_retry"]["steps"] == []
+    assert section["ours"]["train_file"] == "/v/data/geo3k-a/train.parquet"
 
 
 def test_raw_verl_gets_the_same_batches(verl_gpu: ModuleType, tmp_path: Path) -> None:

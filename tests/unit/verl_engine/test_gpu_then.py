@@ -137,7 +137,9 @@ def _ended_attempt(verl_gpu: ModuleType, folder: Path, then: list[str] | None = 
 def _wait(verl_gpu: ModuleType, tmp_path: Path, seconds: float) -> int:
     import argparse
 
-    return verl_gpu.cmd_wait(argparse.Namespace(part="shapes-4b", seconds=seconds, out=tmp_path / "out"))
+    return verl_gpu.cmd_wait(
+        argparse.Namespace(part="shapes-4b", seconds=seconds, out=tmp_path / "out", stop_at_startup=False)
+    )
 
 
 def test_one_wait_follows_the_attempt_the_chain_starts_after_the_first(
@@ -187,3 +189,58 @@ def test_a_wait_stops_at_a_chain_that_did_not_start_or_at_its_time(
     said = capsys.readouterr().out
     assert "the next part did not start (exit code 2" in said
     assert "following shapes-4b attempt 2" not in said
+
+
+def test_a_wait_that_stops_at_startup_stops_each_attempt_once_its_rollout_server_is_up(
+    verl_gpu: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`wait --stop-at-startup`: a start-up pair in a lease with little device time left stops the
+    cold attempt once its start-up is over (the chain then starts the retry) instead of waiting
+    for its steps; an attempt still starting up is left running."""
+    monkeypatch.setattr(verl_gpu, "WORK", tmp_path / "work")
+    (tmp_path / "out").mkdir()
+    folder = tmp_path / "work" / "shapes-4b" / "attempt-1"
+    _ended_attempt(verl_gpu, folder)
+    (folder / "rc").unlink()
+    script = (
+        "import sys, time\n"
+        "log = open(sys.argv[1], 'a')\n"
+        "for line in ['[  20.0s] actor and ref model engine initialized',"
+        " '[  30.0s] checkpoint engine manager initialized', '[  31.0s] generating']:\n"
+        "    time.sleep(0.3); log.write(line + '\\n'); log.flush()\n"
+        "time.sleep(60)\n"
+    )
+    attempt = subprocess.Popen(
+        [sys.executable, "-c", script, str(folder / "output.log")], start_new_session=True
+    )
+    try:
+        (folder / "pid").write_text(str(attempt.pid))
+        (folder / "child-pid").write_text(str(attempt.pid))
+        threading.Thread(target=attempt.wait, daemon=True).start()
+        import argparse
+
+        began = time.monotonic()
+        args = argparse.Namespace(part="shapes-4b", seconds=30, out=tmp_path / "out", stop_at_startup=True)
+        assert verl_gpu.cmd_wait(args) == 0
+        assert time.monotonic() - began < 20, "waited for the attempt's end, not its start-up's"
+        assert attempt.poll() is not None, "the attempt was left running"
+        assert "attempt 1: stopped at the end of its start-up" in capsys.readouterr().out
+        written = json.loads((tmp_path / "out" / "shapes-4b-summary.json").read_text())
+        assert written["attempts"]["attempt_1"]["startup_s"]["rollout_server"] == 30.0
+    finally:
+        attempt.kill()
+
+    # Without the mark yet, the attempt runs on when the time is up.
+    second = folder.parent / "attempt-2"
+    _ended_attempt(verl_gpu, second)
+    (second / "rc").unlink()
+    running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
+    try:
+        (second / "pid").write_text(str(running.pid))
+        (second / "child-pid").write_text(str(running.pid))
+        args = argparse.Namespace(part="shapes-4b", seconds=0.5, out=tmp_path / "out", stop_at_startup=True)
+        assert verl_gpu.cmd_wait(args) == 0
+        assert running.poll() is None
+    finally:
+        running.kill()
+        running.wait()
