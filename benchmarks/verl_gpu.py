@@ -29,6 +29,8 @@ Commands (docs/benchmarks/verl-gpu.md has the plan, what to carry and what each 
             python3 benchmarks/verl_gpu.py start raw-4b [--steps 3] [--then shapes-4b]   # the second once the first ends
             python3 benchmarks/verl_gpu.py start shapes-4b --steps 1 --then shapes-4b  # a cold attempt, then its retry
             ... start PART --sample-stacks 5      # every Python process's stack every 5 s until step 1 ends
+            ... start PART --engine-override KEY=VALUE   # one more engine override in ours' GRPOJob
+            ... wait shapes-4b --stop-at-startup  # stop each attempt once its rollout server is up
     here:   python3 benchmarks/verl_gpu.py stacks DIR/PART-logs.tar.gz [--attempt N]   # their timeline
             python3 benchmarks/verl_gpu.py wait tiny --out "$OUT" [--seconds 540]
             python3 benchmarks/verl_gpu.py stop tiny                # the running attempt and its Ray
@@ -884,6 +886,7 @@ def tiny_sizes(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "eager": True,
         "save": 2,
         "export": True,
+        "overrides": list(args.engine_override),
     }
     if args.reward == "custom-batch":
         sizes["reward"] = custom_batch_reward(work)
@@ -944,7 +947,7 @@ def sizes_4b(args: argparse.Namespace) -> dict[str, Any]:
         "save": 1000000,
         "export": False,
         # No checkpoint (4B weights and optimiser state: ~60 GB, minutes to write).
-        "overrides": ["trainer.save_freq=-1"],
+        "overrides": ["trainer.save_freq=-1", *args.engine_override],
     }
 
 
@@ -1855,6 +1858,14 @@ def main(argv: list[str] | None = None) -> int:
         "--section", help="record: put ours and raw verl under this key of the existing summary"
     )
     parser.add_argument("--previous-as", help="record: keep the main run the new one replaces under this key")
+    parser.add_argument(
+        "--engine-override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="tiny and 4B runs of ours: one more of the GRPOJob's engine overrides (repeatable; a --then "
+        "chain hands it on), e.g. +actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend=uni",
+    )
     parser.add_argument("--seconds", type=float, default=540, help="wait: how long to follow")
     parser.add_argument(
         "--stop-at-startup",

@@ -150,6 +150,7 @@ def test_the_data_does_not_follow_the_step_count(
             smoke=False,
             omp_threads=0,
             train_rows=0,
+            engine_override=[],
         )
         verl_gpu.inputs_4b(args, "shapes-4b")
     assert len(set(rows)) == 1
@@ -236,7 +237,9 @@ def test_raw_verl_gets_the_same_batches(verl_gpu: ModuleType, tmp_path: Path) ->
     from grpo_operator.api.v1alpha1.spec import AlgorithmSpec
 
     assert AlgorithmSpec.model_fields["seed"].default == verl_gpu.DATA_SEED
-    args = argparse.Namespace(response_length=512, gpus=1, steps=3, omp_threads=0, raw_reward="verl")
+    args = argparse.Namespace(
+        response_length=512, gpus=1, steps=3, omp_threads=0, raw_reward="verl", engine_override=[]
+    )
     overrides = verl_gpu.raw_overrides(args, tmp_path / "model", "train.parquet", "test.parquet", tmp_path)
     assert f"data.seed={verl_gpu.DATA_SEED}" in overrides
 
@@ -246,7 +249,9 @@ def test_raw_verl_scores_with_the_reward_file_ours_runs(verl_gpu: ModuleType, tm
     which the engine's `reward_function` hands verl for a builtin)."""
     from grpo_trainer.rewards.registry import get_reward
 
-    args = argparse.Namespace(response_length=512, gpus=1, steps=3, omp_threads=0, raw_reward="ours")
+    args = argparse.Namespace(
+        response_length=512, gpus=1, steps=3, omp_threads=0, raw_reward="ours", engine_override=[]
+    )
     overrides = verl_gpu.raw_overrides(args, tmp_path / "model", "train.parquet", "test.parquet", tmp_path)
     ours = get_reward("geo3k")
     assert f"reward.custom_reward_function.path={ours.path}" in overrides
@@ -260,7 +265,9 @@ def test_omp_threads_reach_both_runs_by_their_own_routes(verl_gpu: ModuleType, t
     """raw verl: a runtime_env override (Ray's 1 without it); ours: the environment the engine reads
     as the pod's (its own default outside a pod otherwise), never a second override of the key the
     engine already sets, which Hydra would refuse."""
-    args = argparse.Namespace(response_length=512, gpus=1, steps=3, omp_threads=0, raw_reward="ours")
+    args = argparse.Namespace(
+        response_length=512, gpus=1, steps=3, omp_threads=0, raw_reward="ours", engine_override=[]
+    )
     raw = verl_gpu.raw_overrides(args, tmp_path / "model", "train.parquet", "test.parquet", tmp_path)
     assert not [o for o in raw if "OMP_NUM_THREADS" in o]
     assert verl_gpu.threads_env(args) == {}
@@ -269,6 +276,29 @@ def test_omp_threads_reach_both_runs_by_their_own_routes(verl_gpu: ModuleType, t
     assert "+ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS='16'" in raw
     assert verl_gpu.threads_env(args) == {"OMP_NUM_THREADS": "16"}
     assert not [o for o in verl_gpu.sizes_4b(args)["overrides"] if "OMP_NUM_THREADS" in o]
+
+
+def test_an_engine_override_reaches_ours_job_and_its_retry(verl_gpu: ModuleType, tmp_path: Path) -> None:
+    """`--engine-override` tries one engine setting (vLLM's executor, say) in ours' GRPOJob, after the
+    run's own overrides, and a `--then` chain hands it to the retry."""
+    backend = "+actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend=uni"
+    args = argparse.Namespace(response_length=512, gpus=1, engine_override=[backend])
+    sizes = verl_gpu.sizes_4b(args)
+    job = verl_gpu.spec("verl-4b", tmp_path / "model", tmp_path / "data", 1, steps=1, **sizes)
+    assert job["spec"]["engine"]["overrides"][:2] == ["trainer.save_freq=-1", backend]
+    tiny = verl_gpu.tiny_sizes(
+        argparse.Namespace(gpus=1, reward="builtin", engine_override=[backend]), tmp_path
+    )
+    assert tiny["overrides"] == [backend]
+    argv = ["start", "shapes-4b", "--engine-override", backend, "--then", "shapes-4b"]
+    assert verl_gpu.then_argv(argv, "shapes-4b", "shapes-4b") == [
+        "start",
+        "shapes-4b",
+        "--engine-override",
+        backend,
+        "--attempt",
+        "2",
+    ]
 
 
 def test_train_rows_sizes_the_generated_geo3k_data(verl_gpu: ModuleType, tmp_path: Path) -> None:
