@@ -695,12 +695,18 @@ def sample_stacks(file: Path, root: int, every: float, started: float, done: thr
             out.flush()
 
 
+def terminate(attempt: Attempt) -> None:
+    """SIGTERM to the attempt's process group, as a pod's stop would send it."""
+    child = attempt.folder / "child-pid"
+    if child.is_file():
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(int(child.read_text()), signal.SIGTERM)
+
+
 def stop(part: str) -> int:
     for attempt in attempts(part):
-        child = attempt.folder / "child-pid"
-        if attempt.running() and child.is_file():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(int(child.read_text()), signal.SIGTERM)
+        if attempt.running():
+            terminate(attempt)
             log(f"{part} attempt {attempt.number}: stopped")
     stop_ray()
     return 0
@@ -712,12 +718,9 @@ def _started(attempt: Attempt) -> bool:
 
 
 def stop_attempt(attempt: Attempt, seconds: float = 120) -> None:
-    """Stop one attempt as a killed pod's would stop (SIGTERM to its process group), then wait
-    for its supervisor to exit, which is what a `--then` chain waits for to start the next one."""
-    child = attempt.folder / "child-pid"
-    if child.is_file():
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(int(child.read_text()), signal.SIGTERM)
+    """Stop one attempt, then wait for its supervisor to exit, which is what a `--then` chain
+    waits for to start the next one."""
+    terminate(attempt)
     deadline = time.monotonic() + seconds
     while attempt.running() and time.monotonic() < deadline:
         time.sleep(1)
@@ -749,10 +752,10 @@ def follow(attempt: Attempt, seconds: float, until: re.Pattern[str] | None = Non
             with log_file.open(errors="replace") as text:
                 text.seek(position)
                 for line in text:
-                    if PROGRESS.search(line) and "Warning" not in line:
+                    reached = until is not None and until.search(line) is not None
+                    if reached or (PROGRESS.search(line) and "Warning" not in line):
                         print("    " + line.rstrip()[:240], flush=True)
-                    if until is not None and until.search(line):
-                        print("    " + line.rstrip()[:240], flush=True)
+                    if reached:
                         return None
                 position = text.tell()
         code = attempt.rc()
@@ -1714,13 +1717,14 @@ def record(source: Path, gpus: int, section: str | None = None, previous_as: str
 
     def run(found: dict[str, Any], attempt: str = "attempt_1") -> dict[str, Any]:
         one = found["attempts"][attempt]
-        per_step = logged_steps(source / f"{found['part']}-logs.tar.gz", attempt) or one["per_step"]
+        archive = source / f"{found['part']}-logs.tar.gz"
+        per_step = logged_steps(archive, attempt) or one["per_step"]
+        startup_s = logged_phases(archive, attempt) or one["startup_s"]
         if not per_step:  # stopped at the end of its start-up: what it has is the start-up
             return {
                 "exit_code": one["exit_code"],
                 "steps": [],
-                "startup_s": logged_phases(source / f"{found['part']}-logs.tar.gz", attempt)
-                or one["startup_s"],
+                "startup_s": startup_s,
                 "train_file": train_file(one["engine_overrides"]),
                 "jit_builds": one.get("jit_builds", []),
             }
@@ -1749,9 +1753,9 @@ def record(source: Path, gpus: int, section: str | None = None, previous_as: str
                 "update_actor_s": mean("timing_s/update_actor"),
                 "tokens_per_s_per_gpu": mean("perf/throughput"),
             },
-            "startup_s": logged_phases(source / f"{found['part']}-logs.tar.gz", attempt) or one["startup_s"],
+            "startup_s": startup_s,
             "gpu_per_step": logged_gpu(
-                source / f"{found['part']}-logs.tar.gz",
+                archive,
                 attempt,
                 {s["step"]: s["timing_s/step"] for s in steps},
             ),
