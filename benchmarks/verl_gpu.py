@@ -889,6 +889,7 @@ def tiny_sizes(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "eager": True,
         "save": 2,
         "export": True,
+        "engine": {"strategy": args.strategy},
         "overrides": list(args.engine_override),
     }
     if args.reward == "custom-batch":
@@ -945,7 +946,9 @@ def sizes_4b(args: argparse.Namespace) -> dict[str, Any]:
         "gpu_memory": 0.35 if args.gpus == 1 else 0.45,
         "eager": False,
         "rollout": {"enableChunkedPrefill": True, "freeCacheEngine": True},
-        "engine": {"refParamOffload": True},
+        # fsdp2 for every step measured (verl's Qwen3-VL examples); `--strategy fsdp` starts the
+        # examples' own, FSDP1.
+        "engine": {"refParamOffload": True, "strategy": args.strategy},
         "algorithm": {"kl": {"coefficient": 0.01, "type": "low_var_kl", "placement": "loss"}},
         "save": 1000000,
         "export": False,
@@ -1057,8 +1060,8 @@ def raw_overrides(
         f"actor_rollout_ref.model.path={model}",
         "actor_rollout_ref.actor.optim.lr=1e-6",
         f"actor_rollout_ref.model.use_remove_padding={ATTENTION['remove_padding']}",
-        "actor_rollout_ref.actor.strategy=fsdp2",
-        "actor_rollout_ref.ref.strategy=fsdp2",
+        f"actor_rollout_ref.actor.strategy={s['engine']['strategy']}",
+        f"actor_rollout_ref.ref.strategy={s['engine']['strategy']}",
         f"actor_rollout_ref.actor.ppo_mini_batch_size={s['mini']}",
         f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={s['micro']}",
         "actor_rollout_ref.actor.use_kl_loss=True",
@@ -1819,50 +1822,47 @@ def record(source: Path, gpus: int, section: str | None = None, previous_as: str
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
+def parser() -> argparse.ArgumentParser:
+    """Every verb's options, in one parser (a test reads its defaults)."""
+    out = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    out.add_argument(
         "verb",
         choices=["prepare", "start", "wait", "stop", "record", "stacks", "jit-check", "_supervise", "_then"],
     )
-    parser.add_argument(
+    out.add_argument(
         "part", nargs="?", help=f"one of {', '.join(PARTS)} (for _supervise: the attempt's folder)"
     )
-    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/verl-gpu-out")))
-    parser.add_argument("--attempt", type=int, default=1)
-    parser.add_argument("--gpus", type=int, default=1)
-    parser.add_argument("--steps", type=int, default=3, help="steps of a 4B run")
-    parser.add_argument(
+    out.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/verl-gpu-out")))
+    out.add_argument("--attempt", type=int, default=1)
+    out.add_argument("--gpus", type=int, default=1)
+    out.add_argument("--steps", type=int, default=3, help="steps of a 4B run")
+    out.add_argument(
         "--response-length", type=int, default=1024, help="4B runs (a random model writes to it)"
     )
-    parser.add_argument("--image-side", type=int, default=896, help="4B runs: pixels per side of each image")
-    parser.add_argument(
+    out.add_argument("--image-side", type=int, default=896, help="4B runs: pixels per side of each image")
+    out.add_argument(
         "--prompts",
         choices=["equal", "varied"],
         default="varied",
         help="4B runs: every prompt one length (with full-length responses, every sequence one length), or varied",
     )
-    parser.add_argument(
+    out.add_argument(
         "--train-rows",
         type=int,
         default=0,
         help=f"4B runs: training rows of the generated geo3k data (default {DATA_ROWS_PER_GPU} per GPU; "
         "the geo3k recipe has 2,101)",
     )
-    parser.add_argument(
+    out.add_argument(
         "--omp-threads",
         type=int,
         default=0,
         help="4B runs: OMP_NUM_THREADS for every Ray worker (raw verl: Ray's 1 without it; ours: "
         "each GPU's share of the CPUs without it)",
     )
-    parser.add_argument(
-        "--section", help="record: put ours and raw verl under this key of the existing summary"
-    )
-    parser.add_argument("--previous-as", help="record: keep the main run the new one replaces under this key")
-    parser.add_argument(
+    out.add_argument("--section", help="record: put ours and raw verl under this key of the existing summary")
+    out.add_argument("--previous-as", help="record: keep the main run the new one replaces under this key")
+    out.add_argument(
         "--engine-override",
         action="append",
         default=[],
@@ -1870,42 +1870,54 @@ def main(argv: list[str] | None = None) -> int:
         help="tiny and 4B runs of ours: one more of the GRPOJob's engine overrides (repeatable; a --then "
         "chain hands it on), e.g. +actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend=uni",
     )
-    parser.add_argument("--seconds", type=float, default=540, help="wait: how long to follow")
-    parser.add_argument(
+    out.add_argument(
+        "--strategy",
+        choices=("fsdp2", "fsdp"),
+        default="fsdp2",
+        help="tiny and 4B runs, ours and raw verl: verl's FSDP (default fsdp2, which every step "
+        "measurement ran; the examples run fsdp, verl's default; a --then chain hands it on)",
+    )
+    out.add_argument("--seconds", type=float, default=540, help="wait: how long to follow")
+    out.add_argument(
         "--stop-at-startup",
         action="store_true",
         help="wait: stop each attempt it follows once its start-up is over (the rollout server up, the "
         "compile caches written), so a start-up pair fits a lease with little device time left",
     )
-    parser.add_argument(
+    out.add_argument(
         "--sample-stacks",
         type=float,
         default=0,
         metavar="S",
         help="start: every S seconds until the first step ends, every Python process's stack (py-spy)",
     )
-    parser.add_argument("--smoke", action="store_true", help="start: stop before launching verl (CPU)")
-    parser.add_argument(
+    out.add_argument("--smoke", action="store_true", help="start: stop before launching verl (CPU)")
+    out.add_argument(
         "--then",
         choices=PARTS,
         help="start: start this part too (same options), from a detached process, once the first has ended; "
         "the part being started: its next attempt (a retry)",
     )
-    parser.add_argument(
+    out.add_argument(
         "--raw-reward",
         choices=["ours", "verl"],
         default="ours",
         help="raw-4b: our geo3k reward file through verl's custom_reward_function, as ours runs it, or verl's own scorer",
     )
-    parser.add_argument("--keep", action="store_true", help="start tiny: reuse the work folder (model, data)")
-    parser.add_argument(
+    out.add_argument("--keep", action="store_true", help="start tiny: reuse the work folder (model, data)")
+    out.add_argument(
         "--reward",
         choices=["geo3k", "custom-batch"],
         default="geo3k",
         help="tiny: the builtin geo3k, or a user batch reward that logs each call's size",
     )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
     given = list(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(given)
+    options = parser()
+    args = options.parse_args(given)
     if args.verb == "prepare":
         return prepare()
     if args.verb == "record":  # here, with the folder a device call's files came back to
@@ -1920,7 +1932,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.verb == "_then":
         return run_then(Path(args.part))
     if args.part not in PARTS:
-        parser.error(f"name a part: {', '.join(PARTS)}")
+        options.error(f"name a part: {', '.join(PARTS)}")
     if args.verb == "stop":
         return stop(args.part)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -151,6 +151,7 @@ def test_the_data_does_not_follow_the_step_count(
             omp_threads=0,
             train_rows=0,
             engine_override=[],
+            strategy="fsdp2",
         )
         verl_gpu.inputs_4b(args, "shapes-4b")
     assert len(set(rows)) == 1
@@ -238,7 +239,13 @@ def test_raw_verl_gets_the_same_batches(verl_gpu: ModuleType, tmp_path: Path) ->
 
     assert AlgorithmSpec.model_fields["seed"].default == verl_gpu.DATA_SEED
     args = argparse.Namespace(
-        response_length=512, gpus=1, steps=3, omp_threads=0, raw_reward="verl", engine_override=[]
+        response_length=512,
+        gpus=1,
+        steps=3,
+        omp_threads=0,
+        raw_reward="verl",
+        engine_override=[],
+        strategy="fsdp2",
     )
     overrides = verl_gpu.raw_overrides(args, tmp_path / "model", "train.parquet", "test.parquet", tmp_path)
     assert f"data.seed={verl_gpu.DATA_SEED}" in overrides
@@ -250,7 +257,13 @@ def test_raw_verl_scores_with_the_reward_file_ours_runs(verl_gpu: ModuleType, tm
     from grpo_trainer.rewards.registry import get_reward
 
     args = argparse.Namespace(
-        response_length=512, gpus=1, steps=3, omp_threads=0, raw_reward="ours", engine_override=[]
+        response_length=512,
+        gpus=1,
+        steps=3,
+        omp_threads=0,
+        raw_reward="ours",
+        engine_override=[],
+        strategy="fsdp2",
     )
     overrides = verl_gpu.raw_overrides(args, tmp_path / "model", "train.parquet", "test.parquet", tmp_path)
     ours = get_reward("geo3k")
@@ -266,7 +279,13 @@ def test_omp_threads_reach_both_runs_by_their_own_routes(verl_gpu: ModuleType, t
     as the pod's (its own default outside a pod otherwise), never a second override of the key the
     engine already sets, which Hydra would refuse."""
     args = argparse.Namespace(
-        response_length=512, gpus=1, steps=3, omp_threads=0, raw_reward="ours", engine_override=[]
+        response_length=512,
+        gpus=1,
+        steps=3,
+        omp_threads=0,
+        raw_reward="ours",
+        engine_override=[],
+        strategy="fsdp2",
     )
     raw = verl_gpu.raw_overrides(args, tmp_path / "model", "train.parquet", "test.parquet", tmp_path)
     assert not [o for o in raw if "OMP_NUM_THREADS" in o]
@@ -282,12 +301,12 @@ def test_an_engine_override_reaches_ours_job_and_its_retry(verl_gpu: ModuleType,
     """`--engine-override` tries one engine setting (vLLM's executor, say) in ours' GRPOJob, after the
     run's own overrides, and a `--then` chain hands it to the retry."""
     backend = "+actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend=uni"
-    args = argparse.Namespace(response_length=512, gpus=1, engine_override=[backend])
+    args = argparse.Namespace(response_length=512, gpus=1, engine_override=[backend], strategy="fsdp2")
     sizes = verl_gpu.sizes_4b(args)
     job = verl_gpu.spec("verl-4b", tmp_path / "model", tmp_path / "data", 1, steps=1, **sizes)
     assert job["spec"]["engine"]["overrides"][:2] == ["trainer.save_freq=-1", backend]
     tiny = verl_gpu.tiny_sizes(
-        argparse.Namespace(gpus=1, reward="builtin", engine_override=[backend]), tmp_path
+        argparse.Namespace(gpus=1, reward="builtin", engine_override=[backend], strategy="fsdp2"), tmp_path
     )
     assert tiny["overrides"] == [backend]
     argv = ["start", "shapes-4b", "--engine-override", backend, "--then", "shapes-4b"]
@@ -296,6 +315,46 @@ def test_an_engine_override_reaches_ours_job_and_its_retry(verl_gpu: ModuleType,
         "shapes-4b",
         "--engine-override",
         backend,
+        "--attempt",
+        "2",
+    ]
+
+
+def test_the_strategy_reaches_ours_raw_verl_and_the_retry(verl_gpu: ModuleType, tmp_path: Path) -> None:
+    """`--strategy fsdp` starts the examples' FSDP1 in ours' GRPOJob (tiny and 4B) and in raw verl's
+    command alike, and a `--then` chain hands it to the retry; fsdp2 stays the default."""
+    args = argparse.Namespace(
+        response_length=512,
+        gpus=1,
+        steps=1,
+        omp_threads=0,
+        raw_reward="ours",
+        engine_override=[],
+        strategy="fsdp",
+        reward="builtin",
+    )
+    job = verl_gpu.spec(
+        "verl-4b", tmp_path / "model", tmp_path / "data", 1, steps=1, **verl_gpu.sizes_4b(args)
+    )
+    assert job["spec"]["engine"]["strategy"] == "fsdp"
+    assert job["spec"]["engine"]["refParamOffload"] is True
+    tiny = verl_gpu.spec(
+        "verl-tiny", tmp_path / "model", tmp_path / "data", 1, steps=2, **verl_gpu.tiny_sizes(args, tmp_path)
+    )
+    assert tiny["spec"]["engine"]["strategy"] == "fsdp"
+    raw = verl_gpu.raw_overrides(args, tmp_path / "model", "train.parquet", "test.parquet", tmp_path)
+    assert [o for o in raw if ".strategy=" in o] == [
+        "actor_rollout_ref.actor.strategy=fsdp",
+        "actor_rollout_ref.ref.strategy=fsdp",
+    ]
+    parsed = verl_gpu.parser().parse_args(["start", "shapes-4b"])
+    assert parsed.strategy == "fsdp2"
+    argv = ["start", "shapes-4b", "--strategy", "fsdp", "--then", "shapes-4b"]
+    assert verl_gpu.then_argv(argv, "shapes-4b", "shapes-4b") == [
+        "start",
+        "shapes-4b",
+        "--strategy",
+        "fsdp",
         "--attempt",
         "2",
     ]
