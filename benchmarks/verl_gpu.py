@@ -490,6 +490,10 @@ def supervise(folder: Path) -> int:
     started = time.monotonic()
     first_step = threading.Event()
     monitor = start_gpu_monitor(folder / "gpu.log", started)
+    ended = threading.Event()
+    threading.Thread(
+        target=watch_host, args=(folder / "host.log", started, ended, HOST_SAMPLE_S), daemon=True
+    ).start()
     with open(folder / "output.log", "w") as out:
         process = subprocess.Popen(
             spec["command"],
@@ -515,6 +519,7 @@ def supervise(folder: Path) -> int:
                 first_step.set()
         code = process.wait()
         first_step.set()
+        ended.set()
     if monitor is not None:
         monitor.terminate()
         monitor.wait(timeout=30)
@@ -536,6 +541,53 @@ GPU_QUERY = (
 stamped like output.log)."""
 GPU_SAMPLE_MS = 1000
 NO_THROTTLE = "0x0000000000000000"
+
+
+HOST_SAMPLE_S = 5.0
+
+
+def host_sample(tmp: Path = Path("/tmp")) -> dict[str, float]:
+    """The machine's side of an attempt at one moment: memory available, shared memory (tmpfs, Ray's
+    object store), free disk under /tmp, load and process count. Two leases were lost to a machine
+    that stopped answering during a 4B attempt, with no trace of why; these are the candidates."""
+    info: dict[str, int] = {}
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        name, _, rest = line.partition(":")
+        info[name] = int(rest.split()[0]) if rest.split() else 0
+    gib = 1024**2  # meminfo counts kB
+    return {
+        "available_gib": round(info.get("MemAvailable", 0) / gib, 1),
+        "shmem_gib": round(info.get("Shmem", 0) / gib, 1),
+        "tmp_free_gib": round(shutil.disk_usage(tmp).free / 1024**3, 1),
+        "load1": round(os.getloadavg()[0], 1),
+        "processes": float(sum(1 for p in Path("/proc").iterdir() if p.name.isdigit())),
+    }
+
+
+def watch_host(file: Path, started: float, done: threading.Event, every: float) -> None:
+    """`host.log`: a host_sample every `every` seconds until `done`, stamped as output.log is."""
+    with open(file, "w") as out:
+        while True:
+            sample = " ".join(f"{k}={v:g}" for k, v in host_sample().items())
+            out.write(f"[{time.monotonic() - started:8.1f}s] {sample}\n")
+            out.flush()
+            if done.wait(every):
+                return
+
+
+def host_extremes(text: str) -> dict[str, float]:
+    """From `host.log`: the least memory available, the most shared memory, the least free disk
+    under /tmp, the highest load and process count over the attempt ({} without samples)."""
+    rows = [dict(re.findall(r"(\w+)=([\d.]+)", line)) for line in text.splitlines()]
+    rows = [r for r in rows if r]
+    if not rows:
+        return {}
+    pick_by = {"available_gib": min, "shmem_gib": max, "tmp_free_gib": min, "load1": max, "processes": max}
+    return {
+        f"{'min' if how is min else 'max'}_{key}": how(float(r[key]) for r in rows if key in r)
+        for key, how in pick_by.items()
+        if any(key in r for r in rows)
+    }
 
 
 def start_gpu_monitor(file: Path, started: float) -> subprocess.Popen[str] | None:
@@ -1280,12 +1332,14 @@ def attempt_summary(attempt: Attempt) -> dict[str, Any]:
     steps = metrics_of(attempt)
     command = json.loads((attempt.folder / "command.json").read_text())
     engine_command = next(iter((WORK / attempt.part).rglob(f"attempt-{attempt.number}.command.txt")), None)
+    host_log = attempt.folder / "host.log"
     return {
         "attempt": attempt.number,
         "exit_code": attempt.rc(),
         "running": attempt.running(),
         "seconds": round(time.time() - command["started"]),
         "startup_s": phases(attempt.folder / "output.log"),
+        "host": host_extremes(host_log.read_text()) if host_log.is_file() else {},
         "steps": [m["step"] for m in steps],
         "per_step": [
             {

@@ -17,6 +17,7 @@ import stat
 import sys
 import tarfile
 import textwrap
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -124,3 +125,53 @@ def test_record_reads_it_from_the_archived_logs(verl_gpu: ModuleType, tmp_path: 
     assert seen[1]["sm_clock_mhz_mean"] == 1980.0
     assert seen[2]["sm_clock_mhz_mean"] == 1900.0
     assert verl_gpu.logged_gpu(archive, "attempt_2", {1: 90.0}) == {}
+
+
+def test_the_host_is_watched_beside_the_attempt_and_summed_up(
+    verl_gpu: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Memory, shared memory, /tmp's free disk, load and processes every few seconds (`host.log`),
+    from this machine's own /proc, stopped with the attempt; its summary keeps the extremes."""
+    monkeypatch.setattr(verl_gpu, "HOST_SAMPLE_S", 0.2)
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:/usr/bin:/bin")
+    monkeypatch.setattr(verl_gpu.shutil, "which", lambda name: None)  # no nvidia-smi here
+    folder = tmp_path / "attempt-1"
+    folder.mkdir()
+    attempt = "import time; time.sleep(1.2)"
+    (folder / "command.json").write_text(json.dumps({"command": [sys.executable, "-c", attempt], "env": {}}))
+
+    assert verl_gpu.supervise(folder) == 0
+
+    lines = (folder / "host.log").read_text().splitlines()
+    time.sleep(0.6)  # stopped with the attempt: no sample after supervise returned
+    assert (folder / "host.log").read_text().splitlines() == lines
+    stamps = [float(re.match(r"\[\s*([\d.]+)s\] available_gib=", line)[1]) for line in lines]
+    assert 4 <= len(stamps) <= 10, lines
+    assert stamps == sorted(stamps)
+    assert stamps[-1] < 2.5
+    seen = verl_gpu.host_extremes((folder / "host.log").read_text())
+    assert set(seen) == {
+        "min_available_gib",
+        "max_shmem_gib",
+        "min_tmp_free_gib",
+        "max_load1",
+        "max_processes",
+    }
+    assert 0 < seen["min_available_gib"] < 1024
+    assert seen["max_processes"] >= 2
+
+
+def test_the_host_summary_keeps_the_worst_moment(verl_gpu: ModuleType) -> None:
+    text = (
+        "[     5.0s] available_gib=90.5 shmem_gib=2 tmp_free_gib=40 load1=3.5 processes=120\n"
+        "[    10.0s] available_gib=12.25 shmem_gib=30.5 tmp_free_gib=38 load1=15.9 processes=410\n"
+        "[    15.0s] available_gib=60 shmem_gib=10 tmp_free_gib=39 load1=9 processes=300\n"
+    )
+    assert verl_gpu.host_extremes(text) == {
+        "min_available_gib": 12.25,
+        "max_shmem_gib": 30.5,
+        "min_tmp_free_gib": 38.0,
+        "max_load1": 15.9,
+        "max_processes": 410.0,
+    }
+    assert verl_gpu.host_extremes("py-spy not found\n") == {}
