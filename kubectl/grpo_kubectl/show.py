@@ -68,7 +68,19 @@ def _progress(name: str, spec: dict[str, Any], status: dict[str, Any]) -> list[s
         + (f", epoch {progress['epoch']}" if progress.get("epoch") is not None else "")
         + f", ETA {duration(current_eta_seconds(status))}"
         + (f", last step at {progress['lastStepAt']}" if progress.get("lastStepAt") else "")
+        + _startup(progress)
     ]
+
+
+def _startup(progress: dict[str, Any]) -> str:
+    """The reporting attempt's start-up to its first step, to the second: a retry's is compared
+    with the first attempt's, where minutes alone would hide the difference."""
+    seconds = progress.get("startupSeconds")
+    if not isinstance(seconds, int | float):
+        return ""
+    minutes, rest = divmod(int(seconds), 60)
+    took = f"{minutes}m{rest:02d}s" if minutes else f"{rest}s"
+    return f", start-up {took}" + (f" (attempt {progress['attempt']})" if progress.get("attempt") else "")
 
 
 def _metrics(name: str, spec: dict[str, Any], status: dict[str, Any]) -> list[str]:

@@ -50,6 +50,11 @@ _JOB_GAUGES = (
     ("grpo_job_kl", "KL divergence from the reference policy at the newest step", ("metrics", "kl")),
     ("grpo_job_step_seconds", "Duration of the newest step", ("metrics", "stepSeconds")),
     (
+        "grpo_job_startup_seconds",
+        "The reporting attempt's start-up: from its trainer's start until its first step began",
+        ("progress", "startupSeconds"),
+    ),
+    (
         "grpo_job_tokens_per_second_per_device",
         "Training throughput of the newest step, tokens per second per device",
         ("metrics", "tokensPerSecondPerDevice"),

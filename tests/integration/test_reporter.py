@@ -126,7 +126,8 @@ def test_reporter_patches_its_own_job_and_nothing_else(cluster, namespace, crds,
     (checkpoints / "latest_checkpointed_iteration.txt").write_text("24")
 
     writer = KubeStatusWriter("reporter-mine", namespace, str(kubeconfig))
-    state = TrainingState(total_steps=60, resumed_from_step=20)
+    # This attempt's trainer started 400 s ago; its first step (180 s) is read now.
+    state = TrainingState(total_steps=60, resumed_from_step=20, attempt=2, started_at=time.time() - 400)
     reporter = Reporter(
         writer,
         state,
@@ -148,6 +149,18 @@ def test_reporter_patches_its_own_job_and_nothing_else(cluster, namespace, crds,
     assert [p["step"] for p in history_points(status)] == [21, 22, 23, 24]
     assert status["checkpoint"]["latestStep"] == 24
     assert status["checkpoint"]["resumedFromStep"] == 20
+    assert 218 <= status["progress"]["startupSeconds"] <= 240  # 400 - 180, kept by the schema
+
+    # The next attempt's first patch, before its first step: the last attempt's start-up is gone.
+    next_metrics = tmp_path / "metrics" / "attempt-3.jsonl"
+    next_metrics.touch()
+    restarted = TrainingState(total_steps=60, resumed_from_step=24, attempt=3, started_at=time.time())
+    publish_until_sent(
+        Reporter(writer, restarted, next_metrics, next_metrics.with_suffix(".events"), min_interval=0.0)
+    )
+    progress = cluster.get("grpojob", "reporter-mine", namespace)["status"]["progress"]
+    assert progress["attempt"] == 3
+    assert "startupSeconds" not in progress
 
     # The same credentials on another job's status, and on the job object itself: refused.
     with pytest.raises(ApiError) as refused:

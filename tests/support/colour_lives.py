@@ -93,5 +93,8 @@ def assert_resumed_after_a_kill(done: dict[str, Any], folder: Path, resume_step:
     assert done["failedAttempts"][0]["retryable"] is True
     assert done["checkpoint"]["resumedFromStep"] == resume_step
     assert done["progress"]["step"] == steps
+    # Attempt 2's own start-up, dated by its own first step, not attempt 1's.
+    assert done["progress"]["attempt"] == 2
+    assert isinstance(done["progress"].get("startupSeconds"), int), done["progress"]
     assert metric_steps(folder, 2) == list(range(resume_step + 1, steps + 1))
     assert_history_covers_every_step_once(done, steps)

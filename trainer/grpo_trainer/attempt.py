@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,10 +50,11 @@ def run(job: ResolvedJob, attempt: Attempt, options: Options, writer: StatusWrit
 
     Everything it prints (and its engine prints) is also kept in the attempt's log file.
     """
+    started = time.time()  # the attempt's start-up counts from here (status.progress.startupSeconds)
     path = log_file(job, attempt)
     header = f"grpo-train attempt {attempt.number} of {attempt.namespace}/{attempt.job_name}"
     with AttemptLog(path, header):
-        return _run(job, attempt, options, writer, path)
+        return _run(job, attempt, options, writer, path, started)
 
 
 def log_file(job: ResolvedJob, attempt: Attempt) -> Path:
@@ -61,7 +63,12 @@ def log_file(job: ResolvedJob, attempt: Attempt) -> Path:
 
 
 def _run(
-    job: ResolvedJob, attempt: Attempt, options: Options, writer: StatusWriter | None, path: Path
+    job: ResolvedJob,
+    attempt: Attempt,
+    options: Options,
+    writer: StatusWriter | None,
+    path: Path,
+    started: float,
 ) -> int:
     try:
         engine = engine_for(job.spec.engine.name, options.engine)
@@ -76,7 +83,7 @@ def _run(
         engine.preflight(job, resume)
         prune(engine, job)
         inputs = prepare_inputs(job, resume, progress=options.engine.progress)
-        session = _Session(job, attempt, writer, engine, inputs)
+        session = _Session(job, attempt, writer, engine, inputs, started)
         try:
             failure = engine.run(job, attempt, inputs, session)
         finally:
@@ -181,6 +188,7 @@ def start_reporter(
     train_rows: int | None,
     resumed_from: int | None,
     on_checkpoint: Callable[[int], None] | None = None,
+    started_at: float | None = None,
 ) -> Reporter:
     """Tail this attempt's metrics (and the earlier attempts', for the history) into the status."""
     algo, health = job.spec.algorithm, job.spec.health
@@ -190,6 +198,7 @@ def start_reporter(
         attempt=attempt.number,
         entropy_floor=health.entropy_floor,
         entropy_collapse_steps=health.entropy_collapse_steps,
+        started_at=started_at,
     )
     metrics_dir = str(attempt.metrics_file.parent)
     previous = [Path(metrics_file(metrics_dir, n)) for n in range(1, attempt.number)]
@@ -218,8 +227,10 @@ class _Session:
         writer: StatusWriter | None,
         engine: Engine,
         inputs: RunInputs,
+        started: float | None = None,
     ):
         self.job, self.attempt, self.writer, self.engine, self.inputs = job, attempt, writer, engine, inputs
+        self.started = started
         self.reporter: Reporter | None = None
 
     def start_reporting(self, train_rows: int | None = None) -> None:
@@ -233,6 +244,7 @@ class _Session:
             train_rows if train_rows is not None else self.inputs.train_rows,
             self.inputs.resume.from_step,
             on_checkpoint=lambda _step: self.engine.prune(self.job, self.job.spec.checkpoint.keep),
+            started_at=self.started,
         )
 
     def stop(self) -> None:

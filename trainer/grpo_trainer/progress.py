@@ -124,13 +124,24 @@ class TrainingState:
     health: dict[str, Any] | None = None
     """This attempt's verdict (status.health), from its own lines only."""
     low_entropy_steps: int = 0
+    started_at: float | None = None
+    """When this attempt's trainer started (seconds since the epoch): its start-up counts from here."""
+    startup_seconds: int | None = None
+    """This attempt's start-up, known once its first step is read (status.progress.startupSeconds)."""
 
     def add_line(
-        self, step: int, data: dict[str, Any], *, live: bool = False, now: str | None = None
+        self,
+        step: int,
+        data: dict[str, Any],
+        *,
+        live: bool = False,
+        now: str | None = None,
+        at: float | None = None,
     ) -> None:
         """Fold in one metrics line; lines of an earlier attempt may be replayed first.
 
-        A `live` line is this attempt's, read `now`: it moves lastStepAt and is judged for health.
+        A `live` line is this attempt's, read `now` (`at`, in seconds since the epoch): it moves
+        lastStepAt and is judged for health, and the first one dates the attempt's start-up.
         """
         values = step_metrics(data)
         global_step = _number(data.get(keys.GLOBAL_STEP))
@@ -150,6 +161,10 @@ class TrainingState:
         if live:
             self.last_step_at = now
             self.judge(step, data)
+            if self.startup_seconds is None and self.started_at is not None and at is not None:
+                # The first step began its own duration before it was read.
+                began = at - values.get("step_seconds", 0.0)
+                self.startup_seconds = max(0, round(began - self.started_at))
 
     def judge(self, step: int, data: dict[str, Any]) -> None:
         """Update the health verdict with one step's raw metrics (before non-finite values are dropped)."""
@@ -270,6 +285,7 @@ def status_patch(state: TrainingState) -> dict[str, Any]:
         eta_seconds=eta_seconds(state),
         attempt=state.attempt,
         last_step_at=state.last_step_at,
+        startup_seconds=state.startup_seconds,
     )
     # The newest response length is the history's last point alone; the reward and validation
     # score are there too, and here for the REWARD and VAL columns (a printer column cannot read
@@ -296,6 +312,9 @@ def status_patch(state: TrainingState) -> dict[str, Any]:
                 status[part][name] = None
     elif progress.eta_seconds is None:
         status["progress"]["etaSeconds"] = None
+    if state.startup_seconds is None:
+        # An earlier attempt's start-up is not this one's: cleared until this one's first step.
+        status["progress"]["startupSeconds"] = None
     # A merge patch keeps what it does not name: null removes a value written before (an ETA, a
     # pace, a sick verdict of this attempt that has recovered or of an earlier one).
     if state.health is not None:

@@ -117,7 +117,8 @@ class Reporter:
         for line in self._metrics.lines():
             parsed = parse_line(line)
             if parsed:
-                self.state.add_line(*parsed, live=True, now=rfc3339())
+                at = time.time()
+                self.state.add_line(*parsed, live=True, now=rfc3339(datetime.fromtimestamp(at, UTC)), at=at)
                 changed = True
         for line in self._events.lines():
             changed |= self._checkpoint_event(line)

@@ -17,7 +17,7 @@ def _text(metrics: Metrics) -> str:
 RUNNING = {
     "phase": "Running",
     "attempt": 2,
-    "progress": {"step": 40, "totalSteps": 300},
+    "progress": {"step": 40, "totalSteps": 300, "startupSeconds": 294},
     "metrics": {"reward": 0.8209, "valScore": 0.61, "tokensPerSecondPerDevice": 1250.0, "entropy": 0.4},
     "history": {"steps": "20 39 40", "reward": "0.7 0.8 0.8209", "responseLength": "300 410 512.5"},
     "conditions": [{"type": "Healthy", "status": "False", "reason": "Stalled"}],
@@ -34,6 +34,7 @@ def test_a_running_job_has_its_gauges():
     assert f"grpo_job_attempt{{{labels}}} 2.0" in text
     assert f"grpo_job_step{{{labels}}} 40.0" in text
     assert f"grpo_job_total_steps{{{labels}}} 300.0" in text
+    assert f"grpo_job_startup_seconds{{{labels}}} 294.0" in text
     assert f"grpo_job_reward{{{labels}}} 0.8209" in text
     assert f"grpo_job_validation_score{{{labels}}} 0.61" in text
     assert f"grpo_job_tokens_per_second_per_device{{{labels}}} 1250.0" in text

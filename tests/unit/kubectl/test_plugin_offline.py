@@ -224,7 +224,14 @@ def test_status_reads_like_a_report():
             "phase": "Running",
             "attempt": 2,
             "rayJobName": "j-2",
-            "progress": {"steps": "40/300", "percent": 13.3, "etaSeconds": 9000, "epoch": 1, "attempt": 2},
+            "progress": {
+                "steps": "40/300",
+                "percent": 13.3,
+                "etaSeconds": 9000,
+                "epoch": 1,
+                "attempt": 2,
+                "startupSeconds": 193,
+            },
             "metrics": {"reward": 0.8209, "valScore": 0.61},
             "log": {"attempt": 2, "path": "/grpo/checkpoints/j/metrics/attempt-2.log"},
             "failedAttempts": [
@@ -240,7 +247,7 @@ def test_status_reads_like_a_report():
     }
     text = describe(body)
     assert text.splitlines()[0] == "ns/j: Running"
-    assert "step 40/300 (13.3%), epoch 1, ETA 2h30m" in text
+    assert "step 40/300 (13.3%), epoch 1, ETA 2h30m, start-up 3m13s (attempt 2)" in text
     assert "reward 0.8209  val 0.61" in text
     assert "1: OutOfMemory (retried as attempt 2): CUDA out of memory" in text
     assert "kubectl grpo logs j --attempt 1" in text

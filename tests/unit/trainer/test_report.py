@@ -105,6 +105,7 @@ def test_status_patch_carries_progress_metrics_history_checkpoint():
         "percent": 40.0,
         "etaSeconds": round(36 * (191 + 192 + 193 + 194) / 4),
         "attempt": 1,
+        "startupSeconds": None,  # replayed lines: no first step of this attempt read yet
     }
     assert status["metrics"]["reward"] == pytest.approx(0.24)
     assert status["metrics"]["valScore"] == 0.31
@@ -138,6 +139,41 @@ def test_a_retried_attempt_rewinds_progress_and_overwrites_history():
     assert state.step == 22
     assert state.history[21]["reward"] == 0.9
     assert state.history[27]["reward"] == 0.1
+
+
+def test_the_start_up_is_dated_by_this_attempts_first_step_alone():
+    """From the trainer's start until this attempt's first step began: the first live line, read at
+    `at`, less that step's own duration. An earlier attempt's replayed lines date nothing, a later
+    step does not move it, and until the first step the patch clears it (null), so a retry never
+    shows the attempt before it's."""
+    state = TrainingState(total_steps=60, attempt=2, started_at=1000.0)
+    for step in range(1, 21):  # attempt 1's lines, replayed for the history
+        state.add_line(step, verl_step(step))
+    assert state.startup_seconds is None
+    waiting = status_patch(state)["status"]["progress"]
+    assert "startupSeconds" in waiting
+    assert waiting["startupSeconds"] is None
+    state.add_line(21, verl_step(21, seconds=116.4), live=True, now=NOW, at=1000.0 + 309.8)
+    assert state.startup_seconds == 193  # 309.8 - 116.4, rounded
+    state.add_line(22, verl_step(22, seconds=90.0), live=True, now=NOW, at=1000.0 + 400.0)
+    assert state.startup_seconds == 193
+    assert status_patch(state)["status"]["progress"]["startupSeconds"] == 193
+    # Trained to the end: the pace goes, the start-up stays.
+    state.total_steps = 22
+    assert status_patch(state)["status"]["progress"]["startupSeconds"] == 193
+
+
+def test_a_start_up_without_a_step_duration_or_a_start_is_read_as_best_it_can_be():
+    no_duration = TrainingState(started_at=50.0)
+    no_duration.add_line(1, {"critic/score/mean": 0.5}, live=True, now=NOW, at=80.4)
+    assert no_duration.startup_seconds == 30  # the step's end: the best bound there is
+    clock_skew = TrainingState(started_at=50.0)
+    clock_skew.add_line(1, verl_step(1, seconds=40.0), live=True, now=NOW, at=80.0)
+    assert clock_skew.startup_seconds == 0  # never negative
+    no_start = TrainingState()
+    no_start.add_line(1, verl_step(1), live=True, now=NOW, at=80.0)
+    assert no_start.startup_seconds is None
+    assert status_patch(no_start)["status"]["progress"]["startupSeconds"] is None
 
 
 def test_no_total_without_data_rows():

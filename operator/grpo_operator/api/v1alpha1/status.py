@@ -152,6 +152,11 @@ class Progress(ApiModel):
     current one's."""
     last_step_at: Timestamp | None = None
     """When the trainer read this attempt's newest step: the operator's stall check starts here."""
+    startup_seconds: int | None = None
+    """This attempt's start-up: seconds from its trainer's start until its first step began (that
+    step's end, less the step's own duration); empty until then. A retry finds the compile caches
+    and the prepared data on the job's volume, so its start-up is the one to compare with the first
+    attempt's."""
 
 
 class Metrics(ApiModel):
