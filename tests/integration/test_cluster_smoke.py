@@ -269,3 +269,22 @@ def test_deleting_an_owner_deletes_its_children(cluster: Cluster, namespace: str
 
     cluster.wait_gone("configmap", "child", namespace)
     cluster.wait_gone("pod", "child", namespace)
+
+
+def test_apply_keeps_a_string_that_reads_as_a_number(cluster: Cluster, namespace: str) -> None:
+    """A random hex token such as `482e87` is a string to PyYAML and the number 4.82e+89 to
+    kubectl's YAML 1.2; the tests' apply must hand kubectl what they mean (one object, and a list)."""
+    tokens = {"exponent": "482e87", "octal": "0700", "boolean": "no"}
+    one = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "looks-numeric", "labels": {"token": tokens["exponent"]}},
+        "data": tokens,
+    }
+    other = {**one, "metadata": {"name": "looks-numeric-too", "labels": {"token": "1e10"}}}
+    cluster.apply(one, namespace)
+    cluster.apply([other, {**one, "data": {**tokens, "added": "7e3"}}], namespace)
+    first = cluster.get("configmap", "looks-numeric", namespace)
+    assert first["metadata"]["labels"]["token"] == "482e87"
+    assert first["data"] == {**tokens, "added": "7e3"}
+    assert cluster.get("configmap", "looks-numeric-too", namespace)["metadata"]["labels"]["token"] == "1e10"

@@ -26,8 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .rayjobapi import RayJobAPI
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -85,12 +83,19 @@ class Cluster:
         return json.loads(result.stdout)
 
     def apply(self, manifest: dict[str, Any] | list[dict[str, Any]], namespace: str | None = None) -> None:
-        """Server-side apply of one or several objects (as dicts)."""
+        """Server-side apply of one or several objects (as dicts).
+
+        Sent as JSON (a `List` for several): PyYAML writes a string such as a random `482e87` bare,
+        and kubectl's YAML 1.2 reads that back as the number 4.82e+89.
+        """
         documents = manifest if isinstance(manifest, list) else [manifest]
+        body = (
+            documents[0] if len(documents) == 1 else {"apiVersion": "v1", "kind": "List", "items": documents}
+        )
         args = ["apply", "--server-side", "--field-manager=grpo-tests", "-f", "-"]
         if namespace:
             args += ["--namespace", namespace]
-        self.kubectl(*args, input=yaml.safe_dump_all(documents))
+        self.kubectl(*args, input=json.dumps(body))
 
     def wait_for(
         self,
