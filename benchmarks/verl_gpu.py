@@ -553,7 +553,8 @@ def host_sample(tmp: Path = Path("/tmp")) -> dict[str, float]:
     info: dict[str, int] = {}
     for line in Path("/proc/meminfo").read_text().splitlines():
         name, _, rest = line.partition(":")
-        info[name] = int(rest.split()[0]) if rest.split() else 0
+        value = rest.split()
+        info[name] = int(value[0]) if value else 0
     gib = 1024**2  # meminfo counts kB
     return {
         "available_gib": round(info.get("MemAvailable", 0) / gib, 1),

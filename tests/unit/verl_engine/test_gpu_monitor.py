@@ -133,7 +133,6 @@ def test_the_host_is_watched_beside_the_attempt_and_summed_up(
     """Memory, shared memory, /tmp's free disk, load and processes every few seconds (`host.log`),
     from this machine's own /proc, stopped with the attempt; its summary keeps the extremes."""
     monkeypatch.setattr(verl_gpu, "HOST_SAMPLE_S", 0.2)
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:/usr/bin:/bin")
     monkeypatch.setattr(verl_gpu.shutil, "which", lambda name: None)  # no nvidia-smi here
     folder = tmp_path / "attempt-1"
     folder.mkdir()

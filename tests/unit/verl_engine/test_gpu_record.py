@@ -19,6 +19,12 @@ from support.scripts import load_script
 SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "verl_gpu.py"
 
 
+def start_args(verl_gpu: ModuleType, *argv: str) -> argparse.Namespace:
+    """`start shapes-4b --response-length 512 ARGV` as verl_gpu.py parses it: every other option at
+    its default, so a new option needs no edit here."""
+    return verl_gpu.parser().parse_args(["start", "shapes-4b", "--response-length", "512", *argv])
+
+
 @pytest.fixture
 def verl_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     module = load_script(SCRIPT, "verl_gpu_under_test")
@@ -141,19 +147,7 @@ def test_the_data_does_not_follow_the_step_count(
     monkeypatch.setattr(verl_gpu, "build_geo3k", lambda *a, train, **k: rows.append(train) or tmp_path)
     monkeypatch.setattr(verl_gpu, "write_spec", lambda path, value: path)
     for steps in (3, 4, 9):
-        args = argparse.Namespace(
-            gpus=1,
-            steps=steps,
-            prompts="varied",
-            image_side=896,
-            response_length=512,
-            smoke=False,
-            omp_threads=0,
-            train_rows=0,
-            engine_override=[],
-            strategy="fsdp2",
-        )
-        verl_gpu.inputs_4b(args, "shapes-4b")
+        verl_gpu.inputs_4b(start_args(verl_gpu, "--steps", str(steps)), "shapes-4b")
     assert len(set(rows)) == 1
 
 
@@ -238,15 +232,7 @@ def test_raw_verl_gets_the_same_batches(verl_gpu: ModuleType, tmp_path: Path) ->
     from grpo_operator.api.v1alpha1.spec import AlgorithmSpec
 
     assert AlgorithmSpec.model_fields["seed"].default == verl_gpu.DATA_SEED
-    args = argparse.Namespace(
-        response_length=512,
-        gpus=1,
-        steps=3,
-        omp_threads=0,
-        raw_reward="verl",
-        engine_override=[],
-        strategy="fsdp2",
-    )
+    args = start_args(verl_gpu, "--raw-reward", "verl")
     overrides = verl_gpu.raw_overrides(args, tmp_path / "model", "train.parquet", "test.parquet", tmp_path)
     assert f"data.seed={verl_gpu.DATA_SEED}" in overrides
 
@@ -256,15 +242,7 @@ def test_raw_verl_scores_with_the_reward_file_ours_runs(verl_gpu: ModuleType, tm
     which the engine's `reward_function` hands verl for a builtin)."""
     from grpo_trainer.rewards.registry import get_reward
 
-    args = argparse.Namespace(
-        response_length=512,
-        gpus=1,
-        steps=3,
-        omp_threads=0,
-        raw_reward="ours",
-        engine_override=[],
-        strategy="fsdp2",
-    )
+    args = start_args(verl_gpu)
     overrides = verl_gpu.raw_overrides(args, tmp_path / "model", "train.parquet", "test.parquet", tmp_path)
     ours = get_reward("geo3k")
     assert f"reward.custom_reward_function.path={ours.path}" in overrides
@@ -278,15 +256,7 @@ def test_omp_threads_reach_both_runs_by_their_own_routes(verl_gpu: ModuleType, t
     """raw verl: a runtime_env override (Ray's 1 without it); ours: the environment the engine reads
     as the pod's (its own default outside a pod otherwise), never a second override of the key the
     engine already sets, which Hydra would refuse."""
-    args = argparse.Namespace(
-        response_length=512,
-        gpus=1,
-        steps=3,
-        omp_threads=0,
-        raw_reward="ours",
-        engine_override=[],
-        strategy="fsdp2",
-    )
+    args = start_args(verl_gpu)
     raw = verl_gpu.raw_overrides(args, tmp_path / "model", "train.parquet", "test.parquet", tmp_path)
     assert not [o for o in raw if "OMP_NUM_THREADS" in o]
     assert verl_gpu.threads_env(args) == {}
@@ -301,14 +271,11 @@ def test_an_engine_override_reaches_ours_job_and_its_retry(verl_gpu: ModuleType,
     """`--engine-override` tries one engine setting (vLLM's executor, say) in ours' GRPOJob, after the
     run's own overrides, and a `--then` chain hands it to the retry."""
     backend = "+actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend=uni"
-    args = argparse.Namespace(response_length=512, gpus=1, engine_override=[backend], strategy="fsdp2")
+    args = start_args(verl_gpu, "--engine-override", backend)
     sizes = verl_gpu.sizes_4b(args)
     job = verl_gpu.spec("verl-4b", tmp_path / "model", tmp_path / "data", 1, steps=1, **sizes)
     assert job["spec"]["engine"]["overrides"][:2] == ["trainer.save_freq=-1", backend]
-    tiny = verl_gpu.tiny_sizes(
-        argparse.Namespace(gpus=1, reward="builtin", engine_override=[backend], strategy="fsdp2"), tmp_path
-    )
-    assert tiny["overrides"] == [backend]
+    assert verl_gpu.tiny_sizes(args, tmp_path)["overrides"] == [backend]
     argv = ["start", "shapes-4b", "--engine-override", backend, "--then", "shapes-4b"]
     assert verl_gpu.then_argv(argv, "shapes-4b", "shapes-4b") == [
         "start",
@@ -323,16 +290,8 @@ def test_an_engine_override_reaches_ours_job_and_its_retry(verl_gpu: ModuleType,
 def test_the_strategy_reaches_ours_raw_verl_and_the_retry(verl_gpu: ModuleType, tmp_path: Path) -> None:
     """`--strategy fsdp` starts the examples' FSDP1 in ours' GRPOJob (tiny and 4B) and in raw verl's
     command alike, and a `--then` chain hands it to the retry; fsdp2 stays the default."""
-    args = argparse.Namespace(
-        response_length=512,
-        gpus=1,
-        steps=1,
-        omp_threads=0,
-        raw_reward="ours",
-        engine_override=[],
-        strategy="fsdp",
-        reward="builtin",
-    )
+    assert start_args(verl_gpu).strategy == "fsdp2"
+    args = start_args(verl_gpu, "--strategy", "fsdp")
     job = verl_gpu.spec(
         "verl-4b", tmp_path / "model", tmp_path / "data", 1, steps=1, **verl_gpu.sizes_4b(args)
     )
@@ -347,8 +306,6 @@ def test_the_strategy_reaches_ours_raw_verl_and_the_retry(verl_gpu: ModuleType, 
         "actor_rollout_ref.actor.strategy=fsdp",
         "actor_rollout_ref.ref.strategy=fsdp",
     ]
-    parsed = verl_gpu.parser().parse_args(["start", "shapes-4b"])
-    assert parsed.strategy == "fsdp2"
     argv = ["start", "shapes-4b", "--strategy", "fsdp", "--then", "shapes-4b"]
     assert verl_gpu.then_argv(argv, "shapes-4b", "shapes-4b") == [
         "start",
