@@ -544,12 +544,22 @@ NO_THROTTLE = "0x0000000000000000"
 
 
 HOST_SAMPLE_S = 5.0
+MACHINE_HOLD_MIN = 30.0
+"""A lent machine goes back after this many minutes held, whatever the device time charged for
+them (which runs slower while the lease `counts` only part of the held time)."""
+
+
+def machine_minutes(uptime: Path = Path("/proc/uptime")) -> float:
+    """Minutes since the machine booted: it boots when lent, so this is about the time it has been
+    held, which the device tool's reply states but a lost call never returns."""
+    return round(float(uptime.read_text().split()[0]) / 60, 1)
 
 
 def host_sample(tmp: Path = Path("/tmp")) -> dict[str, float]:
     """The machine's side of an attempt at one moment: memory available, shared memory (tmpfs, Ray's
-    object store), free disk under /tmp, load and process count. Two leases were lost to a machine
-    that stopped answering during a 4B attempt, with no trace of why; these are the candidates."""
+    object store), free disk under /tmp, load, process count and the machine's age. Three leases
+    were lost to a machine that stopped answering or went back during a 4B attempt, with no trace
+    of why; these are the candidates, the 30-minute hold among them."""
     info: dict[str, int] = {}
     for line in Path("/proc/meminfo").read_text().splitlines():
         name, _, rest = line.partition(":")
@@ -562,6 +572,7 @@ def host_sample(tmp: Path = Path("/tmp")) -> dict[str, float]:
         "tmp_free_gib": round(shutil.disk_usage(tmp).free / 1024**3, 1),
         "load1": round(os.getloadavg()[0], 1),
         "processes": float(sum(1 for p in Path("/proc").iterdir() if p.name.isdigit())),
+        "machine_up_min": machine_minutes(),
     }
 
 
@@ -578,12 +589,20 @@ def watch_host(file: Path, started: float, done: threading.Event, every: float) 
 
 def host_extremes(text: str) -> dict[str, float]:
     """From `host.log`: the least memory available, the most shared memory, the least free disk
-    under /tmp, the highest load and process count over the attempt ({} without samples)."""
+    under /tmp, the highest load and process count, and the machine's age at the last sample
+    ({} without samples)."""
     rows = [dict(re.findall(r"(\w+)=([\d.]+)", line)) for line in text.splitlines()]
     rows = [r for r in rows if r]
     if not rows:
         return {}
-    pick_by = {"available_gib": min, "shmem_gib": max, "tmp_free_gib": min, "load1": max, "processes": max}
+    pick_by = {
+        "available_gib": min,
+        "shmem_gib": max,
+        "tmp_free_gib": min,
+        "load1": max,
+        "processes": max,
+        "machine_up_min": max,
+    }
     return {
         f"{'min' if how is min else 'max'}_{key}": how(float(r[key]) for r in rows if key in r)
         for key, how in pick_by.items()
@@ -1507,6 +1526,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
         raise SystemExit(f"no {args.part} attempt has been started")
     attempt: Attempt | None = found[-1]
     deadline = time.monotonic() + args.seconds
+    log_machine_age()
     followed: list[tuple[Attempt, int | None]] = []
     while attempt is not None:
         left = max(0.0, deadline - time.monotonic())
@@ -1527,7 +1547,17 @@ def cmd_wait(args: argparse.Namespace) -> int:
     state = "still running" if code is None and last.running() else f"ended, exit code {code}"
     steps = results[last.part]["attempts"][f"attempt_{last.number}"]["steps"]
     log(f"{last.part} attempt {last.number}: {state}; steps {steps}")
+    log_machine_age()
     return 0 if all(c in (0, None) for _, c in followed) else 1
+
+
+def log_machine_age() -> None:
+    """How long this machine has been up against the 30 minutes it may be held: the next call's
+    plan (another `wait`, or a pair that needs ~10 minutes) depends on it."""
+    up = machine_minutes()
+    log(
+        f"machine up {up:.1f} min; it goes back at {MACHINE_HOLD_MIN:.0f} min held, {MACHINE_HOLD_MIN - up:.1f} left"
+    )
 
 
 def archive_logs(out: Path, work: Path, name: str) -> None:
@@ -1999,6 +2029,8 @@ def main(argv: list[str] | None = None) -> int:
     code = START[args.part](args)
     if code == 0 and args.then and not args.smoke:
         start_then(Attempt(args.part, args.attempt), then_argv(given, args.part, args.then, args.attempt))
+    if not args.smoke:
+        log_machine_age()
     return code
 
 

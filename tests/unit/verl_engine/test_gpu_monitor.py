@@ -155,16 +155,19 @@ def test_the_host_is_watched_beside_the_attempt_and_summed_up(
         "min_tmp_free_gib",
         "max_load1",
         "max_processes",
+        "max_machine_up_min",
     }
     assert 0 < seen["min_available_gib"] < 1024
+    booted = float(Path("/proc/uptime").read_text().split()[0]) / 60
+    assert 0 < seen["max_machine_up_min"] <= round(booted, 1) + 0.1
     assert seen["max_processes"] >= 2
 
 
 def test_the_host_summary_keeps_the_worst_moment(verl_gpu: ModuleType) -> None:
     text = (
-        "[     5.0s] available_gib=90.5 shmem_gib=2 tmp_free_gib=40 load1=3.5 processes=120\n"
-        "[    10.0s] available_gib=12.25 shmem_gib=30.5 tmp_free_gib=38 load1=15.9 processes=410\n"
-        "[    15.0s] available_gib=60 shmem_gib=10 tmp_free_gib=39 load1=9 processes=300\n"
+        "[     5.0s] available_gib=90.5 shmem_gib=2 tmp_free_gib=40 load1=3.5 processes=120 machine_up_min=21.4\n"
+        "[    10.0s] available_gib=12.25 shmem_gib=30.5 tmp_free_gib=38 load1=15.9 processes=410 machine_up_min=21.5\n"
+        "[    15.0s] available_gib=60 shmem_gib=10 tmp_free_gib=39 load1=9 processes=300 machine_up_min=21.6\n"
     )
     assert verl_gpu.host_extremes(text) == {
         "min_available_gib": 12.25,
@@ -172,5 +175,14 @@ def test_the_host_summary_keeps_the_worst_moment(verl_gpu: ModuleType) -> None:
         "min_tmp_free_gib": 38.0,
         "max_load1": 15.9,
         "max_processes": 410.0,
+        "max_machine_up_min": 21.6,
     }
     assert verl_gpu.host_extremes("py-spy not found\n") == {}
+
+
+def test_the_machines_age_is_read_from_its_uptime(verl_gpu: ModuleType, tmp_path: Path) -> None:
+    """A lent machine boots when it is lent and goes back after 30 minutes held: its uptime says
+    how much of that a plan has left, also in the host.log of a call that never came back."""
+    uptime = tmp_path / "uptime"
+    uptime.write_text("1263.57 20011.02\n")
+    assert verl_gpu.machine_minutes(uptime) == 21.1
