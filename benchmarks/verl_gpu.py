@@ -550,8 +550,8 @@ them (which runs slower while the lease `counts` only part of the held time)."""
 
 
 def machine_minutes(uptime: Path = Path("/proc/uptime")) -> float:
-    """Minutes since the machine booted: it boots when lent, so this is about the time it has been
-    held, which the device tool's reply states but a lost call never returns."""
+    """Minutes since the machine booted: about the time it has been held if it boots when lent (to
+    be checked against the device tool's `held_s`, which a lost call never returns)."""
     return round(float(uptime.read_text().split()[0]) / 60, 1)
 
 

@@ -16,8 +16,10 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
+from grpo_operator.api.timestamps import rfc3339
 from grpo_operator.api.v1alpha1.status import (
     HISTORY_LIMIT,
     HISTORY_SERIES,
@@ -135,13 +137,12 @@ class TrainingState:
         data: dict[str, Any],
         *,
         live: bool = False,
-        now: str | None = None,
         at: float | None = None,
     ) -> None:
         """Fold in one metrics line; lines of an earlier attempt may be replayed first.
 
-        A `live` line is this attempt's, read `now` (`at`, in seconds since the epoch): it moves
-        lastStepAt and is judged for health, and the first one dates the attempt's start-up.
+        A `live` line is this attempt's, read `at` (seconds since the epoch): it moves lastStepAt
+        and is judged for health, and the first one dates the attempt's start-up.
         """
         values = step_metrics(data)
         global_step = _number(data.get(keys.GLOBAL_STEP))
@@ -159,7 +160,7 @@ class TrainingState:
         if "step_seconds" in values:
             self.step_seconds = [*self.step_seconds, values["step_seconds"]][-ETA_WINDOW:]
         if live:
-            self.last_step_at = now
+            self.last_step_at = rfc3339(datetime.fromtimestamp(at, UTC)) if at is not None else None
             self.judge(step, data)
             if self.startup_seconds is None and self.started_at is not None and at is not None:
                 # The first step began its own duration before it was read.

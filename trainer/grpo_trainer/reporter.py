@@ -117,8 +117,7 @@ class Reporter:
         for line in self._metrics.lines():
             parsed = parse_line(line)
             if parsed:
-                at = time.time()
-                self.state.add_line(*parsed, live=True, now=rfc3339(datetime.fromtimestamp(at, UTC)), at=at)
+                self.state.add_line(*parsed, live=True, at=time.time())
                 changed = True
         for line in self._events.lines():
             changed |= self._checkpoint_event(line)

@@ -10,6 +10,7 @@ from grpo_trainer.progress import TrainingState, parse_line, status_patch
 from .test_report import verl_step
 
 NOW = "2026-11-30T12:00:00Z"
+NOW_S = 1796040000.0  # NOW, in seconds since the epoch
 
 
 def _state(**kwargs) -> TrainingState:
@@ -17,7 +18,7 @@ def _state(**kwargs) -> TrainingState:
 
 
 def _live(state: TrainingState, step: int, **extra) -> None:
-    state.add_line(step, verl_step(step, **extra), live=True, now=NOW)
+    state.add_line(step, verl_step(step, **extra), live=True, at=NOW_S)
 
 
 def test_a_healthy_run_writes_no_verdict_and_a_sick_one_names_its_attempt():
@@ -40,7 +41,7 @@ def test_a_nan_loss_as_verls_file_logger_writes_it_makes_the_run_sick_for_good()
     line = json.dumps({"step": 7, "data": verl_step(7, **{"actor/pg_loss": float("nan")})})
     assert "NaN" in line  # what Python's json (verl's file logger) writes
     state = _state()
-    state.add_line(*parse_line(line), live=True, now=NOW)
+    state.add_line(*parse_line(line), live=True, at=NOW_S)
     health = state.health
     assert (health["healthy"], health["reason"], health["step"]) == (False, "NonFiniteLoss", 7)
     assert "actor/pg_loss is nan at step 7" in health["message"]
@@ -72,7 +73,7 @@ def test_entropy_collapse_needs_consecutive_low_steps_and_recovers():
 
 def test_an_entropy_floor_of_zero_turns_the_check_off():
     state = TrainingState(entropy_floor=0.0, entropy_collapse_steps=1)
-    state.add_line(1, verl_step(1, **{"actor/entropy": 0.0}), live=True, now=NOW)
+    state.add_line(1, verl_step(1, **{"actor/entropy": 0.0}), live=True, at=NOW_S)
     assert state.health["healthy"] is True
 
 

@@ -20,8 +20,6 @@ from grpo_trainer.progress import (
 from hypothesis import given
 from hypothesis import strategies as st
 
-NOW = "2026-11-30T08:00:00Z"
-
 
 def line(step: int, **data) -> str:
     return json.dumps({"step": step, "data": data})
@@ -153,9 +151,9 @@ def test_the_start_up_is_dated_by_this_attempts_first_step_alone():
     waiting = status_patch(state)["status"]["progress"]
     assert "startupSeconds" in waiting
     assert waiting["startupSeconds"] is None
-    state.add_line(21, verl_step(21, seconds=116.4), live=True, now=NOW, at=1000.0 + 309.8)
+    state.add_line(21, verl_step(21, seconds=116.4), live=True, at=1000.0 + 309.8)
     assert state.startup_seconds == 193  # 309.8 - 116.4, rounded
-    state.add_line(22, verl_step(22, seconds=90.0), live=True, now=NOW, at=1000.0 + 400.0)
+    state.add_line(22, verl_step(22, seconds=90.0), live=True, at=1000.0 + 400.0)
     assert state.startup_seconds == 193
     assert status_patch(state)["status"]["progress"]["startupSeconds"] == 193
     # Trained to the end: the pace goes, the start-up stays.
@@ -165,13 +163,13 @@ def test_the_start_up_is_dated_by_this_attempts_first_step_alone():
 
 def test_a_start_up_without_a_step_duration_or_a_start_is_read_as_best_it_can_be():
     no_duration = TrainingState(started_at=50.0)
-    no_duration.add_line(1, {"critic/score/mean": 0.5}, live=True, now=NOW, at=80.4)
+    no_duration.add_line(1, {"critic/score/mean": 0.5}, live=True, at=80.4)
     assert no_duration.startup_seconds == 30  # the step's end: the best bound there is
     clock_skew = TrainingState(started_at=50.0)
-    clock_skew.add_line(1, verl_step(1, seconds=40.0), live=True, now=NOW, at=80.0)
+    clock_skew.add_line(1, verl_step(1, seconds=40.0), live=True, at=80.0)
     assert clock_skew.startup_seconds == 0  # never negative
     no_start = TrainingState()
-    no_start.add_line(1, verl_step(1), live=True, now=NOW, at=80.0)
+    no_start.add_line(1, verl_step(1), live=True, at=80.0)
     assert no_start.startup_seconds is None
     assert status_patch(no_start)["status"]["progress"]["startupSeconds"] is None
 
@@ -201,11 +199,11 @@ def test_eta_uses_recent_steps():
 def test_once_the_last_step_is_done_the_eta_and_the_pace_are_removed_not_zero():
     state = TrainingState(total_steps=3)
     for step in range(1, 3):
-        state.add_line(step, verl_step(step, seconds=10.0), live=True, now="2026-11-30T12:00:00Z")
+        state.add_line(step, verl_step(step, seconds=10.0), live=True, at=1796040000.0)
     training = status_patch(state)["status"]
     assert training["progress"]["lastStepAt"] == "2026-11-30T12:00:00Z"
     assert training["metrics"]["stepSeconds"] == 10.0
-    state.add_line(3, verl_step(3, seconds=10.0), live=True, now="2026-11-30T12:00:10Z")
+    state.add_line(3, verl_step(3, seconds=10.0), live=True, at=1796040010.0)
     status = status_patch(state)["status"]
     progress = status["progress"]
     assert progress["etaSeconds"] is None

@@ -50,6 +50,15 @@ def verl_gpu(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     return module
 
 
+def _supervised(verl_gpu: ModuleType, tmp_path: Path, code: str) -> Path:
+    """An attempt folder whose command runs `code`, supervised to its end (exit 0)."""
+    folder = tmp_path / "attempt-1"
+    folder.mkdir()
+    (folder / "command.json").write_text(json.dumps({"command": [sys.executable, "-c", code], "env": {}}))
+    assert verl_gpu.supervise(folder) == 0
+    return folder
+
+
 def test_the_monitor_runs_beside_the_attempt_and_stops_with_it(
     verl_gpu: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -59,12 +68,8 @@ def test_the_monitor_runs_beside_the_attempt_and_stops_with_it(
     stand_in.write_text(STAND_IN)
     stand_in.chmod(stand_in.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin")
-    folder = tmp_path / "attempt-1"
-    folder.mkdir()
     attempt = "import time; time.sleep(1.0); print('step:1 - timing_s/step:0.8', flush=True); time.sleep(0.3)"
-    (folder / "command.json").write_text(json.dumps({"command": [sys.executable, "-c", attempt], "env": {}}))
-
-    assert verl_gpu.supervise(folder) == 0
+    folder = _supervised(verl_gpu, tmp_path, attempt)
 
     lines = (folder / "gpu.log").read_text().splitlines()
     stamps = [float(re.match(r"\[\s*([\d.]+)s\] 0, ", line)[1]) for line in lines]
@@ -130,16 +135,12 @@ def test_record_reads_it_from_the_archived_logs(verl_gpu: ModuleType, tmp_path: 
 def test_the_host_is_watched_beside_the_attempt_and_summed_up(
     verl_gpu: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Memory, shared memory, /tmp's free disk, load and processes every few seconds (`host.log`),
-    from this machine's own /proc, stopped with the attempt; its summary keeps the extremes."""
+    """Memory, shared memory, /tmp's free disk, load, processes and the machine's age every few
+    seconds (`host.log`), from this machine's own /proc, stopped with the attempt; its summary
+    keeps the extremes."""
     monkeypatch.setattr(verl_gpu, "HOST_SAMPLE_S", 0.2)
     monkeypatch.setattr(verl_gpu.shutil, "which", lambda name: None)  # no nvidia-smi here
-    folder = tmp_path / "attempt-1"
-    folder.mkdir()
-    attempt = "import time; time.sleep(1.2)"
-    (folder / "command.json").write_text(json.dumps({"command": [sys.executable, "-c", attempt], "env": {}}))
-
-    assert verl_gpu.supervise(folder) == 0
+    folder = _supervised(verl_gpu, tmp_path, "import time; time.sleep(1.2)")
 
     lines = (folder / "host.log").read_text().splitlines()
     time.sleep(0.6)  # stopped with the attempt: no sample after supervise returned
