@@ -1723,6 +1723,23 @@ def cmd_stacks(archive: Path, attempt: int) -> int:
     raise SystemExit(f"no attempt-{attempt}/stacks.log in {archive}: start the attempt with --sample-stacks")
 
 
+def attempt_number(name: str) -> int:
+    """`attempt_12` -> 12, so attempts sort as numbers, not as text."""
+    return int(name.rsplit("_", 1)[1])
+
+
+def retry_ratios(first: dict[str, Any], later: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Every retry's ratio against the one cold attempt, and the mean retry's: the figure to hold
+    against a target, since two retries of one machine have differed by a tenth of the cold time."""
+    each = {"attempt_2": first, **later}
+    mean_retry_s = sum(pair["retry_s"] for pair in each.values()) / len(each)
+    return {
+        "each": {name: pair["ratio"] for name, pair in each.items()},
+        "mean_retry_s": round(mean_retry_s, 1),
+        "mean_ratio": round(mean_retry_s / first["cold_s"], 3),
+    }
+
+
 def startup_against_cold(cold: dict[str, Any], retry: dict[str, Any]) -> dict[str, Any]:
     """What a retry pays before its first step, against the cold attempt: the time until step 1
     began (its line's stamp less its own step time), each phase's share, and the ratio.
@@ -1765,10 +1782,19 @@ def train_file(overrides: list[str]) -> str | None:
     return None
 
 
+def vllm_executor(overrides: list[str]) -> str:
+    """The executor vLLM's server ran with: the engine command's own value, else verl's ("mp")."""
+    for item in overrides:
+        key, _, value = item.partition("=")
+        if key.lstrip("+").endswith("engine_kwargs.vllm.distributed_executor_backend"):
+            return value.strip("'\"")
+    return "mp"
+
+
 def last_completed(found: dict[str, Any]) -> str:
     """The newest attempt that ended with exit code 0 (an earlier one may have failed to start)."""
     done = [name for name, one in found["attempts"].items() if one["exit_code"] == 0]
-    return max(done or list(found["attempts"]), key=lambda name: int(name.split("_")[1]))
+    return max(done or list(found["attempts"]), key=attempt_number)
 
 
 def steady_difference(ours: dict[str, Any], raw: dict[str, Any]) -> dict[str, dict[str, float]]:
@@ -1814,6 +1840,7 @@ def record(source: Path, gpus: int, section: str | None = None, previous_as: str
                 "steps": [],
                 "startup_s": startup_s,
                 "train_file": train_file(one["engine_overrides"]),
+                "vllm_executor": vllm_executor(one["engine_overrides"]),
                 "jit_builds": one.get("jit_builds", []),
             }
         steps = [
@@ -1848,6 +1875,7 @@ def record(source: Path, gpus: int, section: str | None = None, previous_as: str
                 {s["step"]: s["timing_s/step"] for s in steps},
             ),
             "train_file": train_file(one["engine_overrides"]),
+            "vllm_executor": vllm_executor(one["engine_overrides"]),
             "jit_builds": one.get("jit_builds", []),
             "tokens_per_sequence": {
                 "prompt_mean": mean("prompt_length/mean"),
@@ -1866,6 +1894,12 @@ def record(source: Path, gpus: int, section: str | None = None, previous_as: str
     if "attempt_2" in ours["attempts"]:
         summary["ours_retry"] = retry = run(ours, "attempt_2")
         summary["retry_startup"] = startup_against_cold(summary["ours"], retry)
+        later = [name for name in sorted(ours["attempts"], key=attempt_number) if attempt_number(name) > 2]
+        if later:  # more retries on the same machine: one pair is one sample of a noisy ratio
+            summary["later_retries_startup"] = {
+                name: startup_against_cold(summary["ours"], run(ours, name)) for name in later
+            }
+            summary["retry_ratios"] = retry_ratios(summary["retry_startup"], summary["later_retries_startup"])
     if raw:
         ours_s, raw_s = (
             summary["ours"]["steady_state"]["step_s"],
@@ -1897,6 +1931,7 @@ def record(source: Path, gpus: int, section: str | None = None, previous_as: str
         summary = {**kept, section: pair}
     elif "ours_retry" in summary:  # a cold attempt and its retry, for the start-up they save
         keys = ("machine", "attention", "shapes", "ours", "ours_retry", "retry_startup")
+        keys += tuple(key for key in ("later_retries_startup", "retry_ratios") if key in summary)
         summary = {**kept, section: {key: summary[key] for key in keys}}
     else:
         raise SystemExit(

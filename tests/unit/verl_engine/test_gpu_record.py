@@ -48,6 +48,9 @@ def step(number: int, step_s: float, update_s: float) -> dict[str, Any]:
     }
 
 
+UNI_KEY = "actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend"
+
+
 def attempt(
     exit_code: int, steps: list[dict[str, Any]], train: str = "data.train_files=/v/data/geo3k-a/train.parquet"
 ) -> dict[str, Any]:
@@ -226,6 +229,61 @@ def test_a_pair_stopped_at_startup_is_measured_to_the_rollout_servers_mark(
     assert pair["retry_phases_s"] == {"trainer": 3.4, "actor_and_reference": 116.9, "rollout_server": 73.1}
     assert section["ours_retry"]["steps"] == []
     assert section["ours"]["train_file"] == "/v/data/geo3k-a/train.parquet"
+
+
+def test_later_retries_are_measured_against_the_same_cold_attempt(
+    verl_gpu: ModuleType, tmp_path: Path
+) -> None:
+    """A third (and tenth) attempt on the same machine is another sample of the retry's start-up:
+    each gets its ratio, attempts sort as numbers, and the mean retry is held against the cold one."""
+    source = tmp_path / "came-back"
+    source.mkdir()
+    attempts = {}
+    for name, end in (
+        ("attempt_1", 210.0),
+        ("attempt_2", 118.0),
+        ("attempt_3", 142.0),
+        ("attempt_10", 130.0),
+    ):
+        attempts[name] = attempt(75, [])
+        attempts[name]["startup_s"] = {"trainer": 2.0, "rollout_server": end, "first_step": None}
+        attempts[name]["engine_overrides"].append(f"+{UNI_KEY}=uni")
+    (source / "shapes-4b-summary.json").write_text(json.dumps(summary("shapes-4b", attempts)))
+    target = tmp_path / "repo" / "docs" / "benchmarks" / "data" / "verl-4b-1gpu.json"
+    target.parent.mkdir(parents=True)
+
+    verl_gpu.record(source, 1, "startup_uni")
+
+    section = json.loads(target.read_text())["startup_uni"]
+    assert section["retry_startup"]["retry_s"] == 118.0
+    later = section["later_retries_startup"]
+    assert list(later) == ["attempt_3", "attempt_10"]
+    assert later["attempt_3"]["cold_s"] == 210.0
+    assert later["attempt_3"]["retry_s"] == 142.0
+    assert later["attempt_10"]["ratio"] == round(130 / 210, 3)
+    assert section["ours"]["vllm_executor"] == section["ours_retry"]["vllm_executor"] == "uni"
+    ratios = section["retry_ratios"]
+    assert ratios["each"] == {"attempt_2": 0.562, "attempt_3": 0.676, "attempt_10": 0.619}
+    assert ratios["mean_retry_s"] == 130.0
+    assert ratios["mean_ratio"] == round(130 / 210, 3)
+
+
+def test_a_single_retry_has_no_later_retries(verl_gpu: ModuleType, tmp_path: Path) -> None:
+    source = tmp_path / "came-back"
+    source.mkdir()
+    attempts = {name: attempt(75, []) for name in ("attempt_1", "attempt_2")}
+    for one, end in zip(attempts.values(), (210.0, 118.0), strict=True):
+        one["startup_s"] = {"trainer": 2.0, "rollout_server": end, "first_step": None}
+    (source / "shapes-4b-summary.json").write_text(json.dumps(summary("shapes-4b", attempts)))
+    target = tmp_path / "repo" / "docs" / "benchmarks" / "data" / "verl-4b-1gpu.json"
+    target.parent.mkdir(parents=True)
+
+    verl_gpu.record(source, 1, "startup_uni")
+
+    section = json.loads(target.read_text())["startup_uni"]
+    assert "later_retries_startup" not in section
+    assert "retry_ratios" not in section
+    assert section["ours"]["vllm_executor"] == "mp"  # no override: verl's own choice
 
 
 def test_raw_verl_gets_the_same_batches(verl_gpu: ModuleType, tmp_path: Path) -> None:
