@@ -75,8 +75,13 @@ def test_example_composes_with_its_intent(verl_configs, version, stem):
     assert reward["name"] == "compute_score"
     assert select(cfg, "reward.reward_manager.name") == "naive"
 
-    # vLLM: the multimodal processor cache is off the way current vLLM accepts.
-    assert select(cfg, "actor_rollout_ref.rollout.engine_kwargs.vllm") == {"mm_processor_cache_gb": 0}
+    # vLLM: the multimodal processor cache is off the way current vLLM accepts; a replica of one
+    # GPU runs the model in vLLM's engine process.
+    one_gpu = job.accelerator.device == "cuda" and job.spec.rollout.tensor_parallel_size == 1
+    assert select(cfg, "actor_rollout_ref.rollout.engine_kwargs.vllm") == {
+        "mm_processor_cache_gb": 0,
+        **({"distributed_executor_backend": "uni"} if one_gpu else {}),
+    }
     # Metrics for status: the file logger, per attempt, reaching the TaskRunner through runtime_env.
     assert select(cfg, "trainer.logger")[:2] == ["console", "file"]
     assert select(cfg, "ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH") == METRICS
@@ -340,6 +345,60 @@ def test_user_overrides_come_last_and_win(verl_configs):
     ]
     assert select(cfg, "actor_rollout_ref.rollout.gpu_memory_utilization") == pytest.approx(0.45)
     assert check(cfg, plan, profile).problems == []
+
+
+EXECUTOR = "actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend"
+
+
+@pytest.mark.parametrize(
+    ("stem", "rollout", "expected"),
+    [
+        ("safegrpo-nvidia", {}, "uni"),  # one GPU per replica: no worker process beside the engine
+        ("geo3k-two-node-nvidia", {}, None),  # two GPUs per replica: vLLM needs its workers
+        ("geo3k-two-node-nvidia", {"tensorParallelSize": 1}, "uni"),
+        ("geo3k-ascend-910b", {"tensorParallelSize": 1}, None),  # vLLM-Ascend keeps verl's choice
+    ],
+)
+def test_a_one_gpu_rollout_replica_runs_vllm_in_its_engine_process(verl_configs, stem, rollout, expected):
+    job = example_job(stem, rollout=rollout) if rollout else example_job(stem)
+    cfg, plan, profile = composed(verl_configs, "0.9.1", job)
+    assert select(cfg, EXECUTOR, None) == expected
+    assert check(cfg, plan, profile).problems == []
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        f"+{EXECUTOR}=mp",  # the form verl's docs give for an engine_kwargs key
+        f"++{EXECUTOR}=mp",
+        f"{EXECUTOR}=mp",  # plain: ours adds the key, the user's sets it after
+    ],
+)
+def test_a_users_executor_wins_in_any_hydra_form(verl_configs, override):
+    job = example_job("safegrpo-nvidia", engine={"overrides": [override]})
+    cfg, plan, profile = composed(verl_configs, "0.9.1", job)
+    assert select(cfg, EXECUTOR) == "mp"
+    added_by_user = override.startswith("+")
+    assert sum(EXECUTOR in line for line in plan.rendered()) == (1 if added_by_user else 2)
+    assert plan.rendered()[-1] == override
+    assert check(cfg, plan, profile).problems == []
+
+
+def test_a_user_may_add_a_key_the_engine_adds(verl_configs):
+    """Hydra refuses `+key` twice; the user's wins and ours is left out."""
+    key = "actor_rollout_ref.rollout.engine_kwargs.vllm.mm_processor_cache_gb"
+    job = example_job("geo3k-two-node-nvidia", engine={"overrides": [f"+{key}=4"]})
+    cfg, plan, _ = composed(verl_configs, "0.9.1", job)
+    assert select(cfg, key) == 4
+    assert [line for line in plan.rendered() if key in line] == [f"+{key}=4"]
+
+
+def test_a_user_deleting_a_key_keeps_ours_before_it(verl_configs):
+    """`~key` removes what ours added; dropping ours would leave Hydra nothing to remove."""
+    job = example_job("safegrpo-nvidia", engine={"overrides": [f"~{EXECUTOR}=uni"]})
+    cfg, plan, _ = composed(verl_configs, "0.9.1", job)
+    assert select(cfg, EXECUTOR, None) is None
+    assert plan.rendered()[-1] == f"~{EXECUTOR}=uni"
 
 
 def test_a_key_that_moved_is_caught_by_value_not_by_composition(verl_configs):

@@ -104,7 +104,8 @@ def is_qwen3_vl(model_source: str, model_path: str | None = None) -> bool:
 def build_overrides(job: ResolvedJob, profile: VerlProfile, inputs: LaunchInputs) -> OverridePlan:
     """All overrides for one attempt, user escape-hatch overrides last."""
     warnings: list[str] = []
-    overrides = [
+    user = _user(job)
+    ours = [
         *_algorithm(job, profile, warnings),
         *_data(job, inputs, warnings),
         *_model(job, inputs, warnings),
@@ -115,9 +116,16 @@ def build_overrides(job: ResolvedJob, profile: VerlProfile, inputs: LaunchInputs
         *_trainer(job, profile, inputs, warnings),
         *_worker_env(inputs.worker_env),
         _worker_setup(),
-        *_user(job),
     ]
-    return OverridePlan(overrides, warnings)
+    return OverridePlan([*_yield_to_user(ours, user), *user], warnings)
+
+
+def _yield_to_user(ours: list[Override], user: list[Override]) -> list[Override]:
+    """Ours without the keys a user adds (`+key=` or `++key=`): Hydra refuses to add a key twice,
+    so a user's `+key` beside ours would stop verl at start-up instead of winning. A plain `key=`
+    of the user's keeps ours (which may be what adds the key) and wins by coming after it."""
+    added = {o.key.lstrip("+") for o in user if o.key.startswith("+")}
+    return [o for o in ours if o.key not in added]
 
 
 def _algorithm(job: ResolvedJob, profile: VerlProfile, warnings: list[str]) -> list[Override]:
@@ -351,6 +359,19 @@ def _rollout(job: ResolvedJob) -> list[Override]:
             why="replaces disable_mm_preprocessor_cache, which current vLLM rejects at start-up",
         ),
     ]
+    if job.accelerator.device == "cuda" and rollout.tensor_parallel_size == 1:
+        out.append(
+            Override(
+                f"{prefix}.engine_kwargs.vllm.distributed_executor_backend",
+                "uni",
+                add=True,
+                why=(
+                    "a replica of one GPU: vLLM runs the model in its engine process instead of "
+                    "starting a worker process beside it (verl asks for mp), which starts every "
+                    "attempt sooner"
+                ),
+            )
+        )
     longest = data.max_prompt_length + data.max_response_length
     if not rollout.enable_chunked_prefill and longest > _VLLM_DEFAULT_BATCHED_TOKENS:
         out.append(
