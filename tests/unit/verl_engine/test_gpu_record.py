@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -386,6 +387,56 @@ def test_train_rows_sizes_the_generated_geo3k_data(verl_gpu: ModuleType, tmp_pat
     hub = verl_gpu.build_geo3k(tmp_path / "hub", train=7, test=2, side=32, varied=True)
     assert pq.read_table(hub / "data" / "train-00000-of-00001.parquet").num_rows == 7
     assert pq.read_table(hub / "data" / "test-00000-of-00001.parquet").num_rows == 2
+
+
+def test_a_later_start_keeps_the_generated_data_it_would_draw_again(
+    verl_gpu: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every start (the chain's retry too) builds the data; the same arguments are the same bytes,
+    so a second build draws nothing, and other arguments (or a half-written folder) build anew."""
+    import pyarrow.parquet as pq
+
+    train = tmp_path / "hub" / "data" / "train-00000-of-00001.parquet"
+    first = verl_gpu.build_geo3k(tmp_path / "hub", train=7, test=2, side=32, varied=True)
+    before = train.read_bytes()
+    drawn: list[int] = []
+    real_png = verl_gpu.png
+    monkeypatch.setattr(verl_gpu, "png", lambda rng, side: drawn.append(side) or real_png(rng, side))
+
+    assert verl_gpu.build_geo3k(tmp_path / "hub", train=7, test=2, side=32, varied=True) == first
+    assert drawn == []
+    assert train.read_bytes() == before
+
+    verl_gpu.build_geo3k(tmp_path / "hub", train=5, test=2, side=32, varied=True)
+    assert len(drawn) == 7
+    assert pq.read_table(train).num_rows == 5
+
+    drawn.clear()
+    train.unlink()
+    verl_gpu.build_geo3k(tmp_path / "hub", train=5, test=2, side=32, varied=True)
+    assert len(drawn) == 7
+    assert pq.read_table(train).num_rows == 5
+
+
+def test_a_later_start_finds_the_extra_wheels_installed(
+    verl_gpu: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first start installs the carried wheels into EXTRA_SITE; a later one puts the folder on
+    its path (once) instead of running pip again."""
+    site = tmp_path / "extra"
+    site.mkdir()
+    monkeypatch.setattr(verl_gpu, "EXTRA_SITE", site)
+    monkeypatch.setattr(verl_gpu, "NEEDED", ("lightkube",))
+    # lightkube importable only from the extra folder, as on the GPU machine.
+    monkeypatch.setattr(verl_gpu, "_importable", lambda name: str(site) in verl_gpu.sys.path)
+    monkeypatch.setattr(verl_gpu.sys, "path", [p for p in verl_gpu.sys.path if p != str(site)])
+    monkeypatch.setenv("PYTHONPATH", "/stack")
+    monkeypatch.setattr(verl_gpu, "install_carried", lambda wanted: pytest.fail("pip ran again"))
+
+    assert verl_gpu.preflight(tmp_path) == []
+    verl_gpu.use_extra_site()
+    assert verl_gpu.sys.path.count(str(site)) == 1
+    assert os.environ["PYTHONPATH"] == f"/stack{os.pathsep}{site}"
 
 
 def test_a_new_main_run_keeps_the_sections_and_the_run_it_replaces(
