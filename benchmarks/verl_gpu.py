@@ -205,7 +205,7 @@ def prepare() -> int:
 def preflight(out: Path, *, sampler: bool = False) -> list[str]:
     """Import what `grpo-train run` needs; install the carried extra wheels for what is missing
     (py-spy too, when the stacks are to be sampled)."""
-    if EXTRA_SITE.is_dir() and str(EXTRA_SITE) not in sys.path:  # an earlier start installed them
+    if EXTRA_SITE.is_dir():  # an earlier start on this machine installed them
         use_extra_site()
     missing = _missing()
     extra = {"yaml", "lightkube"} & set(missing)
@@ -1812,9 +1812,11 @@ def train_file(overrides: list[str]) -> str | None:
 
 def vllm_executor(overrides: list[str]) -> str:
     """The executor vLLM's server ran with: the engine command's own value, else verl's ("mp")."""
+    from grpo_trainer.engines.verl.overrides import VLLM_EXECUTOR_KEY
+
     for item in overrides:
         key, _, value = item.partition("=")
-        if key.lstrip("+").endswith("engine_kwargs.vllm.distributed_executor_backend"):
+        if key.lstrip("+") == VLLM_EXECUTOR_KEY:
             return value.strip("'\"")
     return "mp"
 

@@ -38,6 +38,8 @@ _KWARG = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DEFAULT_MICRO_BATCH = DEFAULT_MICRO_BATCH["verl"]
 """verl's micro-batch when the spec gives none (api/batch.py, which the checks read too)."""
 _VLLM_DEFAULT_BATCHED_TOKENS = 8192
+VLLM_EXECUTOR_KEY = "actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend"
+"""The vLLM executor verl's rollout server starts with (verl's own value: mp)."""
 
 
 @dataclass(frozen=True)
@@ -362,7 +364,7 @@ def _rollout(job: ResolvedJob) -> list[Override]:
     if job.accelerator.device == "cuda" and rollout.tensor_parallel_size == 1:
         out.append(
             Override(
-                f"{prefix}.engine_kwargs.vllm.distributed_executor_backend",
+                VLLM_EXECUTOR_KEY,
                 "uni",
                 add=True,
                 why=(
