@@ -1554,12 +1554,14 @@ def cmd_wait(args: argparse.Namespace) -> int:
     deadline = time.monotonic() + args.seconds
     log_machine_age()
     followed: list[tuple[Attempt, int | None]] = []
+    stopped: set[Attempt] = set()
     while attempt is not None:
         left = max(0.0, deadline - time.monotonic())
         log(f"following {attempt.part} attempt {attempt.number} for up to {left:.0f} s")
         code = follow(attempt, left, STARTED if args.stop_at_startup else None)
         if code is None and args.stop_at_startup and _started(attempt):
             stop_attempt(attempt)
+            stopped.add(attempt)
             code = attempt.rc()
         followed.append((attempt, code))
         if code is None and attempt.running():
@@ -1570,11 +1572,19 @@ def cmd_wait(args: argparse.Namespace) -> int:
         write_json(args.out / f"{part}-summary.json", result)
         archive_logs(args.out, WORK / part, part)
     last, code = followed[-1]
-    state = "still running" if code is None and last.running() else f"ended, exit code {code}"
+    if last in stopped:
+        state = f"stopped at the end of its start-up, exit code {code}"
+    elif code is None and last.running():
+        state = "still running"
+    else:
+        state = f"ended, exit code {code}"
     steps = results[last.part]["attempts"][f"attempt_{last.number}"]["steps"]
     log(f"{last.part} attempt {last.number}: {state}; steps {steps}")
     log_machine_age()
-    return 0 if all(c in (0, None) for _, c in followed) else 1
+    # An attempt this wait stopped exits as a stopped pod does (not 0), and that is what was asked
+    # for: so `wait --stop-at-startup && start ... --attempt N` goes on to the next retry in one call.
+    failed = [a for a, c in followed if c not in (0, None) and a not in stopped]
+    return 1 if failed else 0
 
 
 def log_machine_age() -> None:

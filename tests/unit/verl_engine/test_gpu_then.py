@@ -210,8 +210,12 @@ def test_a_wait_that_stops_at_startup_stops_each_attempt_once_its_rollout_server
     folder = tmp_path / "work" / "shapes-4b" / "attempt-1"
     _ended_attempt(verl_gpu, folder)
     (folder / "rc").unlink()
+    # Stopped, it exits as a stopped attempt's supervisor records it: 75, not 0.
     script = (
-        "import sys, time\n"
+        "import signal, sys, time\n"
+        "def stopped(*_):\n"
+        "    open(sys.argv[2], 'w').write('75'); sys.exit(75)\n"
+        "signal.signal(signal.SIGTERM, stopped)\n"
         "log = open(sys.argv[1], 'a')\n"
         "for line in ['[  20.0s] actor and ref model engine initialized',"
         " '[  30.0s] checkpoint engine manager initialized', '[  31.0s] generating']:\n"
@@ -219,7 +223,7 @@ def test_a_wait_that_stops_at_startup_stops_each_attempt_once_its_rollout_server
         "time.sleep(60)\n"
     )
     attempt = subprocess.Popen(
-        [sys.executable, "-c", script, str(folder / "output.log")], start_new_session=True
+        [sys.executable, "-c", script, str(folder / "output.log"), str(folder / "rc")], start_new_session=True
     )
     try:
         (folder / "pid").write_text(str(attempt.pid))
@@ -229,10 +233,14 @@ def test_a_wait_that_stops_at_startup_stops_each_attempt_once_its_rollout_server
 
         began = time.monotonic()
         args = argparse.Namespace(part="shapes-4b", seconds=30, out=tmp_path / "out", stop_at_startup=True)
+        # A stop the wait asked for is no failure: `wait && start --attempt N` goes on.
         assert verl_gpu.cmd_wait(args) == 0
         assert time.monotonic() - began < 20, "waited for the attempt's end, not its start-up's"
         assert attempt.poll() is not None, "the attempt was left running"
-        assert "attempt 1: stopped at the end of its start-up" in capsys.readouterr().out
+        assert (folder / "rc").read_text() == "75"
+        said = capsys.readouterr().out
+        assert "attempt 1: stopped at the end of its start-up" in said
+        assert "shapes-4b attempt 1: stopped at the end of its start-up, exit code 75" in said
         written = json.loads((tmp_path / "out" / "shapes-4b-summary.json").read_text())
         assert written["attempts"]["attempt_1"]["startup_s"]["rollout_server"] == 30.0
     finally:
@@ -252,3 +260,11 @@ def test_a_wait_that_stops_at_startup_stops_each_attempt_once_its_rollout_server
     finally:
         running.kill()
         running.wait()
+
+    # One that ended by itself with an error, before its mark, is a failure with or without the stop.
+    third = folder.parent / "attempt-3"
+    _ended_attempt(verl_gpu, third)
+    (third / "rc").write_text("1")
+    args = argparse.Namespace(part="shapes-4b", seconds=5, out=tmp_path / "out", stop_at_startup=True)
+    assert verl_gpu.cmd_wait(args) == 1
+    assert "shapes-4b attempt 3: ended, exit code 1" in capsys.readouterr().out
