@@ -112,19 +112,19 @@ def main(argv: list[str] | None = None) -> int:
     options.add_argument("--json", type=Path, help="write the figures here too")
     args = options.parse_args(argv)
     runs: list[dict[str, Any]] = []
+    summary = {"machine": machine(), "runs": runs}
     for module in args.modules:
         for n in range(1, args.repeat + 1):
             result = {**time_import(module), "run": n}
             runs.append(result)
+            if args.json:  # after every run: a run cut short by its call's limit still leaves its figures
+                args.json.parent.mkdir(parents=True, exist_ok=True)
+                args.json.write_text(json.dumps(summary, indent=2) + "\n")
             if result["ok"]:
                 heaviest = ", ".join(f"{k} {v:.1f}" for k, v in list(result["packages_s"].items())[:5])
                 print(f"[import-time] {module} run {n}: {result['wall_s']:.1f} s ({heaviest})", flush=True)
             else:
                 print(f"[import-time] {module} run {n}: failed: {result['error']}", flush=True)
-    summary = {"machine": machine(), "runs": runs}
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(summary, indent=2) + "\n")
     return 0 if all(r["ok"] for r in runs) else 1
 
 
