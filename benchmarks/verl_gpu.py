@@ -1859,9 +1859,9 @@ def record(source: Path, gpus: int, section: str | None = None, previous_as: str
     `wait` summaries a device call brought back (`shapes-4b-summary.json`, `raw-4b-summary.json`).
 
     With `section`, the pair (ours and raw verl, from one lease; or ours and its retry, for the
-    start-up a retry saves) goes under that key of the existing summary and the rest of it is
-    kept: a run at other shapes than the summary's own (a shorter response, to fit both runs in
-    one lease) must not replace them.
+    start-up a retry saves), or ours alone when there is neither, goes under that key of the
+    existing summary and the rest of it is kept: a run at other shapes or settings than the
+    summary's own (a shorter response, to fit both runs in one lease) must not replace them.
     Without it, the new run becomes the main one and the sections stay; `previous_as` keeps the
     main run it replaces under that key (a run with other attention, say), so no measurement is
     lost by recording a newer one."""
@@ -1973,10 +1973,8 @@ def record(source: Path, gpus: int, section: str | None = None, previous_as: str
         keys = ("machine", "attention", "shapes", "ours", "ours_retry", "retry_startup")
         keys += tuple(key for key in ("later_retries_startup", "retry_ratios") if key in summary)
         summary = {**kept, section: {key: summary[key] for key in keys}}
-    else:
-        raise SystemExit(
-            f"record --section {section}: no raw-4b-summary.json in {source}, and no retry (attempt 2) of ours"
-        )
+    else:  # ours alone: steps at settings other than the main run's (the engine's defaults, say)
+        summary = {**kept, section: {key: summary[key] for key in ("machine", "attention", "shapes", "ours")}}
     write_json(target, summary)
     log(f"wrote {target.relative_to(ROOT)}")
     return 0

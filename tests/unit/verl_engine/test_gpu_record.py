@@ -155,13 +155,27 @@ def test_the_data_does_not_follow_the_step_count(
     assert len(set(rows)) == 1
 
 
-def test_a_section_needs_raw_verl_or_a_retry(verl_gpu: ModuleType, tmp_path: Path) -> None:
+def test_a_section_of_ours_alone_keeps_the_main_run(verl_gpu: ModuleType, tmp_path: Path) -> None:
+    """Steps at other settings than the main run's (the engine's defaults, say), with neither raw
+    verl nor a retry beside them, go under their own key; the main run and other sections stay."""
     source = tmp_path / "came-back"
     source.mkdir()
-    ours = summary("shapes-4b", {"attempt_1": attempt(0, [step(1, 115, 43), step(2, 92, 46)])})
-    (source / "shapes-4b-summary.json").write_text(json.dumps(ours))
-    with pytest.raises(SystemExit, match=r"no raw-4b-summary\.json in .*, and no retry"):
-        verl_gpu.record(source, 1, "comparison_512")
+    first = attempt(0, [step(1, 115, 43), step(2, 92, 46), step(3, 94, 44)])
+    first["engine_overrides"].append(f"+{UNI_KEY}=uni")
+    (source / "shapes-4b-summary.json").write_text(json.dumps(summary("shapes-4b", {"attempt_1": first})))
+    target = tmp_path / "repo" / "docs" / "benchmarks" / "data" / "verl-4b-1gpu.json"
+    target.parent.mkdir(parents=True)
+    target.write_text(json.dumps({"ours": {"kept": True}, "startup_uni": {"kept": True}}))
+
+    assert verl_gpu.record(source, 1, "engine_defaults") == 0
+
+    written = json.loads(target.read_text())
+    assert written["ours"] == written["startup_uni"] == {"kept": True}
+    section = written["engine_defaults"]
+    assert set(section) == {"machine", "attention", "shapes", "ours"}
+    assert section["ours"]["steps"] == [1, 2, 3]
+    assert section["ours"]["steady_state"]["step_s"] == 93.0  # steps 2 and 3
+    assert section["ours"]["vllm_executor"] == "uni"
 
 
 def test_a_start_up_section_keeps_the_main_run_and_reads_the_retry(
