@@ -1969,12 +1969,11 @@ def record(source: Path, gpus: int, section: str | None = None, previous_as: str
         pair["same_data"] = summary["same_data"]
         pair["per_phase_s"] = steady_difference(pair["ours"], pair["raw_verl"])
         summary = {**kept, section: pair}
-    elif "ours_retry" in summary:  # a cold attempt and its retry, for the start-up they save
-        keys = ("machine", "attention", "shapes", "ours", "ours_retry", "retry_startup")
-        keys += tuple(key for key in ("later_retries_startup", "retry_ratios") if key in summary)
+    else:  # ours, with its retries when it has them (the start-up they save), or alone
+        retries = ("ours_retry", "retry_startup", "later_retries_startup", "retry_ratios")
+        keys = ("machine", "attention", "shapes", "ours", *(key for key in retries if key in summary))
         summary = {**kept, section: {key: summary[key] for key in keys}}
-    else:  # ours alone: steps at settings other than the main run's (the engine's defaults, say)
-        summary = {**kept, section: {key: summary[key] for key in ("machine", "attention", "shapes", "ours")}}
+        log(f"section {section}: {', '.join(keys[3:])} (no raw-4b-summary.json in {source})")
     write_json(target, summary)
     log(f"wrote {target.relative_to(ROOT)}")
     return 0
