@@ -203,6 +203,15 @@ def test_report_command_once(cluster, namespace, crds, tmp_path, monkeypatch):
     metrics.write_text(json.dumps({"step": 3, "data": {"critic/score/mean": 0.25}}) + "\n")
     monkeypatch.setenv("GRPO_ATTEMPT", "1")
     monkeypatch.delenv("GRPO_METRICS_FILE", raising=False)
+    # What the attempt's own reporter wrote: by hand, the attempt's start is not known, so its
+    # start-up stays as that reporter measured it.
+    Client(KubeConfig.from_file(cluster.kubeconfig)).patch(
+        GRPOJobResource.Status,
+        "reporter-cli",
+        {"status": {"progress": {"step": 2, "attempt": 1, "startupSeconds": 193}}},
+        namespace=namespace,
+        patch_type=PatchType.MERGE,
+    )
 
     deadline = time.monotonic() + 30
     while grpo_train(["report", "--spec", str(spec), "--kubeconfig", str(kubeconfig), "--once"]) != 0:
@@ -210,6 +219,7 @@ def test_report_command_once(cluster, namespace, crds, tmp_path, monkeypatch):
         time.sleep(0.5)
     status = cluster.get("grpojob", "reporter-cli", namespace)["status"]
     assert status["progress"]["step"] == 3
+    assert status["progress"]["startupSeconds"] == 193
     assert status["metrics"]["reward"] == 0.25
 
 

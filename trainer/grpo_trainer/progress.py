@@ -313,8 +313,10 @@ def status_patch(state: TrainingState) -> dict[str, Any]:
                 status[part][name] = None
     elif progress.eta_seconds is None:
         status["progress"]["etaSeconds"] = None
-    if state.startup_seconds is None:
+    if state.startup_seconds is None and state.started_at is not None:
         # An earlier attempt's start-up is not this one's: cleared until this one's first step.
+        # A reporter that does not know when the attempt started (`grpo-train report` by hand)
+        # leaves the field to the one that does.
         status["progress"]["startupSeconds"] = None
     # A merge patch keeps what it does not name: null removes a value written before (an ETA, a
     # pace, a sick verdict of this attempt that has recovered or of an earlier one).
