@@ -390,6 +390,38 @@ def test_the_strategy_reaches_ours_raw_verl_and_the_retry(verl_gpu: ModuleType, 
     ]
 
 
+def test_actor_offload_reaches_ours_and_raw_verl(verl_gpu: ModuleType, tmp_path: Path) -> None:
+    """`--actor-offload` offloads the actor's parameters and optimiser state in ours' GRPOJob and in
+    raw verl's command alike (the geo3k recipe's setting, with which a 4B step fits an H100); off,
+    both keep them on the GPU as the SafeGRPO recipe does."""
+
+    def offload(args: argparse.Namespace) -> tuple[dict[str, bool], list[str]]:
+        job = verl_gpu.spec(
+            "verl-4b", tmp_path / "model", tmp_path / "data", 1, steps=1, **verl_gpu.sizes_4b(args)
+        )
+        engine = job["spec"]["engine"]
+        raw = verl_gpu.raw_overrides(args, tmp_path / "model", "train.parquet", "test.parquet", tmp_path)
+        return (
+            {k: engine[k] for k in ("paramOffload", "optimizerOffload", "refParamOffload")},
+            [o for o in raw if "actor.fsdp_config" in o and "offload" in o],
+        )
+
+    assert offload(start_args(verl_gpu)) == (
+        {"paramOffload": False, "optimizerOffload": False, "refParamOffload": True},
+        [
+            "actor_rollout_ref.actor.fsdp_config.param_offload=False",
+            "actor_rollout_ref.actor.fsdp_config.optimizer_offload=False",
+        ],
+    )
+    assert offload(start_args(verl_gpu, "--actor-offload")) == (
+        {"paramOffload": True, "optimizerOffload": True, "refParamOffload": True},
+        [
+            "actor_rollout_ref.actor.fsdp_config.param_offload=True",
+            "actor_rollout_ref.actor.fsdp_config.optimizer_offload=True",
+        ],
+    )
+
+
 def test_train_rows_sizes_the_generated_geo3k_data(verl_gpu: ModuleType, tmp_path: Path) -> None:
     """`--train-rows` gives the 4B runs the geo3k recipe's row count (its over-long filter at size);
     without it, 64 rows per GPU, as every run before."""
