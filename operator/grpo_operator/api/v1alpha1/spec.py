@@ -401,7 +401,8 @@ class EngineSpec(ApiModel):
     optimizer_offload: bool = False
     """Offload optimizer state to host memory."""
     ref_param_offload: bool = True
-    """Offload the reference model's parameters."""
+    """Offload the reference model's parameters (verl 0.9.1's FSDP engine keeps the forward-only
+    reference's parameters on the host whatever this says)."""
     torch_compile: bool | None = None
     """Compile the FSDP actor with torch.compile (engine default when unset)."""
     use_remove_padding: bool = True
