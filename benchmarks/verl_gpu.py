@@ -1047,7 +1047,7 @@ def sizes_4b(args: argparse.Namespace) -> dict[str, Any]:
         # fsdp2 for every step measured (verl's Qwen3-VL examples); `--strategy fsdp` starts the
         # examples' own, FSDP1.
         # `--actor-offload`: the geo3k recipe's actor offload, which lets a 4B step fit an H100's
-        # 80 GB (a step without it peaked at 82.8 GB allocated on the H200).
+        # 80 GB (a step without it used 99.6 GiB of the H200).
         "engine": {
             "refParamOffload": True,
             "strategy": args.strategy,
