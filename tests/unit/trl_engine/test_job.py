@@ -31,7 +31,14 @@ def manifest(**algorithm: object) -> dict[str, object]:
 
 def test_the_seed_example_maps_to_the_seed_recipe() -> None:
     job = load_job(EXAMPLE)
-    grpo, lora = build_trl_config(settings_from_job(job))
+    settings = settings_from_job(job)
+    grpo, lora = build_trl_config(settings)
+    # The recipe's TRL cut a prompt over max_prompt_length=1024 from the left instead of dropping it.
+    assert (settings.max_prompt_length, settings.filter_overlong_prompts, settings.truncation) == (
+        1024,
+        False,
+        "left",
+    )
     assert grpo["output_dir"] == job.paths.checkpoint_dir
     assert (grpo["learning_rate"], grpo["num_generations"], grpo["max_completion_length"]) == (5e-6, 2, 1024)
     assert (grpo["per_device_train_batch_size"], grpo["gradient_accumulation_steps"]) == (2, 1)
