@@ -46,6 +46,7 @@ from pydantic import ValidationError
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
+from grpo_operator.api.documents import job_document  # noqa: E402
 from grpo_operator.api.problem import Problem  # noqa: E402
 from grpo_operator.api.v1alpha1 import GRPOJob  # noqa: E402
 from grpo_operator.children.configmap import build_spec_configmap  # noqa: E402
@@ -55,7 +56,6 @@ from grpo_operator.children.rayjob import build_rayjob  # noqa: E402
 from grpo_operator.children.rbac import build_trainer_rbac  # noqa: E402
 from grpo_operator.config import load_settings  # noqa: E402
 from grpo_operator.verdict import job_problems  # noqa: E402
-from grpo_trainer.spec import grpojob_document  # noqa: E402
 from support.cluster import read_env_file  # noqa: E402
 from support.resources import GRPOJobResource, RayJobResource  # noqa: E402, F401  (registers the kinds)
 
@@ -63,7 +63,7 @@ SETTINGS = load_settings(environ={})
 CRD = yaml.safe_load((REPO / "crds" / "grpo.dev_grpojobs.yaml").read_text())
 SPEC_SCHEMA = CRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
 # The GRPOJob of each example (colours-cpu.yaml also holds its reward's ConfigMap).
-EXAMPLES = [grpojob_document(p.read_text()) for p in sorted((REPO / "examples").glob("*.yaml"))]
+EXAMPLES = [job_document(p.read_text(), p.name) for p in sorted((REPO / "examples").glob("*.yaml"))]
 DELETE = object()
 # What only the operator can check (its settings, or a claim it looks up): no admission rule for these.
 OPERATOR_ONLY = (

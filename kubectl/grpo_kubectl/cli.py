@@ -12,7 +12,7 @@
 
 kubectl's flags (-n, -A, --context, --kubeconfig, -o) go before or after the command. Files on
 the job's volume (logs, metrics, checkpoints) are read through a short-lived Pod that mounts it
-read-only, or, with `--workdir DIR`, from a folder standing for the pods' /grpo tree; after the
+read-only, or, with `--workdir DIR`, from a folder whose `grpo/` is the pods' /grpo tree; after the
 job is deleted, `--claim CLAIM` reads the volume it left (`logs`, `checkpoints`, `plot`). Errors
 are one line on stderr.
 """
@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+import httpx2 as httpx
 import yaml
 from grpo_operator.api.contract import (
     CHECKPOINT_MOUNT,
@@ -40,6 +41,7 @@ from grpo_operator.api.contract import (
     attempt_log_file,
     job_dir,
 )
+from grpo_operator.api.documents import DocumentError, grpojob_manifest
 from grpo_operator.api.v1alpha1 import GROUP, VERSION, GRPOJob, JobPaths
 from grpo_operator.api.v1alpha1.status import history_points
 from grpo_operator.config import Settings
@@ -47,12 +49,11 @@ from grpo_operator.preflight import judge as preflight_judge
 from grpo_operator.preflight import references
 from grpo_operator.validation import validate
 from grpo_operator.verdict import manifest_problems, parse
-from grpo_trainer.spec import grpojob_document
 from lightkube import ApiError
 
 from . import drawing, listing, portforward
 from .cluster import Cluster, NoVerdictError, PluginError, one_line
-from .history import history_from_metrics
+from .history import history_from_metrics, steps_in
 from .portforward import RAY_DASHBOARD_PORT
 from .reader import DEFAULT_IMAGE, ReadTarget
 from .show import describe
@@ -83,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         return error.code
     except ApiError as error:
         print(f"error: the API server refused: {error.status.code} {error.status.message}", file=sys.stderr)
+        return 1
+    except httpx.HTTPError as error:  # a request no command wrapped: still the server, not a bug
+        print(f"error: cannot reach the API server: {one_line(error)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
@@ -156,7 +160,13 @@ def _parser() -> argparse.ArgumentParser:
     def command(
         name: str, handler: Callable[[argparse.Namespace], int], help_: str
     ) -> argparse.ArgumentParser:
-        cmd = sub.add_parser(name, help=help_, description=help_, epilog=EXIT_CODES)
+        cmd = sub.add_parser(
+            name,
+            help=help_,
+            description=help_,
+            epilog=EXIT_CODES,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         _global_options(cmd, top=False)
         cmd.set_defaults(handler=handler)
         return cmd
@@ -164,7 +174,7 @@ def _parser() -> argparse.ArgumentParser:
     def volume_options(cmd: argparse.ArgumentParser) -> None:
         cmd.add_argument(
             "--workdir",
-            help="read the job's volume from this folder (standing for the pods' /grpo tree) instead of a pod",
+            help="read the job's volume from this folder (its grpo/ is the pods' /grpo tree) instead of a pod",
         )
         cmd.add_argument(
             "--image", default=DEFAULT_IMAGE, help="image of the reader pod (default: %(default)s)"
@@ -289,16 +299,14 @@ def _cluster(args: argparse.Namespace) -> Cluster:
 
 def _read_manifest(path: str) -> dict[str, Any]:
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except OSError as error:
         raise PluginError(f"cannot read {path}: {error.strerror or error}") from error
     try:
-        document = grpojob_document(text)  # the GRPOJob of a file that also holds its ConfigMap
-    except yaml.YAMLError as error:
-        raise PluginError(f"{path} is not valid YAML: {one_line(error)}") from error
-    if not isinstance(document, dict) or document.get("kind") != "GRPOJob":
-        raise PluginError(f"{path} does not hold a GRPOJob (kind: GRPOJob)")
-    return document
+        # The GRPOJob of a file that may also hold its ConfigMap.
+        return grpojob_manifest(data, "standard input" if path == "-" else path)
+    except DocumentError as error:
+        raise PluginError(str(error)) from error
 
 
 def _job_folder(name: str, body: dict[str, Any] | None) -> str:
@@ -335,6 +343,8 @@ class _Source:
     paths: JobPaths
     cluster: Cluster | None
     body: dict[str, Any] | None
+    unread: str = ""
+    """Why the job itself was not read (--workdir without a cluster or without the job)."""
 
 
 def _source(args: argparse.Namespace) -> _Source:
@@ -344,9 +354,9 @@ def _source(args: argparse.Namespace) -> _Source:
         raise PluginError("--job NAME-UID8 goes with --claim CLAIM", USAGE)
     if not args.job:
         raise PluginError("give a job name (or --claim CLAIM for the volume a deleted job left)", USAGE)
-    cluster, body = _job_if_reachable(args)
+    cluster, body, why = _job_if_reachable(args)
     job = GRPOJob.model_validate(body) if body else None
-    return _Source(args.job, _volume(args, cluster, job), _job_paths(args.job, body), cluster, body)
+    return _Source(args.job, _volume(args, cluster, job), _job_paths(args.job, body), cluster, body, why)
 
 
 def _claim_source(args: argparse.Namespace) -> _Source:
@@ -414,7 +424,10 @@ def _validate(args: argparse.Namespace) -> int:
                 print("refused by the API server (dry run)", file=sys.stderr)
                 return CONFIG_ERROR
             job, schema = parse(manifest, cluster.namespace)
-            assert job is not None, schema  # the server accepted the schema the models are made from
+            if job is None:  # the server accepted what the models, its source, refuse: say what
+                return _verdict(
+                    [str(p) for p in schema], "the API server accepts it; the operator's models do not"
+                )
             modes = None
             if job.spec.checkpoint.claim_name and job.spec.resources.nodes > 1:
                 modes = cluster.claim_access_modes(job.spec.checkpoint.claim_name)
@@ -477,7 +490,17 @@ def _plan(args: argparse.Namespace) -> int:
     from grpo_trainer.cli import main as grpo_train
 
     if bool(args.filename) == bool(args.job):
-        raise PluginError("give a job name or -f FILE")
+        both = " (not both)" if args.filename else ""
+        raise PluginError(f"give a job name or -f FILE{both}", USAGE)
+    if args.verl_version:
+        # Checked here, with the trainer's rule (which needs the plan extra, as planning does), so
+        # a mistyped release is one line and a usage mistake, not the trainer's own usage text.
+        from grpo_trainer.cli import version_argument
+
+        try:
+            version_argument(args.verl_version)
+        except argparse.ArgumentTypeError as error:
+            raise PluginError(f"--verl-version: {error}", USAGE) from error
     if args.filename:
         manifest = _read_manifest(args.filename)
     else:
@@ -520,15 +543,16 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _job_if_reachable(args: argparse.Namespace) -> tuple[Cluster | None, dict[str, Any] | None]:
+def _job_if_reachable(args: argparse.Namespace) -> tuple[Cluster | None, dict[str, Any] | None, str]:
     """The cluster and the job, needed for its uid (its folder's name) and status. With --workdir a
-    run by hand needs neither: no cluster or no such job there reads the folder by name alone."""
+    run by hand needs neither: no cluster or no such job there reads the folder by name alone (and
+    the third value says why the job was not read)."""
     try:
         cluster = _cluster(args)
-        return cluster, cluster.job_body(args.job)
-    except PluginError:
+        return cluster, cluster.job_body(args.job), ""
+    except PluginError as error:
         if args.workdir:
-            return None, None
+            return None, None, str(error)
         raise
 
 
@@ -536,7 +560,7 @@ def _logs(args: argparse.Namespace) -> int:
     source = _source(args)
     body, name = source.body, source.name
     if body is None and args.attempt is None and not args.claim:
-        raise PluginError(f"give --attempt: grpojob {name} cannot be read from a cluster")
+        raise PluginError(f"give --attempt: the job's status cannot be read ({source.unread})", USAGE)
     current = ((body or {}).get("status") or {}).get("attempt")
     attempt = args.attempt or current or (_attempts_on_volume(source) if args.claim else None)
     if not attempt:
@@ -577,9 +601,17 @@ def _plot(args: argparse.Namespace) -> int:
         lines: list[str] = []
         for file in args.metrics_file:
             try:
-                lines += Path(file).read_text(encoding="utf-8").splitlines()
+                found = Path(file).read_text(encoding="utf-8").splitlines()
             except OSError as error:
                 raise PluginError(f"cannot read {file}: {error.strerror or error}") from error
+            except UnicodeDecodeError as error:
+                raise PluginError(f"{file} is not a metrics file: it is not UTF-8 text") from error
+            if found and not steps_in(found):
+                raise PluginError(
+                    f"{file} is not a metrics file: none of its {len(found)} lines is a step's metrics "
+                    "(the trainer writes them to attempt-N.jsonl)"
+                )
+            lines += found
         title = args.job or ", ".join(Path(f).name for f in args.metrics_file)
         history = history_from_metrics(lines)
     elif not args.job and not args.claim:
@@ -614,9 +646,22 @@ def _plot(args: argparse.Namespace) -> int:
             print(drawing.terminal_chart(curve))
     if (args.png or "").lower() != "none":
         name = re.sub(r"[^A-Za-z0-9_.-]+", "-", args.job or "metrics")
-        path = drawing.write_png(found, Path(args.png or f"{name}-curves.png"), title)
+        path = drawing.write_png(found, _png_path(args.png, f"{name}-curves.png"), title)
         print(f"wrote {path}", file=sys.stderr)
     return 0
+
+
+def _png_path(given: str | None, default: str) -> Path:
+    """Where the picture goes: `--png` as given, a folder's default name in it, `.png` added to a
+    name without a suffix (as matplotlib would, unseen); never a folder that does not exist."""
+    path = Path(given or default)
+    if path.is_dir():
+        path = path / default
+    elif not path.suffix:
+        path = path.with_suffix(".png")
+    if not path.parent.is_dir():
+        raise PluginError(f"--png {given}: there is no folder {path.parent} to write it in", USAGE)
+    return path
 
 
 def _suspend(args: argparse.Namespace) -> int:

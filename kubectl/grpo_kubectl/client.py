@@ -24,12 +24,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import yaml
 from grpo_operator.api.contract import attempt_log_file, job_dir
+from grpo_operator.api.documents import DocumentError, grpojob_manifest
 from grpo_operator.api.v1alpha1 import GROUP, KIND, VERSION, GRPOJob, JobPaths
 from grpo_operator.api.v1alpha1.status import history_points, latest_response_length
 from grpo_trainer.kube import GRPOJobResource
-from grpo_trainer.spec import grpojob_document
 from lightkube import ApiError
 from lightkube.types import PatchType
 
@@ -300,13 +299,10 @@ def _manifest(job: str | Path | dict[str, Any] | GRPOJob) -> dict[str, Any]:
         return {k: v for k, v in job.items() if k != "status"}
     path = Path(job)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as error:
         raise GRPOClientError(f"cannot read {path}: {error.strerror or error}") from error
     try:
-        document = grpojob_document(text)
-    except yaml.YAMLError as error:
-        raise GRPOClientError(f"{path} is not valid YAML: {one_line(error)}") from error
-    if not isinstance(document, dict) or document.get("kind") != KIND:
-        raise GRPOClientError(f"{path} does not hold a GRPOJob (kind: GRPOJob)")
-    return document
+        return grpojob_manifest(data, str(path))
+    except DocumentError as error:
+        raise GRPOClientError(str(error)) from error

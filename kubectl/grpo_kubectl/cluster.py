@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx2 as httpx
+import yaml
+from grpo_operator.api.documents import yaml_message
 from grpo_operator.preflight import UNREADABLE
 from grpo_trainer.kube import GRPOJobResource
 from lightkube import ApiError, Client, KubeConfig
@@ -54,6 +56,12 @@ class Cluster:
             ) from error
         except (OSError, ValueError) as error:
             raise PluginError(f"cannot read the kubeconfig: {one_line(error)}") from error
+        except yaml.YAMLError as error:
+            raise PluginError(f"cannot read the kubeconfig: not valid YAML: {yaml_message(error)}") from error
+        except (KeyError, TypeError, AttributeError) as error:
+            # A YAML file that is no kubeconfig (no `clusters`, a list where a map belongs).
+            what = f"it has no {error.args[0]!r}" if isinstance(error, KeyError) else one_line(error)
+            raise PluginError(f"cannot read the kubeconfig: {what}") from error
         self.server = single.cluster.server
         self.namespace = namespace or single.namespace or "default"
         self.client = Client(
@@ -216,7 +224,13 @@ class Cluster:
         """Lines a reader Pod prints; the Pod is deleted however the reading ends."""
         claim = target.claim
         try:
-            self.client.get(PersistentVolumeClaim, claim, namespace=self.namespace)
+            self._call(
+                f"reading claim {claim}",
+                self.client.get,
+                PersistentVolumeClaim,
+                claim,
+                namespace=self.namespace,
+            )
         except ApiError as error:
             if error.status.code == 404:
                 why = (
@@ -253,7 +267,7 @@ class Cluster:
     def _wait_started(self, name: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while True:
-            pod = self.client.get(Pod, name, namespace=self.namespace)
+            pod = self._call(f"waiting for pod {name}", self.client.get, Pod, name, namespace=self.namespace)
             phase = pod.status.phase if pod.status else None
             if phase in ("Running", "Succeeded", "Failed"):
                 return

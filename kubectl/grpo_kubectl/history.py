@@ -27,3 +27,8 @@ def history_from_metrics(lines: Iterable[str]) -> list[dict[str, Any]]:
         {"step": step, **{_WIRE[name]: value for name, value in state.history[step].items()}}
         for step in sorted(state.history)
     ]
+
+
+def steps_in(lines: Iterable[str]) -> int:
+    """How many lines are steps' metrics: none in a file of lines means it is no metrics file."""
+    return sum(1 for line in lines if parse_line(line))

@@ -1,6 +1,6 @@
 """A job's files on its checkpoint volume, read from where the user is.
 
-`LocalVolume` reads a folder that stands for the pods' /grpo tree (`--workdir`, as for
+`LocalVolume` reads a folder whose `grpo/` is the pods' /grpo tree (`--workdir`, as for
 `grpo-train run --workdir`: a volume mounted on this machine, a copy, the local test cluster's
 storage). `PodVolume` reads through a short-lived Pod on the cluster (reader.py). Both take the
 paths the pods use (`contract.attempt_log_file` and friends).

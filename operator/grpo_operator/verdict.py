@@ -2,9 +2,10 @@
 and `validate`, and what the API server and the operator together decide.
 
 Admission runs the CRD's schema and CEL rules; the operator then runs `validation.validate`.
-Offline, the same three steps run here in the same order: the pydantic models (the schema's
-source), the CRD's CEL rules (`api/rules.py`, evaluated from the generated CRD itself), and
-`validation.validate` with the operator's settings. Each problem names its field the way the
+Offline, the same steps run here in the same order: the manifest's shape against the generated
+CRD (`api/wire.py`: apiVersion, kind, field names, JSON types), the pydantic models (the schema's
+source: patterns, bounds), the CRD's CEL rules (`api/rules.py`, evaluated from the generated CRD
+itself), and `validation.validate` with the operator's settings. Each problem names its field the way the
 server and the operator do, so a user reads the same field wherever a rule fires.
 
 What only the cluster knows stays with it: an existing claim's access mode (checked by the
@@ -21,22 +22,41 @@ from pydantic import ValidationError
 from .api.problem import Problem
 from .api.rules import rule_violations
 from .api.v1alpha1 import GRPOJob
+from .api.v1alpha1.base import PATTERN_WORDS
+from .api.v1alpha1.spec import SOURCE_PATTERN_WORDS
+from .api.wire import pruned, wire_problems
 from .config import Settings
 from .validation import validate
+
+_PATTERNS = {**PATTERN_WORDS, **SOURCE_PATTERN_WORDS}
+"""Each pattern of the schema, in words: a person reads what to write, not a regular expression."""
+
+
+def _message(item: Any) -> str:
+    if item["type"] == "extra_forbidden":
+        return "unknown field"
+    if item["type"] == "string_pattern_mismatch":
+        words = _PATTERNS.get(item.get("ctx", {}).get("pattern", ""))
+        if words:
+            return f"expected {words}, found {item['input']!r}"
+    return str(item["msg"])
 
 
 def schema_problems(error: ValidationError) -> list[Problem]:
     """Pydantic's errors as the API server words them: the field's path, then what is wrong."""
     problems = []
     for item in error.errors():
-        field = ".".join(str(part) for part in item["loc"]) or "spec"
-        message = "unknown field" if item["type"] == "extra_forbidden" else item["msg"]
-        problems.append(Problem(field, message))
+        field = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in item["loc"])
+        problems.append(Problem(field.lstrip(".") or "spec", _message(item)))
     return problems
 
 
 def parse(manifest: dict[str, Any], namespace: str = "default") -> tuple[GRPOJob | None, list[Problem]]:
     """The manifest as the operator would read it, or the schema's problems with it."""
+    shape = wire_problems(manifest)
+    if shape:
+        return None, shape
+    manifest = pruned(manifest)
     metadata = {"namespace": namespace, "uid": "", **(manifest.get("metadata") or {})}
     if not metadata.get("name"):
         return None, [Problem("metadata.name", "a GRPOJob needs a name")]

@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 
 import yaml
+from grpo_operator.api.documents import job_document
 from grpo_operator.api.v1alpha1 import GRPOJob
 from grpo_operator.children.resolved import resolve_job
 from grpo_operator.config import Settings
-from grpo_trainer.spec import grpojob_document
 
 from .conftest import REPO, docker
 
@@ -25,7 +25,7 @@ STEPS = 4
 
 
 def _resolved_job(tmp_path: Path) -> dict:
-    document = grpojob_document(EXAMPLE.read_text())
+    document = job_document(EXAMPLE.read_text(), EXAMPLE.name)
     document["metadata"].update(namespace="images", uid="0000-images")
     spec = document["spec"]
     spec["algorithm"]["totalSteps"] = STEPS

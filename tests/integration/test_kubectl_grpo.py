@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 import yaml
+from grpo_operator.api.documents import job_document
 from grpo_operator.config import Settings
 from grpo_operator.validation import validate
 from grpo_operator.verdict import parse
-from grpo_trainer.spec import grpojob_document
 from support.cluster import Cluster
 from support.jobs import create_inputs
 from support.plugin import kubectl_grpo
@@ -74,7 +74,7 @@ def test_every_judge_gives_the_same_verdict(case: Case, cluster, namespace, crds
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
 def test_the_examples_are_accepted_by_every_judge(example: Path, cluster, namespace, crds, plugin_path):
-    manifest = grpojob_document(example.read_text())
+    manifest = job_document(example.read_text(), example.name)
     assert server_verdict(cluster, namespace, manifest) is None
     create_inputs(cluster, namespace, manifest)  # the claims and Secrets a user makes first
     plugin = kubectl_grpo(cluster, plugin_path, "validate", "-n", namespace, "-f", str(example))

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from grpo_operator.api.documents import job_document
 from grpo_operator.api.v1alpha1.status import history_points
-from grpo_trainer.spec import grpojob_document
 
 from support.cluster import REPO_ROOT, Cluster
 
@@ -24,7 +24,7 @@ def colour_job(name: str, steps: int, save_every: int, **sections: dict[str, Any
     """examples/colours-cpu.yaml (its reward ConfigMap too) as job ``name``: ``steps`` steps, a
     checkpoint every ``save_every``, and each of ``sections`` merged into that spec section."""
     documents = [d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d]
-    job = grpojob_document(EXAMPLE.read_text())
+    job = job_document(EXAMPLE.read_text(), EXAMPLE.name)
     job["metadata"]["name"] = name
     job["spec"]["algorithm"]["totalSteps"] = steps
     job["spec"]["checkpoint"]["saveInterval"] = save_every

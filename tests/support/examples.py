@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from grpo_trainer.spec import grpojob_document
+from grpo_operator.api.documents import job_document
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_FILES = {path.stem: path for path in sorted((REPO / "examples").glob("*.yaml"))}
@@ -15,7 +15,7 @@ EXAMPLE_FILES = {path.stem: path for path in sorted((REPO / "examples").glob("*.
 
 def example_document(stem: str) -> dict[str, Any]:
     """The GRPOJob of examples/<stem>.yaml as a dict (a file may hold other documents too)."""
-    return grpojob_document(EXAMPLE_FILES[stem].read_text())
+    return job_document(EXAMPLE_FILES[stem].read_text(), EXAMPLE_FILES[stem].name)
 
 
 def with_changes(document: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from grpo_operator.api.documents import job_document
 from grpo_operator.api.v1alpha1 import GRPOJob
-from grpo_trainer.spec import grpojob_document
 
 from support.examples import with_changes
 
@@ -16,7 +16,7 @@ METADATA = {"namespace": "team-a", "uid": "00000000-0000-0000-0000-000000000001"
 
 
 def example_body(path: Path) -> dict[str, Any]:
-    body = grpojob_document(path.read_text())
+    body = job_document(path.read_text(), path.name)
     body["metadata"] = {**body["metadata"], **METADATA, "creationTimestamp": "2026-11-29T10:00:00Z"}
     return body
 

@@ -8,8 +8,9 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from grpo_operator.api.documents import job_document
 from grpo_operator.api.v1alpha1 import JobPaths, ResolvedJob
-from grpo_trainer.spec import grpojob_document, resolve_manifest
+from grpo_trainer.spec import resolve_manifest
 from PIL import Image, ImageDraw
 
 from support.examples import example_document, with_changes
@@ -23,7 +24,7 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 def example_manifests() -> dict[str, dict[str, Any]]:
     """Every GRPOJob under examples/, by file stem."""
-    return {path.stem: grpojob_document(path.read_text()) for path in sorted(EXAMPLES.glob("*.yaml"))}
+    return {path.stem: job_document(path.read_text(), path.name) for path in sorted(EXAMPLES.glob("*.yaml"))}
 
 
 def example_job(stem: str, root: Path | None = None, **spec_changes: Any) -> ResolvedJob:

@@ -95,6 +95,17 @@ CASES = [
         "server",
     ),
     Case("mistyped-field", {"spec.algorithm.groupSise": 8}, "spec.algorithm.groupSise", "server"),
+    # YAML that quotes a number or a boolean: the models alone would read "4" as 4, the server refuses it.
+    Case("number-as-a-string", {"spec.algorithm.groupSize": "4"}, "spec.algorithm.groupSize", "server"),
+    Case(
+        "boolean-as-a-string",
+        {"spec.engine": {"gradientCheckpointing": "true"}},
+        "spec.engine.gradientCheckpointing",
+        "server",
+    ),
+    # Beside spec, where the GRPOJob model ignores what it does not know: kubectl's strict field
+    # validation refuses it.
+    Case("mistyped-top-level-field", {"sepc": {"algorithm": {"groupSize": 8}}}, "sepc", "server"),
     Case(
         "responses-do-not-split-over-devices",
         {

@@ -9,7 +9,7 @@
 
 FILE is the resolved job the operator mounts (default $GRPO_SPEC_FILE, else /grpo/spec/job.json) or a
 GRPOJob manifest (paths as the operator would choose them). `--workdir DIR` (default $GRPO_WORKDIR)
-runs outside a pod: DIR stands for the pod's /grpo tree. Exit codes: grpo_operator.api.contract.
+runs outside a pod: the pod's /grpo tree is DIR/grpo. Exit codes: grpo_operator.api.contract.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from . import data
 from .attempt import Options, start_reporter
 from .attempt import run as run_attempt
 from .engines.base import Engine, EngineOptions, RunPlan, engine_for
+from .engines.verl.versions import version_argument  # also `kubectl grpo plan`'s check
 from .failures import ConfigError, TrainerError
 from .inputs import planned_inputs
 from .kube import KubeStatusWriter
@@ -48,6 +49,10 @@ _DOUBLE_QUOTE_SPECIAL = re.compile(r'["$`\\!]')
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.workdir:
+        # Every path is read and written under it, by this process and every one it starts
+        # (verl's workers change their working folder): one absolute folder for all of them.
+        args.workdir = os.path.abspath(args.workdir)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     localise_environment(os.environ, args.workdir)
     try:
@@ -76,15 +81,19 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument(
             "--workdir",
             default=os.environ.get(Env.WORKDIR) or None,
-            help=f"outside a pod: the folder standing for the pod's /grpo tree (default: ${Env.WORKDIR})",
+            help=f"outside a pod: the pod's /grpo tree is this folder's grpo/ (default: ${Env.WORKDIR})",
         )
         cmd.set_defaults(handler=handler)
         return cmd
 
     plan = command("plan", _plan, "print every setting of the run and why it has its value")
-    plan.add_argument("--verl-version", help="verl jobs: plan for this verl release (default: installed)")
     plan.add_argument(
-        "--attempt", type=int, default=None, help=f"attempt number (default: ${Env.ATTEMPT} or 1)"
+        "--verl-version",
+        type=version_argument,
+        help="verl jobs: plan for this verl release (default: installed)",
+    )
+    plan.add_argument(
+        "--attempt", type=_positive_int, default=None, help=f"attempt number (default: ${Env.ATTEMPT} or 1)"
     )
     plan.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -92,17 +101,21 @@ def _parser() -> argparse.ArgumentParser:
         "validate", _validate, "check the plan: batch arithmetic, and verl's own config for verl"
     )
     validate.add_argument(
-        "--verl-version", help="verl jobs: validate against this release (default: installed)"
+        "--verl-version",
+        type=version_argument,
+        help="verl jobs: validate against this release (default: installed)",
     )
     validate.add_argument(
-        "--config-dir", type=Path, help="verl jobs: verl's trainer/config folder to compose with"
+        "--config-dir", type=_folder, help="verl jobs: verl's trainer/config folder to compose with"
     )
 
     prepare = command("prepare-data", _prepare, "turn the job's dataset into parquet on the shared volume")
     prepare.add_argument("--no-progress", action="store_true")
 
     run = command("run", _run, "run one attempt: data, engine, status reports, export")
-    run.add_argument("--verl-version", help="verl jobs: treat the installed verl as this release")
+    run.add_argument(
+        "--verl-version", type=version_argument, help="verl jobs: treat the installed verl as this release"
+    )
     run.add_argument("--no-report", action="store_true", help="do not patch the job's status")
     run.add_argument("--kubeconfig", help="kubeconfig for status reports (default: in-cluster, $KUBECONFIG)")
 
@@ -111,8 +124,37 @@ def _parser() -> argparse.ArgumentParser:
     report = command("report", _report, "tail the attempt's metrics and patch the job's status")
     report.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, then $KUBECONFIG)")
     report.add_argument("--once", action="store_true", help="read what is there, patch once, exit")
-    report.add_argument("--interval", type=float, default=5.0, help="seconds between patches at most")
+    report.add_argument(
+        "--interval", type=_positive_float, default=5.0, help="seconds between patches at most"
+    )
     return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected 1 or more, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected more than 0 seconds, got {text}")
+    return value
+
+
+def _folder(text: str) -> Path:
+    path = Path(text)
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"no folder {text}")
+    return path
 
 
 def _attempt(args: argparse.Namespace, number: int | None = None) -> tuple[Attempt, Engine, ResolvedJob]:
@@ -257,9 +299,12 @@ def _report(args: argparse.Namespace) -> int:
         writer = KubeStatusWriter(attempt.job_name, attempt.namespace, args.kubeconfig)
         found = writer.exists()
     except Exception as exc:  # lightkube's ConfigError, an unreadable kubeconfig, the API server away
-        raise ConfigError(
-            f"cannot reach the job's status: {_one_line(exc)}; give --kubeconfig or set $KUBECONFIG"
-        ) from exc
+        where = (
+            f"with --kubeconfig {args.kubeconfig}"
+            if args.kubeconfig
+            else "give --kubeconfig or set $KUBECONFIG"
+        )
+        raise ConfigError(f"cannot reach the job's status: {_one_line(exc)} ({where})") from exc
     if not found:
         raise ConfigError(
             f"no GRPOJob {attempt.namespace}/{attempt.job_name} to report to (set ${Env.NAMESPACE} and ${Env.JOB_NAME})"

@@ -7,23 +7,24 @@ is accepted as well: it is resolved with the operator's own function and default
 what `grpo-train plan` prints is what would run.
 
 Outside a pod (a workstation, the local test cluster) `contract.Env.WORKDIR` (or `--workdir`)
-names the folder that stands for the pod's /grpo tree; every pod path is read under it.
+names the folder whose `grpo/` is the pod's /grpo tree; every pod path under /grpo is read there.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from grpo_operator.api.contract import CACHE_HOMES, Env, checkpoint_events_file, metrics_file, under_workdir
-from grpo_operator.api.v1alpha1 import GRPOJob, ResolvedJob
+from grpo_operator.api.documents import DocumentError, decode, job_document
+from grpo_operator.api.problem import Problem
+from grpo_operator.api.v1alpha1 import KIND, GRPOJob, ResolvedJob
 from grpo_operator.children.resolved import resolve_job
 from grpo_operator.config import Settings
+from grpo_operator.verdict import parse, schema_problems
 from pydantic import ValidationError
 
 from .failures import ConfigError
@@ -32,28 +33,38 @@ from .failures import ConfigError
 def load_job(path: str | Path, workdir: str | None = None) -> ResolvedJob:
     """Read a resolved job (the operator's JSON) or a GRPOJob manifest; ConfigError says what is wrong.
 
-    With a `workdir`, `path` is a pod path when it lies under /grpo, and the job's paths are
-    returned as seen from here.
+    A manifest gets the offline verdict's schema checks (grpo_operator.verdict.parse: apiVersion,
+    kind, field names and types, then the models), so a file the API server would refuse is
+    refused here with the same fields named. With a `workdir`, `path` is a pod path when it lies
+    under /grpo, and the job's paths are returned as seen from here.
     """
     path = Path(under_workdir(str(path), workdir))
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"cannot read the job spec {path}: {exc.strerror or exc}") from exc
     try:
-        document = json.loads(text) if path.suffix == ".json" else grpojob_document(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"the job spec {path} is not valid JSON/YAML: {exc}") from exc
-    if not isinstance(document, dict):
-        raise ConfigError(f"the job spec {path} must hold an object, found {type(document).__name__}")
-    try:
-        if document.get("kind") == "GRPOJob":
-            job = resolve_manifest(document)
-        else:
+        document = job_document(decode(data, str(path)), str(path))
+    except DocumentError as exc:
+        raise ConfigError(f"the job spec {exc}") from exc
+    if isinstance(document, dict) and "paths" in document and "kind" not in document:
+        try:
             job = ResolvedJob.model_validate(document)
-    except ValidationError as exc:
-        raise ConfigError(f"the job spec {path} is invalid: {_errors(exc)}") from exc
-    return job.under(workdir)
+        except ValidationError as exc:
+            raise ConfigError(f"the job spec {path} is invalid: {_listed(schema_problems(exc))}") from exc
+        return job.under(workdir)
+    if not isinstance(document, dict) or document.get("kind") != KIND:
+        raise ConfigError(
+            f"the job spec {path} is neither a GRPOJob (kind: {KIND}) nor the resolved job the operator writes"
+        )
+    parsed, problems = parse(document)
+    if parsed is None:
+        raise ConfigError(f"the job spec {path} is invalid: {_listed(problems)}")
+    return _resolved(parsed).under(workdir)
+
+
+def _listed(problems: list[Problem]) -> str:
+    return "; ".join(str(p) for p in problems)
 
 
 POD_PATH_VARIABLES = (Env.SPEC_FILE, Env.METRICS_FILE, *CACHE_HOMES)
@@ -74,37 +85,19 @@ def localise_environment(environ: MutableMapping[str, str], workdir: str | None)
             environ[name] = under_workdir(value, workdir)
 
 
-def grpojob_document(text: str) -> Any:
-    """The GRPOJob of a YAML file that may hold several documents (an example with its ConfigMap),
-    else its only document."""
-    documents = [d for d in yaml.safe_load_all(text) if d is not None]
-    jobs = [d for d in documents if isinstance(d, dict) and d.get("kind") == "GRPOJob"]
-    if len(jobs) == 1:
-        return jobs[0]
-    if len(documents) == 1:
-        return documents[0]
-    raise yaml.YAMLError(f"expected one GRPOJob among {len(documents)} documents, found {len(jobs)}")
-
-
 def resolve_manifest(
     manifest: dict[str, Any], namespace: str = "default", settings: Settings | None = None
 ) -> ResolvedJob:
     """A GRPOJob manifest as the operator would resolve it (same paths, default profiles)."""
     metadata = {"namespace": namespace, "uid": "", **manifest.get("metadata", {})}
-    job = GRPOJob.model_validate({**manifest, "metadata": metadata})
+    return _resolved(GRPOJob.model_validate({**manifest, "metadata": metadata}), settings)
+
+
+def _resolved(job: GRPOJob, settings: Settings | None = None) -> ResolvedJob:
     try:
         return resolve_job(job, settings or Settings())
     except ValueError as exc:
         raise ConfigError(f"spec.resources.accelerator: {exc}") from exc
-
-
-def _errors(exc: ValidationError) -> str:
-    """Pydantic's errors as `field.path: message` pairs, the form a person can act on."""
-    parts = []
-    for error in exc.errors():
-        where = ".".join(str(p) for p in error["loc"])
-        parts.append(f"{where}: {error['msg']}")
-    return "; ".join(parts)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from grpo_operator.api.documents import job_document
 from grpo_operator.api.rules import rule_violations
 from grpo_operator.config import Settings
 from grpo_operator.validation import validate
@@ -17,7 +18,6 @@ from grpo_operator.verdict import manifest_problems, parse
 from grpo_trainer.cli import main as grpo_train
 from grpo_trainer.engines.verl.configs import CACHE_ENV
 from grpo_trainer.failures import CONFIG_ERROR
-from grpo_trainer.spec import grpojob_document
 from support.verdict_cases import BASE, CASES, Case
 
 REPO = Path(__file__).resolve().parents[3]
@@ -66,7 +66,7 @@ def test_grpo_train_refuses_it(case: Case, command: str, tmp_path, capsys):
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
 def test_every_example_is_accepted_by_every_offline_judge(example: Path, capsys):
-    manifest = grpojob_document(example.read_text())
+    manifest = job_document(example.read_text(), example.name)
     assert manifest_problems(manifest) == []
     assert grpo_train(["validate", "--spec", str(example)]) == 0
     assert grpo_train(["plan", "--spec", str(example)]) == 0

@@ -128,6 +128,76 @@ def test_plot_with_nothing_to_draw_is_one_line(tmp_path, capsys, no_cluster):
     assert capsys.readouterr().err.startswith("error: no points to plot yet")
 
 
+def test_a_file_of_no_metrics_is_said_to_be_none_rather_than_early(tmp_path, capsys, no_cluster):
+    garbage = tmp_path / "notes.jsonl"
+    garbage.write_text("step one went well\n{not json\n")
+    for output in ([], ["-o", "json"]):
+        assert main(["plot", "--metrics-file", str(garbage), "--png", "none", *output]) == 1
+        assert capsys.readouterr().err == (
+            f"error: {garbage} is not a metrics file: none of its 2 lines is a step's metrics "
+            "(the trainer writes them to attempt-N.jsonl)\n"
+        )
+
+
+def test_the_png_is_written_where_the_message_says(tmp_path, capsys, no_cluster):
+    metrics = _metrics_dir(tmp_path) / "attempt-1.jsonl"
+    metrics.write_text(_steps(1, 10))
+    plot = ["plot", "--metrics-file", str(metrics), "--no-terminal", "--png"]
+    assert main([*plot, str(tmp_path / "curves")]) == 0
+    assert capsys.readouterr().err == f"wrote {tmp_path / 'curves.png'}\n"
+    assert (tmp_path / "curves.png").is_file()
+    assert main([*plot, str(tmp_path)]) == 0  # a folder: the default name inside it
+    assert capsys.readouterr().err == f"wrote {tmp_path / 'metrics-curves.png'}\n"
+    assert main([*plot, str(tmp_path / "nowhere" / "c.png")]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"error: --png {tmp_path / 'nowhere' / 'c.png'}: there is no folder"
+    )
+    assert not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.parametrize(
+    ("kubeconfig", "expected"),
+    [
+        (
+            "clusters: [\n",
+            "error: cannot read the kubeconfig: not valid YAML: line 2, column 1: expected the node content",
+        ),
+        ("apiVersion: v1\n", "error: cannot read the kubeconfig: it has no 'clusters'"),
+    ],
+)
+def test_a_broken_kubeconfig_is_one_line(tmp_path, capsys, kubeconfig, expected):
+    path = tmp_path / "config"
+    path.write_text(kubeconfig)
+    assert main(["--kubeconfig", str(path), "list"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(expected), err
+    assert len(err.splitlines()) == 1
+
+
+def test_an_unreachable_server_is_named_on_every_read_of_a_kept_claim(tmp_path, capsys):
+    path = tmp_path / "config"
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    for command, extra in (("logs", []), ("checkpoints", []), ("plot", ["--png", "none"])):
+        assert main(["--kubeconfig", str(path), command, "gone", "--claim", "kept", *extra]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("error: cannot reach the API server at https://127.0.0.1:1"), err
+        assert "internal error" not in err
+
+
+def test_plan_wants_a_job_or_a_file_and_not_both(capsys, no_cluster):
+    assert main(["plan"]) == 2
+    assert capsys.readouterr().err == "error: give a job name or -f FILE\n"
+    assert main(["plan", "job", "-f", str(EXAMPLE)]) == 2
+    assert capsys.readouterr().err == "error: give a job name or -f FILE (not both)\n"
+    assert main(["plan", "-f", str(EXAMPLE), "--verl-version", "banana"]) == 2
+    assert capsys.readouterr().err == (
+        "error: --verl-version: not a verl version: 'banana' (a release such as 0.9.1)\n"
+    )
+
+
 # --- checkpoints -------------------------------------------------------------------------------
 
 
@@ -175,7 +245,7 @@ def test_a_file_that_is_not_a_grpojob_is_one_line(tmp_path, capsys, no_cluster):
     path = tmp_path / "pod.yaml"
     path.write_text("kind: Pod\n")
     assert main(["validate", "-f", str(path)]) == 1
-    assert capsys.readouterr().err == f"error: {path} does not hold a GRPOJob (kind: GRPOJob)\n"
+    assert capsys.readouterr().err == f"error: {path} holds a Pod, not a GRPOJob (kind: GRPOJob)\n"
 
 
 def test_plan_of_a_manifest_is_the_trainers_plan(capsys, no_cluster):

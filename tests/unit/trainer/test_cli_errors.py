@@ -77,3 +77,71 @@ def test_the_trl_example_describes_the_columns_the_trainer_reads():
     for column in (dataset.get("promptKey", "prompt"), dataset.get("imageKey", "images"), *VERL_COLUMNS):
         assert f"`{column}`" in comment, f"the example does not name the {column!r} column"
     assert "ground_truth" in comment
+
+
+def test_report_names_the_kubeconfig_it_was_given(tmp_path, capsys):
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    spec = str(EXAMPLES / "lora-single-gpu.yaml")
+    assert main(["report", "--spec", spec, "--once", "--kubeconfig", str(kubeconfig)]) == CONFIG_ERROR
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot reach the job's status: ")
+    assert err.endswith(f"(with --kubeconfig {kubeconfig})\n")
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["plan", "--attempt", "0"], "argument --attempt: expected 1 or more, got 0"),
+        (["plan", "--attempt", "two"], "argument --attempt: expected a whole number, got 'two'"),
+        (["validate", "--verl-version", "banana"], "argument --verl-version: not a verl version: 'banana'"),
+        (
+            ["validate", "--config-dir", "/nonexistent/config"],
+            "argument --config-dir: no folder /nonexistent/config",
+        ),
+        (["report", "--interval", "-5"], "argument --interval: expected more than 0 seconds, got -5"),
+    ],
+)
+def test_a_bad_flag_value_is_a_usage_mistake_naming_the_flag(argv, expected, capsys):
+    with pytest.raises(SystemExit) as usage:
+        main([*argv, "--spec", str(EXAMPLES / "colours-cpu.yaml")])
+    assert usage.value.code == 2
+    assert expected in capsys.readouterr().err
+
+
+def test_a_relative_workdir_is_the_same_folder_for_every_path(tmp_path, monkeypatch, capsys, verl_configs):
+    from grpo_trainer.engines.verl.configs import CACHE_ENV
+
+    monkeypatch.setenv(CACHE_ENV, str(next(iter(verl_configs.values())).parents[3]))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "wd").mkdir()
+    assert main(["validate", "--spec", str(EXAMPLES / "geo3k-two-node-nvidia.yaml"), "--workdir", "wd"]) == 0
+    assert "must be absolute" not in capsys.readouterr().out
+
+
+def test_run_of_a_manifest_without_a_name_is_a_configuration_error(tmp_path, capsys):
+    manifest = yaml.safe_load((EXAMPLES / "lora-single-gpu.yaml").read_text())
+    del manifest["metadata"]["name"]
+    spec = tmp_path / "job.yaml"
+    spec.write_text(yaml.safe_dump(manifest))
+    assert main(["run", "--spec", str(spec), "--workdir", str(tmp_path), "--no-report"]) == CONFIG_ERROR
+    err = capsys.readouterr().err
+    assert "metadata.name: a GRPOJob needs a name" in err
+    assert '"reason": "ConfigError", "retryable": false' in err
+    assert "Traceback" not in err
+
+
+def test_a_verl_release_pip_cannot_find_says_pips_reason():
+    import subprocess
+
+    from grpo_trainer.engines.verl.configs import _why
+
+    failed = subprocess.CalledProcessError(
+        1,
+        ["pip", "download"],
+        stderr="Looking in indexes\nERROR: No matching distribution found for verl==9.9.9\n",
+    )
+    assert _why(failed) == "pip: No matching distribution found for verl==9.9.9"

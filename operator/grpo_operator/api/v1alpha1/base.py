@@ -33,6 +33,15 @@ LABEL_KEY_PATTERN = rf"^({DNS_SUBDOMAIN}/)?[A-Za-z0-9]([-A-Za-z0-9_.]{{0,61}}[A-
 DATA_KEY_PATTERN = r"^\.?[-_a-zA-Z0-9][-._a-zA-Z0-9]*$"
 """A key of a ConfigMap or Secret: Kubernetes refuses `.`, `..` and any key that starts with `..`
 (a pod's volume would refuse the path), so it may start with at most one dot."""
+PATTERN_WORDS = {
+    QUANTITY_PATTERN: 'a quantity without spaces, such as "8", "500m", "64Gi" or "1.5Ti"',
+    NAME_PATTERN: "a DNS-1123 name (lower-case letters, digits, '-' and '.', starting and ending with a letter or digit)",
+    JOB_NAME_PATTERN: "a DNS-1035 label (lower-case letters, digits and '-', starting with a letter)",
+    LABEL_VALUE_PATTERN: "a label value (letters, digits, '-', '_' and '.', starting and ending with a letter or digit)",
+    LABEL_KEY_PATTERN: "a label key (an optional DNS-1123 prefix and '/', then a name of at most 63 characters)",
+    DATA_KEY_PATTERN: "a ConfigMap or Secret key (letters, digits, '-', '_' and '.', at most one leading dot)",
+}
+"""The patterns above in words, for the offline verdict's messages (grpo_operator/verdict.py)."""
 INT32_MAX = 2147483647
 
 

@@ -113,6 +113,25 @@ Source = Annotated[
 ]
 OVERRIDE_PATTERN = r"^(~|\+{1,2})?[A-Za-z_][-A-Za-z0-9_.@/\[\]]*=.*$"
 """`key=value` (Hydra's `+key=value`, `++key=value` and `~key=value` too): what the engines accept."""
+PYTHON_FILE_PATTERN = r"^\.?[-_a-zA-Z0-9][-._a-zA-Z0-9]*\.py$"
+"""A reward file's key in its ConfigMap: a ConfigMap key that ends in `.py`."""
+IDENTIFIER_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+"""A Python identifier (a reward function's name)."""
+KWARG_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
+"""A keyword argument's name: a Python identifier of at most 63 characters."""
+ABSOLUTE_PATH_PATTERN = r"^/"
+ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
+"""An environment variable's name, as Kubernetes accepts it for a container."""
+SOURCE_PATTERN_WORDS = {
+    SOURCE_PATTERN: SOURCE_HELP,
+    OVERRIDE_PATTERN: "key=value (or +key=value, ++key=value, ~key=value)",
+    PYTHON_FILE_PATTERN: "a ConfigMap key ending in .py (letters, digits, '-', '_' and '.')",
+    IDENTIFIER_PATTERN: "a Python identifier (letters, digits and '_', not starting with a digit)",
+    KWARG_PATTERN: "a Python identifier of at most 63 characters",
+    ABSOLUTE_PATH_PATTERN: "an absolute path (starting with /)",
+    ENV_NAME_PATTERN: "an environment variable name (letters, digits, '-', '_' and '.', not starting with a digit)",
+}
+"""The spec's patterns in words, for the offline verdict's messages (grpo_operator/verdict.py)."""
 
 
 class ModelSpec(ApiModel):
@@ -175,9 +194,9 @@ class CustomReward(ApiModel):
 
     config_map: ObjectName
     """ConfigMap holding the Python file."""
-    key: Annotated[str, Field(pattern=r"^\.?[-_a-zA-Z0-9][-._a-zA-Z0-9]*\.py$", max_length=253)] = "reward.py"
+    key: Annotated[str, Field(pattern=PYTHON_FILE_PATTERN, max_length=253)] = "reward.py"
     """Key of the file in the ConfigMap."""
-    function: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=128)] = "compute_score"
+    function: Annotated[str, Field(pattern=IDENTIFIER_PATTERN, max_length=128)] = "compute_score"
     """Function to call."""
     batch: bool = False
     """The function grades a whole batch: f(data_sources, solution_strs, ground_truths, extra_infos) -> list."""
@@ -203,7 +222,7 @@ class RewardSpec(ApiModel):
     custom: CustomReward | None = None
     """A user function from a ConfigMap."""
     kwargs: Annotated[
-        dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")], ShortString],
+        dict[Annotated[str, Field(pattern=KWARG_PATTERN)], ShortString],
         Field(max_length=32),
     ] = Field(default_factory=dict)
     """Extra keyword arguments passed to the reward function (as strings); each name a Python
@@ -742,7 +761,7 @@ class ExportSpec(ApiModel):
     """Also write GGUF files for llama.cpp and Ollama (trl engine)."""
     sample: SampleCheck = Field(default_factory=SampleCheck)
     """The post-training check: one generation on a held-out image and prompt (trl engine)."""
-    path: Annotated[str, Field(pattern=r"^/", max_length=512)] | None = None
+    path: Annotated[str, Field(pattern=ABSOLUTE_PATH_PATTERN, max_length=512)] | None = None
     """Absolute output folder (default: <checkpoint dir>/export)."""
 
 
@@ -840,7 +859,7 @@ class EnvVar(ApiModel):
 
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": _ENV_RULES})
 
-    name: Annotated[str, Field(pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$", max_length=253)]
+    name: Annotated[str, Field(pattern=ENV_NAME_PATTERN, max_length=253)]
     """The variable's name."""
     value: Annotated[str, Field(max_length=4096)] | None = None
     """Its value."""

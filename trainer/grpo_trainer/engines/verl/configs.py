@@ -66,13 +66,25 @@ def config_dir(version: str, cache: Path | None = None, *, download: bool = True
             return fetch(version, cache)
         except (OSError, subprocess.CalledProcessError, StopIteration) as exc:
             raise ConfigError(
-                f"verl {version}'s configuration is not here and could not be fetched ({exc}); "
+                f"verl {version}'s configuration is not here and could not be fetched ({_why(exc)}); "
                 "pass --config-dir with verl's trainer/config folder"
             ) from exc
     raise ConfigError(
         f"verl {version}'s configuration is neither installed nor fetched; run "
         f"`python -m grpo_trainer.engines.verl.configs fetch --version {version}`"
     )
+
+
+def _why(error: BaseException) -> str:
+    """pip's own reason (its last ERROR line) rather than the command that failed."""
+    if isinstance(error, subprocess.CalledProcessError):
+        lines = [line for line in (error.stderr or "").splitlines() if line.startswith("ERROR:")]
+        return "pip: " + (
+            lines[-1].removeprefix("ERROR:").strip() if lines else f"exit status {error.returncode}"
+        )
+    if isinstance(error, StopIteration):
+        return "pip downloaded no wheel"
+    return " ".join(str(error).split())
 
 
 def fetch(version: str, cache: Path | None = None) -> Path:
@@ -99,6 +111,8 @@ def fetch(version: str, cache: Path | None = None) -> Path:
                 str(wheels),
             ],
             check=True,
+            capture_output=True,
+            text=True,
         )
         wheel = next(wheels.glob("verl-*.whl"))
         staging = Path(tmp) / "extract"

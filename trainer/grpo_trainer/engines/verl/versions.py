@@ -11,6 +11,7 @@ The installed version is read from the package metadata, never by importing `ver
 
 from __future__ import annotations
 
+import argparse
 import importlib.metadata
 from dataclasses import dataclass
 
@@ -66,6 +67,15 @@ def installed_version() -> str | None:
         return importlib.metadata.version("verl")
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+def version_argument(text: str) -> str:
+    """A verl release as a command line gives it (`--verl-version`): a usage mistake otherwise."""
+    try:
+        Version(text)
+    except InvalidVersion:
+        raise argparse.ArgumentTypeError(f"not a verl version: {text!r} (a release such as 0.9.1)") from None
+    return text
 
 
 def profile_for(version: str) -> tuple[VerlProfile, str | None]:
