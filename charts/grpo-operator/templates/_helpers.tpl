@@ -67,6 +67,9 @@ The namespaces the operator watches: none listed means the whole cluster.
 */}}
 {{- define "grpo-operator.watchNamespaces" -}}
 {{- if .Values.rbac.clusterWide }}
+{{- if .Values.rbac.namespaces }}
+{{- fail "rbac.namespaces lists the namespaces of a namespaced install: set rbac.clusterWide=false with it (clusterWide watches every namespace)" }}
+{{- end }}
 {{- list | toJson }}
 {{- else }}
 {{- if not .Values.rbac.namespaces }}

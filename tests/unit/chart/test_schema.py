@@ -32,6 +32,40 @@ from support.helm import rejection, render
         ({"image": {"pullPolicy": "Sometimes"}}, (), "pullPolicy"),
         ({"serviceMonitor": {"interval": "often"}}, (), "interval"),
         ({"cleanup": {"timeoutSeconds": 1}}, (), "timeoutSeconds"),
+        # What the API server would refuse later, in a rendered object: refused at install instead.
+        ({"resources": {"limits": {"memory": "2 GB"}}}, (), "/resources/limits/memory"),
+        ({"resources": {"requests": {"cpu": -1}}}, (), "/resources/requests/cpu"),
+        ({"settings": {"headCpu": "four"}}, (), "headCpu"),
+        ({"podLabels": {"bad key!": "x"}}, (), "bad key!"),
+        ({"podAnnotations": {"-bad": "x"}}, (), "-bad"),
+        ({"profiles": {"nvidia": {"nodeSelector": {"bad key": "x"}}}}, (), "bad key"),
+        ({"serviceAccount": {"name": "Bad_Name"}}, (), "/serviceAccount/name"),
+        ({"fullnameOverride": "Bad_Name"}, (), "fullnameOverride"),
+        ({"priorityClassName": "Bad Name"}, (), "priorityClassName"),
+        ({"settings": {"defaultStorageClass": "Bad_Class"}}, (), "defaultStorageClass"),
+        ({"image": {"tag": "v1 :x"}}, (), "/image/tag"),
+        ({"tolerations": [{"key": "a", "operator": "Exists", "value": "x"}]}, (), "/tolerations/0/value"),
+        (
+            {"tolerations": [{"key": "a", "value": "x", "effect": "NoSchedule", "tolerationSeconds": 30}]},
+            (),
+            "/tolerations/0/effect",
+        ),
+        # A profile of a new name has no built-in one under it: what the operator cannot default.
+        ({"profiles": {"amd": {"image": "registry.local/trainer:1"}}}, (), "deviceType"),
+        # --set KEY=null removes the key, and the templates read these groups without a fallback.
+        (None, ("settings=null",), "missing property 'settings'"),
+        (None, ("image=null",), "missing property 'image'"),
+        # Relations between values, which the templates check.
+        (
+            {"settings": {"healthPort": 8080, "metricsPort": 8080}},
+            (),
+            "settings.healthPort and settings.metricsPort",
+        ),
+        (
+            {"settings": {"leaseRenewDeadlineSeconds": 20}},
+            (),
+            "settings.leaseRenewDeadlineSeconds (20) must be below",
+        ),
     ],
 )
 def test_rejects(values: dict | None, sets: tuple[str, ...], named: str) -> None:
@@ -41,6 +75,11 @@ def test_rejects(values: dict | None, sets: tuple[str, ...], named: str) -> None
 def test_a_service_monitor_needs_the_metrics_service() -> None:
     error = rejection({"serviceMonitor": {"enabled": True}, "metrics": {"service": {"enabled": False}}})
     assert "metrics.service.enabled" in error
+
+
+def test_a_namespace_list_with_a_cluster_wide_install_says_which_value_to_change() -> None:
+    error = rejection({"rbac": {"clusterWide": True, "namespaces": ["team-a"]}})
+    assert "set rbac.clusterWide=false with it" in error
 
 
 def test_accepts_the_documented_overrides() -> None:
