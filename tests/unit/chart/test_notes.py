@@ -24,6 +24,14 @@ def test_namespaced_installs_point_at_a_watched_namespace(notes_copy: Path) -> N
     assert f"kubectl apply -n team-a -f examples/{EXAMPLE.name}" in notes
 
 
+def test_the_namespace_kuberay_must_run_in_is_named(notes_copy: Path) -> None:
+    assert "lets KubeRay in from namespace kuberay-system (settings.rayClients)" in render_notes(notes_copy)
+    notes = render_notes(notes_copy, {"settings": {"rayClients": []}})
+    assert "settings.rayClients is empty" in notes
+    notes = render_notes(notes_copy, {"settings": {"networkPolicy": False}})
+    assert "rayClients" not in notes
+
+
 def test_stuck_finalizers_are_explained(notes_copy: Path) -> None:
     notes = render_notes(notes_copy)
     assert "puts no finalizer on GRPOJobs" in notes
