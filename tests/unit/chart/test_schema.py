@@ -38,6 +38,8 @@ from support.helm import rejection, render
         ({"settings": {"headCpu": "four"}}, (), "headCpu"),
         ({"podLabels": {"bad key!": "x"}}, (), "bad key!"),
         ({"podAnnotations": {"-bad": "x"}}, (), "-bad"),
+        # The chart's selector labels: a second value would break the Deployment's selector.
+        ({"podLabels": {"app.kubernetes.io/component": "x"}}, (), "app.kubernetes.io/component"),
         ({"profiles": {"nvidia": {"nodeSelector": {"bad key": "x"}}}}, (), "bad key"),
         ({"serviceAccount": {"name": "Bad_Name"}}, (), "/serviceAccount/name"),
         ({"fullnameOverride": "Bad_Name"}, (), "fullnameOverride"),
