@@ -39,6 +39,7 @@ from .engines.verl.versions import version_argument  # also `kubectl grpo plan`'
 from .failures import ConfigError, TrainerError
 from .inputs import planned_inputs
 from .kube import KubeStatusWriter
+from .rewards.custom import check_defines
 from .spec import Attempt, load_job, localise_environment
 
 log = logging.getLogger("grpo_trainer")
@@ -249,12 +250,27 @@ def _validate(args: argparse.Namespace) -> int:
         print(findings.checked)
     for warning in findings.warnings:
         print(f"warning: {warning}")
-    if findings.problems:
-        for problem in findings.problems:
+    problems = [*findings.problems, *_reward_file_problems(job)]
+    if problems:
+        for problem in problems:
             print(f"problem: {problem}")
-        raise ConfigError(f"{len(findings.problems)} problem(s) in the {plan.engine} plan")
+        raise ConfigError(f"{len(problems)} problem(s) in the {plan.engine} plan")
     print("ok")
     return OK
+
+
+def _reward_file_problems(job: ResolvedJob) -> list[str]:
+    """With --workdir the job's own reward file is here: parsed (never run), as `run` does before
+    training, so a syntax error or a missing function shows now. Without it the file lives only in
+    the job's ConfigMap, which `kubectl grpo validate` checks on the cluster."""
+    custom = job.spec.reward.custom
+    if custom is None or not job.workdir or not job.paths.reward_file:
+        return []
+    try:
+        check_defines(job.local_path(job.paths.reward_file), custom.function)
+    except ConfigError as exc:
+        return [str(exc)]
+    return []
 
 
 def _prepare(args: argparse.Namespace) -> int:

@@ -145,3 +145,26 @@ def test_a_verl_release_pip_cannot_find_says_pips_reason():
         stderr="Looking in indexes\nERROR: No matching distribution found for verl==9.9.9\n",
     )
     assert _why(failed) == "pip: No matching distribution found for verl==9.9.9"
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        (None, "reward.custom: cannot read the reward file"),
+        ("def compute_score(:\n", "reward.custom: reward.py line 1: invalid syntax"),
+        (
+            "def score(*args):\n    return 0.0\n",
+            "reward.custom.function: reward.py defines no 'compute_score'",
+        ),
+    ],
+)
+def test_validate_with_a_workdir_parses_the_jobs_reward_file(tmp_path, capsys, source, expected):
+    reward = tmp_path / "grpo" / "reward" / "reward.py"
+    reward.parent.mkdir(parents=True)
+    if source is not None:
+        reward.write_text(source)
+    spec = str(EXAMPLES / "colours-cpu.yaml")
+    assert main(["validate", "--spec", spec, "--workdir", str(tmp_path)]) == CONFIG_ERROR
+    assert f"problem: {expected}" in capsys.readouterr().out
+    reward.write_text("def compute_score(*args, **kwargs):\n    return 0.0\n")
+    assert main(["validate", "--spec", spec, "--workdir", str(tmp_path)]) == 0
