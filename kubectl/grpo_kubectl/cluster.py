@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
@@ -47,6 +48,8 @@ class Cluster:
     def __init__(
         self, kubeconfig: str | None = None, context: str | None = None, namespace: str | None = None
     ) -> None:
+        if kubeconfig and Path(kubeconfig).is_dir():
+            raise PluginError(f"cannot read the kubeconfig: {kubeconfig} is a folder, not a file")
         try:
             config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
             single = config.get(context_name=context)

@@ -174,6 +174,13 @@ def test_a_broken_kubeconfig_is_one_line(tmp_path, capsys, kubeconfig, expected)
     assert len(err.splitlines()) == 1
 
 
+def test_a_kubeconfig_that_is_a_folder_says_so(tmp_path, capsys):
+    assert main(["--kubeconfig", str(tmp_path), "list"]) == 1
+    assert (
+        capsys.readouterr().err == f"error: cannot read the kubeconfig: {tmp_path} is a folder, not a file\n"
+    )
+
+
 def test_an_unreachable_server_is_named_on_every_read_of_a_kept_claim(tmp_path, capsys):
     path = tmp_path / "config"
     path.write_text(
