@@ -49,6 +49,7 @@ from grpo_operator.preflight import judge as preflight_judge
 from grpo_operator.preflight import references
 from grpo_operator.validation import validate
 from grpo_operator.verdict import manifest_problems, parse
+from grpo_trainer.arguments import positive_int
 from lightkube import ApiError
 
 from . import drawing, listing, portforward
@@ -202,7 +203,7 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("job", nargs="?", help="a GRPOJob in the cluster (or give -f)")
     plan.add_argument("-f", "--filename", help="a GRPOJob manifest")
     plan.add_argument("--verl-version", help="verl jobs: plan for this verl release")
-    plan.add_argument("--attempt", type=_positive, help="plan this attempt (default: 1)")
+    plan.add_argument("--attempt", type=positive_int, help="plan this attempt (default: 1)")
     plan.add_argument("--json", action="store_true", help="machine-readable output (same as -o json)")
     plan.set_defaults(formats=("json",))
 
@@ -213,7 +214,7 @@ def _parser() -> argparse.ArgumentParser:
     logs = command("logs", _logs, "an attempt's output, kept on the job's volume")
     logs.add_argument("job", nargs="?", help="the GRPOJob (with --claim: its name, the job may be gone)")
     logs.add_argument("-f", "--follow", action="store_true", help="keep printing as the trainer writes")
-    logs.add_argument("--attempt", type=_positive, help="which attempt (default: the current one)")
+    logs.add_argument("--attempt", type=positive_int, help="which attempt (default: the current one)")
     volume_options(logs)
 
     plot = command("plot", _plot, "reward, validation score and response length: a PNG and a terminal chart")
@@ -250,16 +251,6 @@ def _parser() -> argparse.ArgumentParser:
         "--address", default="127.0.0.1", help="local address to listen on (default: %(default)s)"
     )
     return parser
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected 1 or more, got {value}")
-    return value
 
 
 def _port(text: str) -> int:

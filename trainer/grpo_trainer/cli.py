@@ -32,6 +32,7 @@ from grpo_operator.config import Settings
 from grpo_operator.verdict import job_problems
 
 from . import data
+from .arguments import positive_int
 from .attempt import Options, start_reporter
 from .attempt import run as run_attempt
 from .engines.base import Engine, EngineOptions, RunPlan, engine_for
@@ -94,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
         help="verl jobs: plan for this verl release (default: installed)",
     )
     plan.add_argument(
-        "--attempt", type=_positive_int, default=None, help=f"attempt number (default: ${Env.ATTEMPT} or 1)"
+        "--attempt", type=positive_int, default=None, help=f"attempt number (default: ${Env.ATTEMPT} or 1)"
     )
     plan.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -129,16 +130,6 @@ def _parser() -> argparse.ArgumentParser:
         "--interval", type=_positive_float, default=5.0, help="seconds between patches at most"
     )
     return parser
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected 1 or more, got {value}")
-    return value
 
 
 def _positive_float(text: str) -> float:
