@@ -63,6 +63,41 @@ The operator image: a digest wins over the tag; the tag defaults to the chart's 
 {{- end }}
 
 {{/*
+A Kubernetes quantity as a plain number (512Mi -> 536870912, 100m -> 0.1), for comparing two of
+them; values.schema.json has already checked the form.
+*/}}
+{{- define "grpo-operator.quantityValue" -}}
+{{- $text := toString . }}
+{{- $number := regexFind "^([0-9]+(\\.[0-9]*)?|\\.[0-9]+)" $text }}
+{{- $suffix := trimPrefix $number $text }}
+{{- if regexMatch "^[eE]" $suffix }}
+{{- float64 $text }}
+{{- else }}
+{{- $scale := dict "" 1.0 "n" 1e-9 "u" 1e-6 "m" 1e-3 "k" 1e3 "M" 1e6 "G" 1e9 "T" 1e12 "P" 1e15 "E" 1e18 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "Pi" 1125899906842624.0 "Ei" 1152921504606846976.0 }}
+{{- mulf (float64 $number) (get $scale $suffix) }}
+{{- end }}
+{{- end }}
+
+{{/*
+A container's requests against its limits: the API server refuses a pod whose request is above
+its limit only when the ReplicaSet or Job makes it, after the install has "succeeded"; the chart
+refuses the values instead. Call with (list "values.path" .Values.x.resources).
+*/}}
+{{- define "grpo-operator.checkResources" -}}
+{{- $path := index . 0 }}
+{{- $resources := index . 1 | default dict }}
+{{- $limits := $resources.limits | default dict }}
+{{- range $name, $request := $resources.requests | default dict }}
+{{- if hasKey $limits $name }}
+{{- $limit := get $limits $name }}
+{{- if gt (float64 (include "grpo-operator.quantityValue" $request)) (float64 (include "grpo-operator.quantityValue" $limit)) }}
+{{- fail (printf "%s.requests.%s (%v) is above %s.limits.%s (%v): a container may not request more than its limit" $path $name $request $path $name $limit) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
 The namespaces the operator watches: none listed means the whole cluster.
 */}}
 {{- define "grpo-operator.watchNamespaces" -}}

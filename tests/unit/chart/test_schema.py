@@ -68,6 +68,19 @@ from support.helm import rejection, render
             (),
             "settings.leaseRenewDeadlineSeconds (20) must be below",
         ),
+        # A request above its limit: the pods would be refused after the install "succeeded".
+        (
+            {"resources": {"requests": {"cpu": 2}}},
+            (),
+            "resources.requests.cpu (2) is above resources.limits.cpu (1)",
+        ),
+        ({"resources": {"requests": {"memory": "513Mi"}}}, (), "resources.requests.memory (513Mi) is above"),
+        ({"resources": {"requests": {"memory": "6e8"}}}, (), "resources.requests.memory (6e8) is above"),
+        (
+            {"cleanup": {"resources": {"requests": {"cpu": "501m"}}}},
+            (),
+            "cleanup.resources.requests.cpu (501m) is above cleanup.resources.limits.cpu (500m)",
+        ),
     ],
 )
 def test_rejects(values: dict | None, sets: tuple[str, ...], named: str) -> None:
@@ -94,5 +107,17 @@ def test_accepts_the_documented_overrides() -> None:
             "podSecurityContext": {"runAsUser": None, "runAsGroup": None},
             "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
             "cleanup": {"timeoutSeconds": 900},
+        }
+    )
+
+
+def test_a_request_may_equal_its_limit_in_another_unit() -> None:
+    render(
+        {
+            "resources": {
+                "requests": {"cpu": "1000m", "memory": "1Gi"},
+                "limits": {"cpu": 1, "memory": "1024Mi"},
+            },
+            "cleanup": {"resources": {"requests": {"cpu": 0.5, "memory": "5e7"}, "limits": {"memory": None}}},
         }
     )
