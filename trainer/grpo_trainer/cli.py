@@ -46,6 +46,8 @@ from .spec import Attempt, load_job, localise_environment
 log = logging.getLogger("grpo_trainer")
 _SAFE_WORD = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
 _DOUBLE_QUOTE_SPECIAL = re.compile(r'["$`\\!]')
+# The commands that only read what an attempt left under --workdir.
+_READS_WORKDIR = frozenset({"plan", "validate", "export"})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,6 +57,13 @@ def main(argv: list[str] | None = None) -> int:
         # Every path is read and written under it, by this process and every one it starts
         # (verl's workers change their working folder): one absolute folder for all of them.
         args.workdir = os.path.abspath(args.workdir)
+        if args.command in _READS_WORKDIR and not os.path.isdir(args.workdir):
+            # A mistyped folder would otherwise give a plan of paths that exist nowhere, or an
+            # export that finds no checkpoint: `run` and `prepare-data` create it, these only read.
+            parser.error(
+                f"--workdir (or ${Env.WORKDIR}) {args.workdir}: no such folder; "
+                f"{args.command} reads the job's files there"
+            )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     localise_environment(os.environ, args.workdir)
     try:

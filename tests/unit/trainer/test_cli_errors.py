@@ -122,6 +122,19 @@ def test_a_relative_workdir_is_the_same_folder_for_every_path(tmp_path, monkeypa
     assert "must be absolute" not in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("command", ["plan", "validate", "export"])
+def test_a_missing_workdir_is_refused_by_the_commands_that_only_read_it(tmp_path, capsys, command):
+    spec = str(EXAMPLES / "colours-cpu.yaml")
+    with pytest.raises(SystemExit) as usage:
+        main([command, "--spec", spec, "--workdir", str(tmp_path / "typo")])
+    assert usage.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--workdir (or $GRPO_WORKDIR) {tmp_path / 'typo'}: no such folder; {command} reads" in err
+    assert not (tmp_path / "typo").exists()
+    (tmp_path / "typo").mkdir()
+    assert main(["plan", "--spec", spec, "--workdir", str(tmp_path / "typo")]) == 0
+
+
 def test_run_of_a_manifest_without_a_name_is_a_configuration_error(tmp_path, capsys):
     manifest = yaml.safe_load((EXAMPLES / "lora-single-gpu.yaml").read_text())
     del manifest["metadata"]["name"]
