@@ -103,6 +103,13 @@ CASES = [
         "spec.engine.gradientCheckpointing",
         "server",
     ),
+    # A list's empty entry (`- ` in YAML): the server prunes a null field, but refuses a null item.
+    Case(
+        "null-in-a-list",
+        {"spec.engine": {"overrides": ["actor_rollout_ref.actor.ppo_epochs=1", None]}},
+        "spec.engine.overrides[1]",
+        "server",
+    ),
     # Beside spec, where the GRPOJob model ignores what it does not know: kubectl's strict field
     # validation refuses it.
     Case("mistyped-top-level-field", {"sepc": {"algorithm": {"groupSize": 8}}}, "sepc", "server"),

@@ -104,8 +104,15 @@ def _walk(node: dict[str, Any], value: Any, path: str, problems: list[Problem]) 
             elif properties is not None:
                 problems.append(Problem(f"{path}.{key}", "unknown field"))
     elif isinstance(value, list) and isinstance(node.get("items"), dict):
+        items = node["items"]
         for index, item in enumerate(value):
-            _walk(node["items"], item, f"{path}[{index}]", problems)
+            if item is None and not items.get("nullable"):
+                # The server prunes a null field of an object, but not a list's null entry: it
+                # refuses it as a value of the wrong type (`overrides: [a=1, ]` in YAML).
+                expected = items.get("type", "a value")
+                problems.append(Problem(f"{path}[{index}]", f"must be of type {expected}, found null"))
+            else:
+                _walk(items, item, f"{path}[{index}]", problems)
 
 
 def pruned(manifest: dict[str, Any]) -> dict[str, Any]:

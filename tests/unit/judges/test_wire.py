@@ -46,6 +46,16 @@ def test_what_the_server_accepts_passes():
     assert problems({"status": {"anything": 1}}) == []
 
 
+def test_a_null_list_entry_is_a_value_of_the_wrong_type_not_an_absent_field():
+    assert problems({"spec.engine": {"overrides": ["a=1", None], "lora": {"targetModules": [None]}}}) == [
+        "spec.engine.overrides[1]: must be of type string, found null",
+        "spec.engine.lora.targetModules[0]: must be of type string, found null",
+    ]
+    assert problems({"spec.resources.tolerations": [None]}) == [
+        "spec.resources.tolerations[0]: must be of type object, found null"
+    ]
+
+
 def test_unknown_fields_are_named_at_every_level():
     assert problems({"sepc": {}}) == ["sepc: unknown field"]
     assert problems({"spec.algorithm.groupSise": 8}) == ["spec.algorithm.groupSise: unknown field"]
