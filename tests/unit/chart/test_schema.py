@@ -52,6 +52,37 @@ from support.helm import rejection, render
             (),
             "/tolerations/0/effect",
         ),
+        # Kubernetes drops an unknown affinity field with a warning: the operator would run anywhere.
+        ({"affinity": {"nodeAfinity": {}}}, (), "nodeAfinity"),
+        (
+            {
+                "affinity": {
+                    "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"key": "pool"}]}
+                }
+            },
+            (),
+            "/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution",
+        ),
+        (
+            {
+                "affinity": {
+                    "podAntiAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": {}}]
+                    }
+                }
+            },
+            (),
+            "topologyKey",
+        ),
+        (
+            {
+                "affinity": {
+                    "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 0}]}
+                }
+            },
+            (),
+            "/affinity/nodeAffinity/preferredDuringSchedulingIgnoredDuringExecution/0",
+        ),
         # A profile of a new name has no built-in one under it: what the operator cannot default.
         ({"profiles": {"amd": {"image": "registry.local/trainer:1"}}}, (), "deviceType"),
         # --set KEY=null removes the key, and the templates read these groups without a fallback.
@@ -121,3 +152,41 @@ def test_a_request_may_equal_its_limit_in_another_unit() -> None:
             "cleanup": {"resources": {"requests": {"cpu": 0.5, "memory": "5e7"}, "limits": {"memory": None}}},
         }
     )
+
+
+def test_an_affinity_of_every_kind_renders_into_both_pods() -> None:
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["cpu"]}]}
+                ]
+            },
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 50,
+                    "preference": {
+                        "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["a"]}]
+                    },
+                }
+            ],
+        },
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "grpo-operator"}},
+                        "topologyKey": "kubernetes.io/hostname",
+                    },
+                }
+            ]
+        },
+        "podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "zone", "namespaces": ["x"]}]
+        },
+    }
+    rendered = render({"affinity": affinity})
+    pods = [d["spec"]["template"]["spec"] for d in rendered if d["kind"] in ("Deployment", "Job")]
+    assert len(pods) == 2
+    assert all(pod["affinity"] == affinity for pod in pods)
