@@ -48,3 +48,16 @@ def test_uninstall_order(notes_copy: Path) -> None:
     manual = render_notes(notes_copy, {**NAMESPACED, "cleanup": {"enabled": False}})
     assert "kubectl delete grpojobs --all -n team-a --wait" in manual
     assert "kubectl delete grpojobs --all -n team-b --wait" in manual
+
+
+def test_a_cleanup_longer_than_helms_hook_wait_gives_the_uninstall_command_that_waits(
+    notes_copy: Path,
+) -> None:
+    assert "helm uninstall grpo" not in render_notes(notes_copy)
+    assert "helm uninstall grpo" not in render_notes(notes_copy, {"cleanup": {"timeoutSeconds": 240}})
+    notes = render_notes(notes_copy, {"cleanup": {"timeoutSeconds": 600}})
+    assert "this one may take cleanup.timeoutSeconds\n   (600s)" in notes
+    assert "helm uninstall grpo -n grpo-system --timeout 660s" in notes
+    assert "helm uninstall grpo" not in render_notes(
+        notes_copy, {"cleanup": {"enabled": False, "timeoutSeconds": 600}}
+    )
