@@ -24,14 +24,15 @@ def _settings(path: str | None) -> Any:
     from pydantic import ValidationError
 
     from .config import load_settings
+    from .verdict import error_field, error_words
 
     try:
         return load_settings(path)
     except ValidationError as error:
         where = path or os.environ.get("GRPO_OPERATOR_CONFIG") or "the environment"
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: "
-            + ("unknown setting" if e["type"] == "extra_forbidden" else e["msg"])
+            f"{error_field(e['loc']) or 'settings'}: "
+            + ("unknown setting" if e["type"] == "extra_forbidden" else error_words(e))
             for e in error.errors()
         )
         raise StartupError(f"settings in {where}: {problems}") from error

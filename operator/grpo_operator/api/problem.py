@@ -8,6 +8,7 @@ message reads the same wherever it is shown. Standard library only, like the con
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -18,3 +19,9 @@ class Problem:
 
     def __str__(self) -> str:
         return f"{self.field}: {self.message}"
+
+
+def shown(value: Any) -> str:
+    """A value a user wrote, as a message quotes it: strings quoted, anything long cut to 40 characters."""
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= 40 else text[:37] + "..."

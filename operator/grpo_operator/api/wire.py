@@ -18,7 +18,7 @@ from functools import cache
 from typing import Any
 
 from .crdgen import build_crd
-from .problem import Problem
+from .problem import Problem, shown
 from .v1alpha1 import API_VERSION, KIND
 
 _OWN_CHECKS = ("metadata", "status")
@@ -55,11 +55,6 @@ def _fits(expected: str, value: Any) -> bool:
     return found == expected
 
 
-def _shown(value: Any) -> str:
-    text = repr(value) if isinstance(value, str) else str(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 def wire_problems(manifest: dict[str, Any]) -> list[Problem]:
     """What the API server would refuse in `manifest` before it reads any value: empty when its
     apiVersion, kind, field names and JSON types are all the schema's."""
@@ -67,7 +62,7 @@ def wire_problems(manifest: dict[str, Any]) -> list[Problem]:
     for field, expected in (("apiVersion", API_VERSION), ("kind", KIND)):
         value = manifest.get(field)
         if value != expected:
-            found = f"found {_shown(value)}" if value is not None else "it is missing"
+            found = f"found {shown(value)}" if value is not None else "it is missing"
             problems.append(Problem(field, f"expected {expected}, {found}"))
     root = _root_schema()
     for name, value in manifest.items():
@@ -83,7 +78,7 @@ def wire_problems(manifest: dict[str, Any]) -> list[Problem]:
 
 
 def _type_problem(path: str, expected: str, value: Any) -> Problem:
-    return Problem(path, f"must be of type {expected}, found {_json_type(value)} {_shown(value)}")
+    return Problem(path, f"must be of type {expected}, found {_json_type(value)} {shown(value)}")
 
 
 def _walk(node: dict[str, Any], value: Any, path: str, problems: list[Problem]) -> None:

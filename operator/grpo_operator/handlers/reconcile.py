@@ -49,6 +49,7 @@ from ..metrics import Metrics
 from ..rayjob_status import RayJobStatus
 from ..startup import Trouble, grace_ends, trouble
 from ..validation import validate
+from ..verdict import schema_problems
 from .startup_checks import StartupChecks, WarningEvents
 from .urgency import Urgency
 from .watched import Watched
@@ -188,9 +189,7 @@ class Reconciler:
             if (body.get("status") or {}).get("phase") in TERMINAL:
                 return "terminal"
             # The schema admitted it but the models do not (an older CRD, say): fail it visibly.
-            problems = [
-                Problem("spec." + ".".join(str(p) for p in e["loc"]), e["msg"]) for e in error.errors()[:5]
-            ]
+            problems = schema_problems(error)[:5]
             await self._fail_unparseable(body, problems)
             return "invalid"
         terminal = job.status.phase in TERMINAL

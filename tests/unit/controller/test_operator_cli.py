@@ -33,3 +33,14 @@ def test_no_kubeconfig_is_one_line(tmp_path, capsys, monkeypatch: pytest.MonkeyP
     assert err.startswith("grpo-operator: no Kubernetes credentials: ")
     assert str(tmp_path / "missing") in err
     assert err.count("\n") == 1
+
+
+def test_a_setting_out_of_bounds_says_the_bound_and_the_value(tmp_path, capsys):
+    settings = tmp_path / "settings.yaml"
+    settings.write_text("leaseDurationSeconds: 0\n")
+    assert main(["run", "--config", str(settings)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err
+        == f"grpo-operator: settings in {settings}: leaseDurationSeconds: must be greater than 0, found 0\n"
+    )
