@@ -23,8 +23,8 @@ class StartupError(Exception):
 def _settings(path: str | None) -> Any:
     from pydantic import ValidationError
 
+    from .api.problem import error_field, error_words
     from .config import load_settings
-    from .verdict import error_field, error_words
 
     try:
         return load_settings(path)

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .api.problem import Problem, shown
+from .api.problem import Problem, error_field, error_words
 from .api.rules import rule_violations
 from .api.v1alpha1 import GRPOJob
 from .api.v1alpha1.base import PATTERN_WORDS
@@ -32,54 +32,11 @@ _PATTERNS = {**PATTERN_WORDS, **SOURCE_PATTERN_WORDS}
 """Each pattern of the schema, in words: a person reads what to write, not a regular expression."""
 
 
-_BOUNDS = {
-    "greater_than": ("greater than", "gt"),
-    "greater_than_equal": ("at least", "ge"),
-    "less_than": ("less than", "lt"),
-    "less_than_equal": ("at most", "le"),
-}
-
-
-def error_words(item: Any) -> str:
-    """One of pydantic's errors in the words the rest of our messages use ("expected ..., found
-    ..."), with the value the user wrote; pydantic's own sentence where we have none."""
-    kind, ctx, found = item["type"], item.get("ctx") or {}, item.get("input")
-    if kind == "extra_forbidden":
-        return "unknown field"
-    if kind == "missing":
-        return "required"
-    if kind == "string_pattern_mismatch":
-        words = _PATTERNS.get(ctx.get("pattern", ""))
-        if words:
-            return f"expected {words}, found {found!r}"
-    if kind in ("literal_error", "enum") and "expected" in ctx:
-        return f"expected {ctx['expected']}, found {shown(found)}"
-    if kind in _BOUNDS:
-        words, bound = _BOUNDS[kind]
-        limit = ctx[bound]
-        limit = int(limit) if isinstance(limit, float) and limit.is_integer() else limit
-        return f"must be {words} {limit}, found {shown(found)}"
-    if kind in ("string_too_short", "too_short"):
-        return f"must have at least {_count(ctx['min_length'], kind)}, found {len(found)}"
-    if kind in ("string_too_long", "too_long"):
-        return f"must have at most {_count(ctx['max_length'], kind)}, found {len(found)}"
-    return str(item["msg"])
-
-
-def _count(number: int, kind: str) -> str:
-    """A length bound with its unit: a string's characters or a list's entries."""
-    one, many = ("character", "characters") if kind.startswith("string") else ("entry", "entries")
-    return f"{number} {one if number == 1 else many}"
-
-
-def error_field(loc: tuple[Any, ...]) -> str:
-    """A pydantic location as `kubectl explain` spells the field: spec.env[0].name."""
-    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
-
-
 def schema_problems(error: ValidationError) -> list[Problem]:
     """Pydantic's errors as the API server words them: the field's path, then what is wrong."""
-    return [Problem(error_field(item["loc"]) or "spec", error_words(item)) for item in error.errors()]
+    return [
+        Problem(error_field(item["loc"]) or "spec", error_words(item, _PATTERNS)) for item in error.errors()
+    ]
 
 
 def parse(manifest: dict[str, Any], namespace: str = "default") -> tuple[GRPOJob | None, list[Problem]]:

@@ -881,6 +881,7 @@ def test_a_status_the_previous_version_wrote_is_read_and_converges() -> None:
         "status.history",
         "status.outputs.gguf.quantization",
     ]
+    assert unread[0] == "status.progress.updatedAt: unknown field"  # in our words, as a verdict says it
     assert status["health"] == old["health"]  # an older healthy verdict still reads
     body = {**minimal_body(), "status": status}
     body["metadata"]["generation"] = 1

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationError
 
 from ..contract import SIGNATURE_MAX_LENGTH, SIGNATURE_PATTERN
+from ..problem import error_field, error_words
 from .base import ApiModel
 
 Phase = Literal["Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed"]
@@ -371,8 +372,7 @@ def readable(status: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
             GRPOJobStatus.model_validate({key: value})
         except ValidationError as error:
             first = error.errors()[0]
-            where = ".".join(str(p) for p in ("status", *first["loc"]))
-            unread.append(cut(f"{where}: {first['msg']}", 256))
+            unread.append(cut(f"{error_field(('status', *first['loc']))}: {error_words(first)}", 256))
             continue
         kept[key] = value
     return kept, unread
