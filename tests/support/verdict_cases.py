@@ -110,6 +110,13 @@ CASES = [
         "spec.engine.overrides[1]",
         "server",
     ),
+    # An empty module name (`targetModules: [""]`) names no module: refused, not silently ignored.
+    Case(
+        "empty-module-name",
+        {"spec.engine": {"lora": {"rank": 8, "targetModules": ["q_proj", ""]}}},
+        "spec.engine.lora.targetModules[1]",
+        "server",
+    ),
     # Beside spec, where the GRPOJob model ignores what it does not know: kubectl's strict field
     # validation refuses it.
     Case("mistyped-top-level-field", {"sepc": {"algorithm": {"groupSize": 8}}}, "sepc", "server"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import pytest
@@ -66,6 +67,17 @@ def test_every_string_list_and_map_is_bounded() -> None:
             assert "maxItems" in node, f"{path} is an unbounded list"
         elif kind == "object" and "additionalProperties" in node:
             assert "maxProperties" in node, f"{path} is an unbounded map"
+
+
+def test_no_spec_list_accepts_an_empty_string_entry() -> None:
+    """An empty entry names nothing: `targetModules: [""]` adapted no module and said nothing."""
+    for path, node in _walk(_schema()["properties"]["spec"], "spec"):
+        items = node.get("items", {}) if node.get("type") == "array" else {}
+        if items.get("type") != "string" or "enum" in items:
+            continue
+        pattern = items.get("pattern")
+        refused = items.get("minLength", 0) >= 1 or (pattern is not None and not re.search(pattern, ""))
+        assert refused, f"{path} accepts an empty string entry"
 
 
 def test_immutable_fields_carry_transition_rules() -> None:

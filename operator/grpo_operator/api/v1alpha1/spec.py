@@ -374,6 +374,10 @@ class RolloutSpec(ApiModel):
     auto there."""
 
 
+ModuleName = Annotated[str, Field(min_length=1, max_length=128)]
+"""A module name as the model spells it (an empty one would name nothing and adapt nothing)."""
+
+
 class LoraSpec(ApiModel):
     """Low-rank adapters instead of full fine-tuning."""
 
@@ -391,11 +395,9 @@ class LoraSpec(ApiModel):
     """Adapt the attention projections."""
     mlp_modules: bool = True
     """Adapt the MLP projections."""
-    target_modules: Annotated[list[Annotated[str, Field(max_length=128)]], Field(max_length=64)] | None = None
+    target_modules: Annotated[list[ModuleName], Field(max_length=64)] | None = None
     """Explicit module names or "all-linear"; replaces the four switches above."""
-    exclude_modules: Annotated[list[Annotated[str, Field(max_length=128)]], Field(max_length=64)] | None = (
-        None
-    )
+    exclude_modules: Annotated[list[ModuleName], Field(max_length=64)] | None = None
     """Module names never to adapt."""
 
 
