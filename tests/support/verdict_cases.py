@@ -117,6 +117,8 @@ CASES = [
         "spec.engine.lora.targetModules[1]",
         "server",
     ),
+    # An empty image (a template's unset value) ran the profile's image without a word.
+    Case("empty-image", {"spec.image": ""}, "spec.image", "server"),
     # Beside spec, where the GRPOJob model ignores what it does not know: kubectl's strict field
     # validation refuses it.
     Case("mistyped-top-level-field", {"sepc": {"algorithm": {"groupSize": 8}}}, "sepc", "server"),

@@ -69,15 +69,29 @@ def test_every_string_list_and_map_is_bounded() -> None:
             assert "maxProperties" in node, f"{path} is an unbounded map"
 
 
-def test_no_spec_list_accepts_an_empty_string_entry() -> None:
-    """An empty entry names nothing: `targetModules: [""]` adapted no module and said nothing."""
+# Strings where Kubernetes itself gives "" a meaning: a label's, a selector's, a toleration's and an
+# environment variable's value, an annotation; and a reward's keyword argument, passed as written.
+EMPTY_ALLOWED = {
+    "spec.reward.kwargs[]",
+    "spec.resources.nodeSelector[]",
+    "spec.resources.tolerations[].value",
+    "spec.env[].value",
+    "spec.pods.labels[]",
+    "spec.pods.annotations[]",
+}
+
+
+def test_no_spec_string_that_names_something_accepts_an_empty_one() -> None:
+    """An empty name names nothing: `targetModules: [""]` adapted no module and `image: ""` ran the
+    profile's image, both silently; `imageKey: ""` named a column no dataset has."""
+    accepting = []
     for path, node in _walk(_schema()["properties"]["spec"], "spec"):
-        items = node.get("items", {}) if node.get("type") == "array" else {}
-        if items.get("type") != "string" or "enum" in items:
+        if node.get("type") != "string" or "enum" in node or path in EMPTY_ALLOWED:
             continue
-        pattern = items.get("pattern")
-        refused = items.get("minLength", 0) >= 1 or (pattern is not None and not re.search(pattern, ""))
-        assert refused, f"{path} accepts an empty string entry"
+        pattern = node.get("pattern")
+        if node.get("minLength", 0) < 1 and (pattern is None or re.search(pattern, "")):
+            accepting.append(path)
+    assert accepting == [], f"these accept an empty string: {accepting}"
 
 
 def test_immutable_fields_carry_transition_rules() -> None:

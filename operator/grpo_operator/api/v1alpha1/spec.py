@@ -140,7 +140,7 @@ class ModelSpec(ApiModel):
     source: Source
     """Where the weights are: hf://org/name, modelscope://org/name, pvc://claim/path, s3://bucket/prefix,
     or an absolute path inside the trainer image."""
-    revision: ShortString | None = None
+    revision: Annotated[str, Field(min_length=1, max_length=256)] | None = None
     """Branch, tag or commit for hf:// and modelscope:// sources."""
     credentials_secret: ObjectName | None = None
     """Secret whose keys become the trainer's environment (HF_TOKEN, MODELSCOPE_API_TOKEN,
@@ -175,9 +175,9 @@ class DatasetSpec(ApiModel):
     """Validation parquet files or folders."""
     credentials_secret: ObjectName | None = None
     """Secret with credentials for the dataset sources (same keys as model.credentialsSecret)."""
-    image_key: Annotated[str, Field(max_length=63)] = "images"
+    image_key: Annotated[str, Field(min_length=1, max_length=63)] = "images"
     """Column holding each row's images."""
-    prompt_key: Annotated[str, Field(max_length=63)] = "prompt"
+    prompt_key: Annotated[str, Field(min_length=1, max_length=63)] = "prompt"
     """Column holding each row's chat prompt."""
     max_prompt_length: Annotated[int, Field(ge=16, le=262144)] = 2048
     """Longest prompt in tokens (image tokens included)."""
@@ -657,7 +657,7 @@ class CheckpointSpec(ApiModel):
     """Checkpoints to keep, across attempts."""
     retention: Literal["Retain", "Delete"] = "Retain"
     """Keep the volume when the job is deleted (Retain) or delete it with the job."""
-    resume: Annotated[str, Field(max_length=512)] = "latest"
+    resume: Annotated[str, Field(min_length=1, max_length=512)] = "latest"
     """How the first attempt starts: latest (from the newest complete checkpoint, when there is one),
     none (from scratch; an earlier run's checkpoints are not continued), or an absolute path to a
     checkpoint folder written by the job's engine. A retried attempt always continues from the latest."""
@@ -675,9 +675,9 @@ class EvaluationSpec(ApiModel):
 class WandbSpec(ApiModel):
     """Weights & Biases logging."""
 
-    project: Annotated[str, Field(max_length=128)]
+    project: Annotated[str, Field(min_length=1, max_length=128)]
     """The W&B project."""
-    experiment: Annotated[str, Field(max_length=128)] | None = None
+    experiment: Annotated[str, Field(min_length=1, max_length=128)] | None = None
     """The run's name in the project (default: the job's name)."""
     secret_name: ObjectName
     """Secret with the API key."""
@@ -893,7 +893,7 @@ class GRPOJobSpec(ApiModel):
     logging: LoggingSpec = Field(default_factory=LoggingSpec)
     export: ExportSpec = Field(default_factory=ExportSpec)
     run_policy: RunPolicy = Field(default_factory=RunPolicy)
-    image: Annotated[str, Field(max_length=512)] | None = None
+    image: Annotated[str, Field(min_length=1, max_length=512)] | None = None
     """Trainer image (default: the accelerator profile's)."""
     env: Annotated[list[EnvVar], Field(max_length=64)] = Field(default_factory=list)
     """Extra environment for every trainer pod: `value`, or `valueFrom` a Secret's or ConfigMap's key."""
