@@ -67,7 +67,13 @@ Ownership = Literal["ours", "earlier", "foreign"]
 
 
 def ownership(existing: dict[str, Any], job: GRPOJob) -> Ownership:
-    """Whose an existing object with one of `job`'s child names is.
+    """Whose an existing object with one of `job`'s child names is (`ownership_by`)."""
+    return ownership_by(existing, job.uid, job.name)
+
+
+def ownership_by(existing: dict[str, Any], uid: str, name: str) -> Ownership:
+    """Whose an existing object with one of the child names of the job `name` (uid `uid`) is; by
+    uid and name alone, for a job the models cannot read too.
 
     - ours: controlled by this job (its uid), or a retained checkpoint volume made for a job of
       this name (it has no owner on purpose, so that a re-created job finds its checkpoints);
@@ -81,15 +87,15 @@ def ownership(existing: dict[str, Any], job: GRPOJob) -> Ownership:
         if not ref.get("controller"):
             continue
         if ref.get("kind") == KIND and str(ref.get("apiVersion", "")).startswith(f"{GROUP}/"):
-            if ref.get("uid") == job.uid:
+            if ref.get("uid") == uid:
                 return "ours"
-            if ref.get("name") == job.name:
+            if ref.get("name") == name:
                 return "earlier"
         return "foreign"
     found = meta.get("labels") or {}
     if (
         existing.get("kind") == "PersistentVolumeClaim"
-        and found.get(JOB_LABEL) == job.name
+        and found.get(JOB_LABEL) == name
         and found.get(COMPONENT_LABEL) == "checkpoints"
         and found.get("app.kubernetes.io/managed-by") == MANAGED_BY
     ):

@@ -27,7 +27,7 @@ from ..api.timestamps import parse_rfc3339, rfc3339
 from ..api.v1alpha1 import GRPOJob
 from ..api.v1alpha1.status import CONDITION_MESSAGE_LIMIT, OPERATOR_STATUS_FIELDS, cut, diff, readable
 from ..children.configmap import build_spec_configmap, is_pinned
-from ..children.meta import ATTEMPT_LABEL, JOB_LABEL, ownership, rayjob_name
+from ..children.meta import ATTEMPT_LABEL, JOB_LABEL, ownership, ownership_by, rayjob_name
 from ..children.networkpolicy import build_network_policy
 from ..children.pvc import build_checkpoint_pvc
 from ..children.rayjob import build_rayjob
@@ -186,12 +186,14 @@ class Reconciler:
         try:
             job = GRPOJob.model_validate(body)
         except ValidationError as error:
-            if (body.get("status") or {}).get("phase") in TERMINAL:
-                return "terminal"
-            # The schema admitted it but the models do not (an older CRD, say): fail it visibly.
-            problems = schema_problems(error)[:5]
-            await self._fail_unparseable(body, problems)
-            return "invalid"
+            # The schema admitted it but the models do not (an older CRD, say): fail it visibly,
+            # and stop its attempt, on this pass and every later one until the cluster is gone.
+            outcome = "terminal"
+            if (body.get("status") or {}).get("phase") not in TERMINAL:
+                await self._fail_unparseable(body, schema_problems(error)[:5])
+                outcome = "invalid"
+            await self._stop_unparseable(key, body)
+            return outcome
         terminal = job.status.phase in TERMINAL
         if job.spec.run_policy.active_deadline_seconds and not terminal:
             self.with_deadline.add(key)
@@ -526,6 +528,28 @@ class Reconciler:
                     ),
                 ) from error
             raise
+
+    async def _stop_unparseable(self, key: tuple[str, str], body: dict[str, Any]) -> None:
+        """Delete the current attempt's RayJob of a job the models cannot read: failed, it would
+        otherwise train on and hold its devices with nobody to stop it (its spec, retention
+        included, cannot be read, so the cluster goes at once; checkpoints stay on the volume)."""
+        self._ensured.pop(key, None)
+        self.startup_checks.forget(key)
+        self.unfinished.discard(key)
+        self.with_deadline.discard(key)
+        meta = body["metadata"]
+        attempt = (body.get("status") or {}).get("attempt")
+        current = None
+        if isinstance(attempt, int) and attempt > 0:
+            name = rayjob_name(meta["name"], attempt)
+            current = await self.api.get_rayjob(meta["namespace"], name)
+            if current is not None and ownership_by(current, meta.get("uid", ""), meta["name"]) != "ours":
+                current = None
+        if current is None or not holds_cluster(current):
+            self.draining.discard(key)
+            return
+        self.draining.add(key)  # before the delete: if it fails, the frequent pass sends it again
+        await self.api.delete_rayjob(meta["namespace"], current["metadata"]["name"])
 
     async def _fail_unparseable(self, body: dict[str, Any], problems: list[Problem]) -> None:
         message = cut("; ".join(str(p) for p in problems), CONDITION_MESSAGE_LIMIT)
