@@ -53,7 +53,7 @@ from grpo_trainer.arguments import positive_int
 from lightkube import ApiError
 
 from . import drawing, listing, portforward
-from .cluster import Cluster, NoVerdictError, PluginError, one_line
+from .cluster import Cluster, NoVerdictError, PluginError, one_line, stored_job
 from .history import history_from_metrics, steps_in
 from .portforward import RAY_DASHBOARD_PORT
 from .reader import DEFAULT_IMAGE, ReadTarget
@@ -346,7 +346,7 @@ def _source(args: argparse.Namespace) -> _Source:
     if not args.job:
         raise PluginError("give a job name (or --claim CLAIM for the volume a deleted job left)", USAGE)
     cluster, body, why = _job_if_reachable(args)
-    job = GRPOJob.model_validate(body) if body else None
+    job = stored_job(body) if body else None
     return _Source(args.job, _volume(args, cluster, job), _job_paths(args.job, body), cluster, body, why)
 
 
@@ -618,7 +618,7 @@ def _plot(args: argparse.Namespace) -> int:
         status = body.get("status") or {}
         title = f"{cluster.namespace}/{args.job}"
         if args.full:
-            volume = _volume(args, cluster, GRPOJob.model_validate(body))
+            volume = _volume(args, cluster, stored_job(body))
             history = history_from_metrics(
                 volume.metrics_lines(_metrics_dir(args.job, body), status.get("attempt") or 1)
             )

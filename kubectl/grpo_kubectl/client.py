@@ -32,7 +32,7 @@ from grpo_trainer.kube import GRPOJobResource
 from lightkube import ApiError
 from lightkube.types import PatchType
 
-from .cluster import Cluster, PluginError, one_line
+from .cluster import Cluster, PluginError, one_line, stored_job
 from .history import history_from_metrics
 from .reader import DEFAULT_IMAGE, ReadTarget
 from .version import extra_for
@@ -287,7 +287,7 @@ class Job:
     def _volume(self, body: dict[str, Any]) -> Volume:
         if self.client.workdir:
             return LocalVolume(self.client.workdir)
-        target = ReadTarget.of_job(GRPOJob.model_validate(body))
+        target = ReadTarget.of_job(stored_job(body))
         return PodVolume(self.client.cluster, target, self.client.reader_image)
 
 

@@ -16,12 +16,16 @@ from typing import Any
 import httpx2 as httpx
 import yaml
 from grpo_operator.api.documents import yaml_message
+from grpo_operator.api.v1alpha1 import GRPOJob
+from grpo_operator.children.meta import checkpoint_claim_name
 from grpo_operator.preflight import UNREADABLE
+from grpo_operator.verdict import schema_problems
 from grpo_trainer.kube import GRPOJobResource
 from lightkube import ApiError, Client, KubeConfig
 from lightkube.core.exceptions import ConfigError
 from lightkube.resources.core_v1 import ConfigMap, PersistentVolumeClaim, Pod, Secret
 from lightkube.types import PatchType
+from pydantic import ValidationError
 
 from .reader import CONTAINER, ReadTarget, build_reader_pod
 
@@ -34,6 +38,24 @@ class PluginError(Exception):
     def __init__(self, message: str, code: int = 1) -> None:
         super().__init__(message)
         self.code = code
+
+
+def stored_job(body: dict[str, Any]) -> GRPOJob:
+    """A stored job as this version's models read it. One an earlier version admitted and these
+    models refuse (the operator fails it with InvalidSpec) is a one-line error naming the field and
+    the claim its files are on, which `--claim` reads without the job's spec."""
+    try:
+        return GRPOJob.model_validate(body)
+    except ValidationError as error:
+        meta = body.get("metadata") or {}
+        name = meta.get("name", "")
+        checkpoint = (body.get("spec") or {}).get("checkpoint") or {}
+        claim = checkpoint.get("claimName") or checkpoint_claim_name(name)
+        problems = "; ".join(str(p) for p in schema_problems(error)[:3])
+        raise PluginError(
+            f"grpojob {meta.get('namespace', '')}/{name}: this version cannot read its spec ({problems}); "
+            f"its files are on claim {claim} (--claim {claim} reads them)"
+        ) from error
 
 
 class NoVerdictError(PluginError):

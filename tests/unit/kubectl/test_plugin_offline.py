@@ -10,11 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 from grpo_kubectl.cli import main
+from grpo_kubectl.cluster import PluginError, stored_job
 from grpo_kubectl.history import history_from_metrics
 from grpo_kubectl.reader import build_reader_pod, cat_script
 from grpo_kubectl.show import describe
 from grpo_kubectl.volume import LocalVolume
 from grpo_operator.api.v1alpha1 import GRPOJob
+from support.operator_inputs import minimal_body
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "examples" / "lora-single-gpu.yaml"
@@ -582,3 +584,19 @@ def test_the_reader_pod_passes_the_restricted_pod_security_level():
     alone = build_reader_pod(ReadTarget("team-a", "kept-claim", JOB), "true")
     assert "ownerReferences" not in alone["metadata"]
     assert alone["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] == "kept-claim"
+
+
+def test_a_stored_job_this_version_cannot_read_is_one_line_naming_the_field_and_its_claim():
+    body = minimal_body()
+    body["spec"]["image"] = ""  # an earlier version admitted it; these models refuse it
+    with pytest.raises(PluginError) as refused:
+        stored_job(body)
+    assert str(refused.value) == (
+        "grpojob team-a/demo: this version cannot read its spec (spec.image: must have at least 1 "
+        "character, found 0); its files are on claim demo-checkpoints (--claim demo-checkpoints reads them)"
+    )
+    body["spec"]["checkpoint"] = {"claimName": "shared-ckpt"}
+    with pytest.raises(PluginError, match="on claim shared-ckpt "):
+        stored_job(body)
+    body["spec"]["image"] = "registry.example/trainer:1"
+    assert stored_job(body).spec.checkpoint.claim_name == "shared-ckpt"
