@@ -188,11 +188,12 @@ class Reconciler:
         except ValidationError as error:
             # The schema admitted it but the models do not (an older CRD, say): fail it visibly,
             # and stop its attempt, on this pass and every later one until the cluster is gone.
-            outcome = "terminal"
-            if (body.get("status") or {}).get("phase") not in TERMINAL:
+            phase, outcome = (body.get("status") or {}).get("phase"), "terminal"
+            if phase not in TERMINAL:
                 await self._fail_unparseable(body, schema_problems(error)[:5])
-                outcome = "invalid"
+                phase, outcome = "Failed", "invalid"
             await self._stop_unparseable(key, body)
+            self.metrics.phases[key] = phase
             return outcome
         terminal = job.status.phase in TERMINAL
         if job.spec.run_policy.active_deadline_seconds and not terminal:

@@ -107,6 +107,7 @@ async def test_a_running_job_the_models_refuse_has_its_attempt_stopped_once() ->
     assert len(api.statuses) == 1
     assert ("team-a", "demo") not in reconciler.draining
     assert ("team-a", "demo") not in reconciler.unfinished
+    assert reconciler.metrics.phases[("team-a", "demo")] == "Failed"  # the jobs-by-phase gauge
 
 
 async def test_a_failed_delete_is_sent_again_by_the_next_pass() -> None:
@@ -132,3 +133,15 @@ async def test_another_jobs_rayjob_of_the_same_name_is_left_alone() -> None:
     assert await reconciler.once("team-a", "demo", None, None, None, None) == "invalid"
     assert api.deletes == []
     assert ("team-a", "demo") not in reconciler.draining
+
+
+async def test_a_finished_job_the_models_refuse_keeps_its_end() -> None:
+    body = _running(1)
+    body["status"] = {"phase": "Succeeded", "attempt": 1}
+    finished = _rayjob("demo-1", METADATA["uid"])
+    finished["status"] = {"jobStatus": "SUCCEEDED", "jobDeploymentStatus": "Complete"}
+    api = _Api(body, [finished])
+    reconciler = Reconciler(api, Settings(), Metrics())  # type: ignore[arg-type]
+    assert await reconciler.once("team-a", "demo", None, None, None, None) == "terminal"
+    assert (api.statuses, api.events, api.deletes) == ([], [], [])
+    assert reconciler.metrics.phases[("team-a", "demo")] == "Succeeded"
