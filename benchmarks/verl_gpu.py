@@ -1881,7 +1881,7 @@ def record(source: Path, gpus: int, section: str | None = None, previous_as: str
         archive = source / f"{found['part']}-logs.tar.gz"
         per_step = logged_steps(archive, attempt) or one["per_step"]
         startup_s = logged_phases(archive, attempt) or one["startup_s"]
-        if not per_step:  # stopped at the end of its start-up: what it has is the start-up
+        if not per_step:  # stopped or failed before a step ended: its start-up, and why it ended
             return {
                 "exit_code": one["exit_code"],
                 "steps": [],
@@ -1889,6 +1889,7 @@ def record(source: Path, gpus: int, section: str | None = None, previous_as: str
                 "train_file": train_file(one["engine_overrides"]),
                 "vllm_executor": vllm_executor(one["engine_overrides"]),
                 "jit_builds": one.get("jit_builds", []),
+                **{key: one[key] for key in ("failure", "host") if one.get(key)},
             }
         steps = [
             {k: v for k, v in step.items() if k == "step" or k.startswith(STEP_KEYS)} for step in per_step

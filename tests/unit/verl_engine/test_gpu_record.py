@@ -246,6 +246,34 @@ def test_a_pair_stopped_at_startup_is_measured_to_the_rollout_servers_mark(
     assert section["ours"]["train_file"] == "/v/data/geo3k-a/train.parquet"
 
 
+def test_a_run_that_failed_before_its_first_step_keeps_why_and_the_hosts_extremes(
+    verl_gpu: ModuleType, tmp_path: Path
+) -> None:
+    """A run killed in step 1 (the host out of memory, say) is recorded with its failure line and
+    the host's extremes, which say what ran out; a run that ended well has neither key."""
+    source = tmp_path / "came-back"
+    source.mkdir()
+    failed = attempt(75, [])
+    failed["startup_s"] = {"trainer": 1.9, "rollout_server": 170.7, "first_step": None}
+    failed["failure"] = {"reason": "NodeLost", "retryable": True, "exitCode": 75, "message": "actor died"}
+    failed["host"] = {"min_available_gib": 1.5, "max_shmem_gib": 105.7}
+    (source / "shapes-4b-summary.json").write_text(json.dumps(summary("shapes-4b", {"attempt_1": failed})))
+    target = tmp_path / "repo" / "docs" / "benchmarks" / "data" / "verl-4b-1gpu.json"
+    target.parent.mkdir(parents=True)
+    target.write_text(json.dumps({"ours": {"kept": True}}))
+
+    assert verl_gpu.record(source, 1, "offload_h100") == 0
+
+    section = json.loads(target.read_text())["offload_h100"]["ours"]
+    assert section["steps"] == []
+    assert section["failure"]["reason"] == "NodeLost"
+    assert section["host"] == {"min_available_gib": 1.5, "max_shmem_gib": 105.7}
+    stopped = attempt(75, [])
+    (source / "shapes-4b-summary.json").write_text(json.dumps(summary("shapes-4b", {"attempt_1": stopped})))
+    assert verl_gpu.record(source, 1, "stopped") == 0
+    assert not {"failure", "host"} & set(json.loads(target.read_text())["stopped"]["ours"])
+
+
 def test_later_retries_are_measured_against_the_same_cold_attempt(
     verl_gpu: ModuleType, tmp_path: Path
 ) -> None:
