@@ -11,9 +11,18 @@ in-process engine raised (TRL).
 
 from __future__ import annotations
 
+import hashlib
 import re
 
-from grpo_operator.api.contract import CONFIG_ERROR, DATA_ERROR, OK, RETRYABLE, UNKNOWN, Failure
+from grpo_operator.api.contract import (
+    CONFIG_ERROR,
+    DATA_ERROR,
+    OK,
+    RETRYABLE,
+    SIGNATURE_LENGTH,
+    UNKNOWN,
+    Failure,
+)
 
 from .crash_report import root_cause
 
@@ -99,10 +108,17 @@ _ENGINE_PATTERNS: tuple[tuple[str, int, re.Pattern[str]], ...] = (
 )
 
 
-def classify_engine_exit(returncode: int, log_tail: str) -> Failure:
+HOST_OUT_OF_MEMORY = "HostOutOfMemory"
+
+
+def classify_engine_exit(returncode: int, log_tail: str, host_oom: str = "") -> Failure:
     """Turn the engine's exit status and its last output into a Failure.
 
-    Environmental faults in the log come first (device OOM, collective timeouts, lost nodes). A
+    `host_oom` is the kernel's word that it killed a process of the attempt for host memory
+    (host_memory.py): the engine's log then says only that an actor died, so this comes first,
+    with the log's line after it. It is retried once, with a signature so that a second attempt
+    ending the same way is not retried again: the same job on the same nodes fills the same
+    memory. Then environmental faults in the log (device OOM, collective timeouts, lost nodes). A
     negative return code is Python's way of saying the child died of a signal (the kernel's OOM
     killer, a preempted node's SIGTERM): retryable. Then verl's own configuration errors, which no
     retry fixes. What nothing recognises is UNKNOWN, which the operator retries within backoffLimit,
@@ -111,6 +127,11 @@ def classify_engine_exit(returncode: int, log_tail: str) -> Failure:
     """
     if returncode == OK:
         raise ValueError("classify_engine_exit is for failures; the engine exited 0")
+    if host_oom:
+        said = _engine_said(log_tail)
+        message = f"{host_oom}; the engine then: {said}" if said else host_oom
+        signature = hashlib.sha256(HOST_OUT_OF_MEMORY.encode()).hexdigest()[:SIGNATURE_LENGTH]
+        return Failure(RETRYABLE, HOST_OUT_OF_MEMORY, message, signature=signature)
     environment, configuration = _ENGINE_PATTERNS[:-1], _ENGINE_PATTERNS[-1:]
     for reason, code, pattern in environment:
         match = pattern.search(log_tail)
@@ -133,6 +154,16 @@ def classify_engine_exit(returncode: int, log_tail: str) -> Failure:
         f"{cause.describe()}; the engine exited with code {returncode}",
         signature=cause.signature(),
     )
+
+
+def _engine_said(log_tail: str) -> str:
+    """The engine's own line about its end: what a pattern recognises, else its root exception."""
+    for _, _, pattern in _ENGINE_PATTERNS:
+        match = pattern.search(log_tail)
+        if match:
+            return _line_around(log_tail, match.start())
+    cause = root_cause(log_tail)
+    return cause.describe() if cause else ""
 
 
 def _line_around(text: str, index: int) -> str:

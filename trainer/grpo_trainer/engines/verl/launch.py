@@ -25,6 +25,7 @@ from grpo_operator.api.contract import Env, threads_per_device
 from grpo_operator.api.v1alpha1 import ResolvedJob
 
 from ...failures import ConfigError, Failure, classify_engine_exit
+from ...host_memory import killed_since, oom_kills
 from ...rewards import get_reward
 from ...spec import Attempt
 from .compile_cache import compile_cache_env
@@ -170,6 +171,7 @@ def run_engine(
     out = out or sys.stdout
     env = {**(os.environ if base_env is None else base_env), **launch.env}
     tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
+    before = oom_kills()  # a kill for host memory during the attempt is its cause (host_memory.py)
     process = subprocess.Popen(
         launch.command,
         env=env,
@@ -191,7 +193,10 @@ def run_engine(
         restore()
     if returncode == 0:
         return None
-    return classify_engine_exit(returncode, "".join(tail))
+    after = oom_kills()
+    killed = killed_since(before, after)
+    host_oom = after.describe(killed) if after is not None and killed else ""
+    return classify_engine_exit(returncode, "".join(tail), host_oom)
 
 
 def _forward_signals(process: subprocess.Popen[str]) -> Callable[[], None]:
