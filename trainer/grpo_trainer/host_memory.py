@@ -45,9 +45,10 @@ class OomKills:
     def describe(self, killed: int) -> str:
         """One sentence for a failure line: how many processes, and whose memory ran out."""
         processes = "a process" if killed == 1 else f"{killed} processes"
+        where = "in the attempt's container" if self.scope == "container" else "on this machine"
         return (
-            f"the kernel's out-of-memory killer ended {processes} of the attempt: host memory ran out "
-            f"(not device memory), {self.ran_out}"
+            f"the kernel's out-of-memory killer ended {processes} {where} during the attempt: host "
+            f"memory ran out (not device memory), {self.ran_out}"
         )
 
 

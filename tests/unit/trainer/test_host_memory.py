@@ -47,8 +47,8 @@ def test_a_cgroup_v2_container_counts_its_own_kills_against_its_limit(tmp_path: 
     seen = oom_kills(root)
     assert seen == OomKills(2, "container", "the container's memory limit (96 GiB)")
     assert seen.describe(1) == (
-        "the kernel's out-of-memory killer ended a process of the attempt: host memory ran out "
-        "(not device memory), the container's memory limit (96 GiB)"
+        "the kernel's out-of-memory killer ended a process in the attempt's container during the "
+        "attempt: host memory ran out (not device memory), the container's memory limit (96 GiB)"
     )
 
 
@@ -88,6 +88,7 @@ def test_no_count_anywhere_is_none_and_counts_no_kill(tmp_path: Path) -> None:
     assert killed_since(now, None) == 0
     assert killed_since(OomKills(1, "container", "x"), now) == 0  # two counters, no difference
     assert killed_since(OomKills(1, "machine", "x"), now) == 3
+    assert now.describe(3).startswith("the kernel's out-of-memory killer ended 3 processes on this machine ")
 
 
 def test_a_kill_for_host_memory_is_the_cause_and_a_repeat_is_not_retried_again() -> None:
