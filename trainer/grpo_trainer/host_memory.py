@@ -3,9 +3,9 @@
 A verl worker killed for host memory leaves no exception in the engine's log: Ray says only "The
 actor died unexpectedly before finishing this task", which reads as a lost node. Offloading to
 host memory (verl's actor and reference `param_offload`, `optimizer_offload`) is what usually
-fills it: PyTorch keeps offloaded tensors in pinned pages, which the kernel counts as shared memory,
-and a 4B model's actor state with its Adam moments, the reference and vLLM's sleeping weights
-came to 105.7 GiB of it on a 128 GiB machine before the worker was killed in step 1's update.
+fills it: with a 4B model's actor state and Adam moments, the reference and vLLM's sleeping
+weights offloaded, the FSDP worker held 105 GiB of shared pages on a 128 GiB machine when the
+kernel killed it in step 1's update.
 
 The kernel counts its kills: per memory cgroup (`memory.events` under cgroup v2, the
 `oom_kill` line of `memory.oom_control` under v1; a container sees its own cgroup there), and
