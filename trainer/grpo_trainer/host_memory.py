@@ -59,7 +59,7 @@ def oom_kills(root: Path = Path("/")) -> OomKills | None:
         if count is not None:
             bound = _limit(_read(root / limit))
             if bound is not None:
-                return OomKills(count, "container", f"the container's memory limit ({_gib(bound)} GiB)")
+                return OomKills(count, "container", f"the container's memory limit ({_size(bound)})")
             return OomKills(count, "container", _node_memory(root, "the node's memory"))
     count = _field(_read(root / _VMSTAT), "oom_kill")
     if count is None:
@@ -95,8 +95,10 @@ def _limit(text: str | None) -> int | None:
 
 def _node_memory(root: Path, what: str) -> str:
     total = re.search(r"^MemTotal:\s+(\d+) kB", _read(root / _MEMINFO) or "", re.MULTILINE)
-    return f"{what} ({_gib(int(total[1]) * 1024)} GiB)" if total else what
+    return f"{what} ({_size(int(total[1]) * 1024)})" if total else what
 
 
-def _gib(size: int) -> str:
-    return f"{size / 2**30:.1f}".removesuffix(".0")
+def _size(size: int) -> str:
+    if size < 2**30:
+        return f"{size // 2**20} MiB"
+    return f"{size / 2**30:.1f}".removesuffix(".0") + " GiB"
