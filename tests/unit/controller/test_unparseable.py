@@ -9,6 +9,7 @@ status, posting the Event and deleting the RayJob.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -30,7 +31,7 @@ def _rayjob(name: str, uid: str) -> dict[str, Any]:
 
 
 class _Api:
-    def __init__(self, body: dict[str, Any], rayjobs: list[dict[str, Any]] = ()) -> None:  # type: ignore[assignment]
+    def __init__(self, body: dict[str, Any], rayjobs: Sequence[dict[str, Any]] = ()) -> None:
         self.body = body
         self.rayjobs = {r["metadata"]["name"]: r for r in rayjobs}
         self.statuses: list[dict[str, Any]] = []
