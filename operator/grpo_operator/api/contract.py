@@ -49,14 +49,21 @@ _EXIT_NAMES = {
 }
 
 
+_SIGNAL_HINTS = {
+    9: " (SIGKILL: the kernel's out-of-memory killer, or a forced stop)",
+    15: " (SIGTERM: stopped from outside)",
+}
+"""What a person reads into the signals a trainer is usually killed with: a SIGKILL with no line of
+its own is most often memory (the TRL engine trains in the trainer's own process)."""
+
+
 def describe_exit(code: int) -> str:
     """A short phrase for a condition message."""
     if code in _EXIT_NAMES:
         return _EXIT_NAMES[code]
-    if code > 128:
-        return f"killed by signal {code - 128}"
-    if code < 0:
-        return f"killed by signal {-code}"
+    if code > 128 or code < 0:
+        signal = code - 128 if code > 128 else -code
+        return f"killed by signal {signal}{_SIGNAL_HINTS.get(signal, '')}"
     return f"exit code {code}"
 
 

@@ -64,8 +64,10 @@ def test_the_failure_line_reads_back_from_a_ray_message() -> None:
         (contract.CONFIG_ERROR, "configuration error", False),
         (contract.DATA_ERROR, "data error", False),
         (contract.RETRYABLE, "transient failure (OOM, collective timeout or lost node)", True),
-        (137, "killed by signal 9", True),
-        (-9, "killed by signal 9", True),
+        (137, "killed by signal 9 (SIGKILL: the kernel's out-of-memory killer, or a forced stop)", True),
+        (-9, "killed by signal 9 (SIGKILL: the kernel's out-of-memory killer, or a forced stop)", True),
+        (143, "killed by signal 15 (SIGTERM: stopped from outside)", True),
+        (134, "killed by signal 6", True),
     ],
 )
 def test_exit_codes_in_rays_words(code: int, phrase: str, retried: bool) -> None:
