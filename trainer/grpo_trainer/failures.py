@@ -109,6 +109,8 @@ _ENGINE_PATTERNS: tuple[tuple[str, int, re.Pattern[str]], ...] = (
 
 
 HOST_OUT_OF_MEMORY = "HostOutOfMemory"
+_HOST_OOM_SIGNATURE = hashlib.sha256(HOST_OUT_OF_MEMORY.encode()).hexdigest()[:SIGNATURE_LENGTH]
+"""One signature for every host-memory kill: two attempts in a row killed so are not retried again."""
 
 
 def classify_engine_exit(returncode: int, log_tail: str, host_oom: str = "") -> Failure:
@@ -130,8 +132,7 @@ def classify_engine_exit(returncode: int, log_tail: str, host_oom: str = "") -> 
     if host_oom:
         said = _engine_said(log_tail)
         message = f"{host_oom}; the engine then: {said}" if said else host_oom
-        signature = hashlib.sha256(HOST_OUT_OF_MEMORY.encode()).hexdigest()[:SIGNATURE_LENGTH]
-        return Failure(RETRYABLE, HOST_OUT_OF_MEMORY, message, signature=signature)
+        return Failure(RETRYABLE, HOST_OUT_OF_MEMORY, message, signature=_HOST_OOM_SIGNATURE)
     environment, configuration = _ENGINE_PATTERNS[:-1], _ENGINE_PATTERNS[-1:]
     for reason, code, pattern in environment:
         match = pattern.search(log_tail)

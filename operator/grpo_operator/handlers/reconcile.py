@@ -208,16 +208,10 @@ class Reconciler:
         trouble = await self._startup_trouble(job, rayjob) if not terminal else None
         result = plan(job, rayjob, problems, self.clock(), waiting, trouble)
         phase = result.status.get("phase", "Pending")
-        if phase in TERMINAL and holds_cluster(rayjob):
-            # Before carrying out: if the delete fails, the frequent pass sends it again.
-            self.draining.add(key)
+        if phase in TERMINAL:
+            self._finished(key, holds_cluster(rayjob))  # before carrying out the delete
         else:
             self.draining.discard(key)
-        if phase in TERMINAL:
-            self._ensured.pop(key, None)
-            self.startup_checks.forget(key)
-            self.unfinished.discard(key)
-        else:
             self.unfinished.add(key)
         await self._carry_out(job, body, rayjob, result, release, trigger)
         self.metrics.phases[key] = phase
@@ -530,27 +524,35 @@ class Reconciler:
                 ) from error
             raise
 
+    def _finished(self, key: tuple[str, str], holds: bool) -> None:
+        """A job at its end: no children to ensure or start-up to check again; visited by the
+        frequent pass while its RayJob may still hold a cluster (`holds`), so that a delete that
+        failed is sent again."""
+        self._ensured.pop(key, None)
+        self.startup_checks.forget(key)
+        self.unfinished.discard(key)
+        if holds:
+            self.draining.add(key)
+        else:
+            self.draining.discard(key)
+
     async def _stop_unparseable(self, key: tuple[str, str], body: dict[str, Any]) -> None:
         """Delete the current attempt's RayJob of a job the models cannot read: failed, it would
         otherwise train on and hold its devices with nobody to stop it (its spec, retention
         included, cannot be read, so the cluster goes at once; checkpoints stay on the volume)."""
-        self._ensured.pop(key, None)
-        self.startup_checks.forget(key)
-        self.unfinished.discard(key)
-        self.with_deadline.discard(key)
         meta = body["metadata"]
         attempt = (body.get("status") or {}).get("attempt")
-        current = None
+        name, current = "", None
         if isinstance(attempt, int) and attempt > 0:
             name = rayjob_name(meta["name"], attempt)
-            current = await self.api.get_rayjob(meta["namespace"], name)
-            if current is not None and ownership_by(current, meta.get("uid", ""), meta["name"]) != "ours":
-                current = None
-        if current is None or not holds_cluster(current):
-            self.draining.discard(key)
-            return
-        self.draining.add(key)  # before the delete: if it fails, the frequent pass sends it again
-        await self.api.delete_rayjob(meta["namespace"], current["metadata"]["name"])
+            found = await self.api.get_rayjob(meta["namespace"], name)
+            if found is not None and ownership_by(found, meta.get("uid", ""), meta["name"]) == "ours":
+                current = found
+        holds = holds_cluster(current)
+        self._finished(key, holds)
+        self.with_deadline.discard(key)
+        if holds:
+            await self.api.delete_rayjob(meta["namespace"], name)
 
     async def _fail_unparseable(self, body: dict[str, Any], problems: list[Problem]) -> None:
         message = cut("; ".join(str(p) for p in problems), CONDITION_MESSAGE_LIMIT)
