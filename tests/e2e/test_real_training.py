@@ -73,8 +73,7 @@ def operator(
     cluster: Cluster, namespace: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OperatorProcess]:
     """The operator, watching this module's namespace only."""
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
-    cluster.kubectl("wait", "--for=condition=Established", "crd/grpojobs.grpo.dev", "--timeout=60s")
+    cluster.install_crds()
     process = OperatorProcess(
         cluster.kubeconfig,
         tmp_path_factory.mktemp("operator") / "operator.log",

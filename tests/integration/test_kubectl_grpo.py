@@ -34,8 +34,7 @@ EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 
 @pytest.fixture(scope="module")
 def crds(cluster: Cluster) -> None:
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
-    cluster.kubectl("wait", "--for=condition=Established", "crd/grpojobs.grpo.dev", "--timeout=60s")
+    cluster.install_crds()
 
 
 @pytest.fixture(scope="module")

@@ -143,8 +143,7 @@ def _run(cluster: Cluster, installed: dict[str, Path], *args: str) -> subprocess
 def test_the_installed_plugin_lists_jobs_without_the_heavy_libraries(
     cluster: Cluster, namespace: str, installed, tmp_path: Path
 ):
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
-    cluster.kubectl("wait", "--for=condition=Established", "crd/grpojobs.grpo.dev", "--timeout=60s")
+    cluster.install_crds()
     manifest = yaml.safe_load((REPO / "examples" / "lora-single-gpu.yaml").read_text())
     cluster.apply({**manifest, "metadata": {"name": "wheel", "namespace": namespace}})
 

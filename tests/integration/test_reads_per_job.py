@@ -35,7 +35,6 @@ from support.resources import GRPOJobResource, RayJobResource
 
 pytestmark = pytest.mark.cluster
 
-REPO = Path(__file__).resolve().parents[2]
 JOBS = 5
 RESYNC_SECONDS = 2.0
 HOLD_PERIODS = 12
@@ -56,7 +55,7 @@ EVENTS_LISTS_PER_PERIOD = 1.0
 def test_reads_per_job_stay_flat_while_a_burst_waits_for_its_clusters(
     cluster: Cluster, namespace: str, job_api: RayJobAPI, tmp_path: Path
 ) -> None:
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
+    cluster.install_crds()
     job_api.configure_namespace(namespace, HELD_PENDING)
     client = Client(KubeConfig.from_file(cluster.kubeconfig), field_manager="grpo-tests")
     operator = OperatorProcess(cluster.kubeconfig, tmp_path / "operator.log", resync_seconds=RESYNC_SECONDS)
@@ -99,7 +98,7 @@ def test_reads_per_job_stay_flat_while_a_burst_waits_for_its_clusters(
 def test_startup_checks_per_job_stay_bounded_as_a_namespace_fills_with_waiting_jobs(
     cluster: Cluster, namespace: str, job_api: RayJobAPI, tmp_path: Path
 ) -> None:
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
+    cluster.install_crds()
     job_api.configure_namespace(namespace, HELD_PENDING)
     client = Client(KubeConfig.from_file(cluster.kubeconfig), field_manager="grpo-tests")
     nodes = burst_nodes(max(SIZES))

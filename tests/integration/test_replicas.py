@@ -27,9 +27,7 @@ TERMS = {
 
 @pytest.fixture
 def replicas(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[dict[str, OperatorProcess]]:
-    cluster.kubectl(
-        "apply", "--server-side", "--force-conflicts", "-f", str(Path(__file__).parents[2] / "crds")
-    )
+    cluster.install_crds()
     processes = {
         name: OperatorProcess(
             cluster.kubeconfig,

@@ -39,8 +39,7 @@ pytestmark = pytest.mark.cluster
 
 @pytest.fixture(scope="module")
 def crds(cluster: Cluster) -> None:
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
-    cluster.kubectl("wait", "--for=condition=Established", "crd/grpojobs.grpo.dev", "--timeout=60s")
+    cluster.install_crds()
 
 
 def create_job(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
@@ -226,7 +225,7 @@ def test_report_command_once(cluster, namespace, crds, tmp_path, monkeypatch):
 def test_report_for_a_job_that_is_not_there_is_one_line(cluster, namespace, crds, capsys, monkeypatch):
     monkeypatch.setenv("GRPO_NAMESPACE", namespace)
     monkeypatch.setenv("GRPO_JOB_NAME", "no-such-job")
-    spec = str(Path(__file__).resolve().parents[2] / "examples" / "lora-single-gpu.yaml")
+    spec = str(REPO / "examples" / "lora-single-gpu.yaml")
     assert grpo_train(["report", "--spec", spec, "--kubeconfig", str(cluster.kubeconfig), "--once"]) == 3
     err = capsys.readouterr().err
     assert (

@@ -30,8 +30,7 @@ def _head_pods(cluster: Cluster, namespace: str) -> list[dict]:
 def test_sidecar_mode_puts_the_submitter_in_the_head_pod_and_restricted_refuses_it(
     cluster: Cluster, namespace: str
 ) -> None:
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
-    cluster.kubectl("wait", "--for=condition=Established", "crd/grpojobs.grpo.dev", "--timeout=60s")
+    cluster.install_crds()
     cluster.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted")
     manifest = yaml.safe_load((REPO / "examples" / "lora-single-gpu.yaml").read_text())
     cluster.apply({**manifest, "metadata": {"name": "sidecar", "namespace": namespace}})

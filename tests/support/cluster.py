@@ -129,6 +129,20 @@ class Cluster:
                 raise AssertionError(f"{resource}/{name} still exists after {timeout} s")
             time.sleep(0.5)
 
+    def install_crds(self, document: dict[str, Any] | None = None) -> None:
+        """Apply our CRD as an install or an upgrade does (this release's, or `document` in its
+        place) and wait until the API server serves it. One field manager for both, so a rule that
+        `document` leaves out is removed, as an upgrade to it would."""
+        source = ("-f", "-") if document is not None else ("-f", str(REPO_ROOT / "crds"))
+        self.kubectl(
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            *source,
+            input=None if document is None else json.dumps(document),
+        )
+        self.kubectl("wait", "--for=condition=Established", "crd/grpojobs.grpo.dev", "--timeout=60s")
+
     def events(self, namespace: str) -> list[dict[str, Any]]:
         return self.get("events", namespace=namespace)["items"]
 
