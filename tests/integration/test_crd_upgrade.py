@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from grpo_operator.api.crdgen import CRD_FILENAME
 from support.cluster import Cluster
 from support.jobs import apply_job, condition, example, phase_is
 from support.operator_process import OperatorProcess
@@ -23,7 +24,7 @@ from support.operator_process import OperatorProcess
 pytestmark = pytest.mark.cluster
 
 REPO = Path(__file__).resolve().parents[2]
-CRD = REPO / "crds" / "grpo.dev_grpojobs.yaml"
+CRD = REPO / "crds" / CRD_FILENAME
 MESSAGE = "spec.image: must have at least 1 character, found 0"
 
 
@@ -37,7 +38,7 @@ def _image_schema(crd: dict[str, Any]) -> dict[str, Any]:
     return version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["image"]
 
 
-def _until(what: str, check: Any, timeout: float = 30) -> None:
+def _until(what: str, check: Callable[[], bool], timeout: float = 30) -> None:
     """The API server serves a changed schema shortly after the CRD says Established: poll."""
     deadline = time.monotonic() + timeout
     while not check():

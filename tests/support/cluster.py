@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grpo_operator.api.v1alpha1 import GROUP, PLURAL
+
 from .rayjobapi import RayJobAPI
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -133,15 +135,12 @@ class Cluster:
         """Apply our CRD as an install or an upgrade does (this release's, or `document` in its
         place) and wait until the API server serves it. One field manager for both, so a rule that
         `document` leaves out is removed, as an upgrade to it would."""
-        source = ("-f", "-") if document is not None else ("-f", str(REPO_ROOT / "crds"))
-        self.kubectl(
-            "apply",
-            "--server-side",
-            "--force-conflicts",
-            *source,
-            input=None if document is None else json.dumps(document),
-        )
-        self.kubectl("wait", "--for=condition=Established", "crd/grpojobs.grpo.dev", "--timeout=60s")
+        apply = ("apply", "--server-side", "--force-conflicts", "-f")
+        if document is None:
+            self.kubectl(*apply, str(REPO_ROOT / "crds"))
+        else:
+            self.kubectl(*apply, "-", input=json.dumps(document))
+        self.kubectl("wait", "--for=condition=Established", f"crd/{PLURAL}.{GROUP}", "--timeout=60s")
 
     def events(self, namespace: str) -> list[dict[str, Any]]:
         return self.get("events", namespace=namespace)["items"]
