@@ -13,8 +13,8 @@ reader then mounts the claim by name (`--claim`), owned by nothing.
 Scheduling: a ReadWriteOnce volume attaches to one node, so while the job's head pod exists the
 reader prefers its node; once the cluster is gone any node the volume can reach will do.
 
-Security: the Pod passes the `restricted` Pod Security level (which the README asks training
-namespaces to enforce): a numeric non-root user, RuntimeDefault seccomp, no privilege
+Security: the Pod passes the `restricted` Pod Security level (which the chart's README asks
+training namespaces to enforce): a numeric non-root user, RuntimeDefault seccomp, no privilege
 escalation, every capability dropped, a read-only root filesystem. Its user is the trainer
 images' (1000), which owns the files it reads; it sets no fsGroup, which would have the kubelet
 change the ownership of a whole checkpoint volume.

@@ -23,10 +23,9 @@ DEFAULT_MAX_CONCURRENT_RECONCILES = 64
 """Passes running at once by default: twice the API requests the operator has in flight
 (k8s/transport.py), so the API server always has the next request of some pass waiting, while the
 rest of a burst waits as triggers (the event's body, which kopf holds anyway) rather than as
-passes (a model, the children's manifests and the answers: about 120 KiB each in a 400-job burst).
-At 1,000 jobs in a burst the bound took the operator's peak RSS from 302.5 to 206.6 MiB; at 400,
-its p99 create -> RayJob from 8.6 to 10.2 s (docs/benchmarks/operator.md): raise it where memory
-is plentiful and bursts are large."""
+passes (a model, the children's manifests and the answers). The bound trades a burst's peak memory
+for its latency (docs/benchmarks/operator.md has the figures): raise it where memory is plentiful
+and bursts are large."""
 
 
 class _Model(BaseModel):
@@ -115,7 +114,7 @@ def _default_profiles() -> dict[str, AcceleratorProfile]:
 
 
 def _default_ray_clients() -> list[dict[str, Any]]:
-    """KubeRay's operator as the README installs it (namespace kuberay-system, its chart's labels)."""
+    """KubeRay's operator as the chart's README installs it (namespace kuberay-system, its chart's labels)."""
     return [
         {
             "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kuberay-system"}},

@@ -14,8 +14,8 @@ As controller-runtime's work queue and kopf's own keep their queueing out of the
 - at most `maxConcurrentReconciles` passes run at once (config.py), as controller-runtime's
   MaxConcurrentReconciles bounds its workers. A pass holds its job's model, its children's manifests and the API's answers while
   it waits for the API server; with every job of a burst in flight at once, the operator's memory
-  grew with the burst (302 MiB at 1,000 jobs). A job waiting for its turn holds only its trigger,
-  and new jobs take the next free pass before everything else (docs/benchmarks/operator.md).
+  grew with the burst. A job waiting for its turn holds only its trigger, and new jobs take the
+  next free pass before everything else (docs/benchmarks/operator.md has the figures).
 
 The queue also remembers when each job last had a pass that went through, so the resync visits
 only jobs nothing has brought forward for a whole period (handlers/resync.py).

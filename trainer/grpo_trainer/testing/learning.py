@@ -46,7 +46,7 @@ class LearningPlan:
     park_policy: bool = False
 
 
-# CI on two CPU cores: reaches ~0.9 around step 100 of 150 (see docs/benchmarks/trl-engine.md).
+# CI on CPU: 150 steps (the curve it reaches: docs/benchmarks/trl-engine.md).
 CI_PLAN = LearningPlan()
 # The GPU run: longer, in bf16 as the single-GPU LoRA recipe trains.
 GPU_PLAN = LearningPlan(steps=200, bf16=True)

@@ -34,13 +34,12 @@ BUDGET_FIELD = "rollout.memoryBudget"
 TRAINER_OVERHEAD_GIB = 3.0
 """The trainer's peak beyond the policy's weights while it computes the loss at the single-GPU LoRA
 recipe's shapes (LoRA adapters, their gradients and AdamW moments, activations with gradient
-checkpointing, logits). Measured on the H200 (docs/benchmarks/trl-engine.md): 11.1 GiB on the
-device with 8.3 GiB of weights and no vLLM (2.8); beside an awake vLLM of 10.5 GiB the process
-peaked at 21.2 GiB (2.4 beyond both). Kept at 3.0."""
+checkpointing, logits). Set a little above the overheads measured with and without an awake vLLM
+(docs/benchmarks/trl-engine.md)."""
 VLLM_OVERHEAD_GIB = 1.5
 """An estimate: what vLLM holds beyond its copy of the weights and the KV cache (`kv_cache_gib`):
-CUDA graphs, the sampler's and the prefill's buffers. The H200 runs gave vLLM a fixed size, so its
-own split is not measured."""
+CUDA graphs, the sampler's and the prefill's buffers. The benchmark runs give vLLM a fixed size, so
+its own split is not measured."""
 PARKED_RESIDENT_GIB = 1.5
 """What the trainer keeps on the device while vLLM generates, beyond the policy's weights: LoRA
 adapters and AdamW moments, the CUDA context, the allocator's cache. Measured on the H200 at the

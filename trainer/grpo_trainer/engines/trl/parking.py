@@ -2,8 +2,7 @@
 
 Colocated vLLM keeps its own copy of the model. At the single-GPU LoRA recipe's shapes two bf16
 copies of a 4B model are 16.5 GiB, more than the recipe's 16 GB (14.9 GiB) before anything else,
-and the H200 measured the process at 20.0 GiB with vLLM sleeping while the policy trains
-(docs/benchmarks/trl-engine.md). The two copies never work at the same time, though: vLLM
+even with vLLM sleeping while the policy trains (docs/benchmarks/trl-engine.md has the figures). The two copies never work at the same time, though: vLLM
 generates, then the trainer computes the loss. So when the memory arithmetic says two copies do
 not fit (`memory.vllm_layout`), the engine takes turns:
 

@@ -4,8 +4,7 @@ verl 0.9.1's FSDP workers (verl/models/transformers/monkey_patch.py, verl/utils/
 `AutoModelForCausalLMWithValueHead` from `trl.experimental.ppo`, or else from `trl`, whenever trl
 is importable at all — to patch a PPO critic's state_dict. trl 1.16, which the TRL engine pins and
 the trainer image therefore carries, has neither, so every actor fails to start ("cannot import
-name 'AutoModelForCausalLMWithValueHead' from 'trl'"; first seen on the H200, see
-docs/benchmarks/verl-gpu.md). GRPO has no critic, so verl needs the name and never the model.
+name 'AutoModelForCausalLMWithValueHead' from 'trl'"; docs/benchmarks/verl-gpu.md). GRPO has no critic, so verl needs the name and never the model.
 
 When the installed trl lacks it, the verl engine puts `shadows/` (a package named trl holding just
 that name) first on PYTHONPATH for main_ppo and, through the job's runtime_env, for every Ray
