@@ -177,15 +177,13 @@ def _parser() -> argparse.ArgumentParser:
             "--workdir",
             help="read the job's volume from this folder (its grpo/ is the pods' /grpo tree) instead of a pod",
         )
-        cmd.add_argument(
-            "--image", default=DEFAULT_IMAGE, help="image of the reader pod (default: %(default)s)"
-        )
+        cmd.add_argument("--image", help=f"image of the reader pod (default: {DEFAULT_IMAGE})")
         cmd.add_argument("--claim", help="read this claim (a deleted job's kept volume) instead of the job's")
         cmd.add_argument(
             "--job",
             dest="folder",
             metavar="NAME-UID8",
-            help="with --claim: the job's folder on it (default: the one folder named after JOB)",
+            help="with --claim or --workdir: the job's folder there (default: the one folder named after JOB)",
         )
 
     listing = command("list", _list, "the GRPOJobs of a namespace (-A: of every namespace)")
@@ -276,6 +274,38 @@ def _check_options(args: argparse.Namespace) -> None:
         raise PluginError(f"-A: `kubectl grpo {args.command}` works on one job; give -n NAMESPACE", USAGE)
     if args.all_namespaces and args.namespace:
         raise PluginError("give -n NAMESPACE or -A, not both", USAGE)
+    _check_conflicts(args)
+
+
+CONFLICTS: tuple[tuple[str, str, str], ...] = (
+    ("--claim", "--workdir", "--claim reads a kept claim through a pod, --workdir reads a folder here"),
+    ("--image", "--workdir", "--image is the reader pod's, and --workdir reads a folder with no pod"),
+    ("--offline", "--kubeconfig", "--offline asks no cluster"),
+    ("--offline", "--context", "--offline asks no cluster"),
+    *(
+        ("--metrics-file", flag, "--metrics-file plots those files, not a job's volume")
+        for flag in ("--claim", "--workdir", "--image", "--job", "--full")
+    ),
+    ("--output", "--png", "-o prints the points and draws nothing"),
+    ("--output", "--no-terminal", "-o prints the points and draws nothing"),
+)
+"""Flags a command would act on one of and silently drop the other: a usage mistake, as
+`kubectl get pods NAME --all` is, rather than a result that is not what was asked."""
+
+
+def _given(args: argparse.Namespace, flag: str) -> bool:
+    dest = {"--job": "folder"}.get(flag, flag.lstrip("-").replace("-", "_"))
+    value = getattr(args, dest, None)
+    if flag == "--png" and str(value).lower() == "none":  # no picture: what -o means too
+        return False
+    return value not in (None, False, [])
+
+
+def _check_conflicts(args: argparse.Namespace) -> None:
+    for first, second, why in CONFLICTS:
+        if _given(args, first) and _given(args, second):
+            shown = "-o" if first == "--output" else first
+            raise PluginError(f"{shown} and {second} do not go together: {why}", USAGE)
 
 
 def _dump(document: Any, output: str) -> str:
@@ -312,16 +342,12 @@ def _job_paths(name: str, body: dict[str, Any] | None) -> JobPaths:
     return JobPaths.in_folder(_job_folder(name, body))
 
 
-def _metrics_dir(name: str, body: dict[str, Any] | None) -> str:
-    return _job_paths(name, body).metrics_dir
-
-
 def _volume(args: argparse.Namespace, cluster: Cluster | None, job: GRPOJob | None) -> Volume:
     if args.workdir:
         return LocalVolume(args.workdir)
     if cluster is None or job is None:
         raise PluginError("no cluster to read the job's volume through; give --workdir")
-    return PodVolume(cluster, ReadTarget.of_job(job), args.image)
+    return PodVolume(cluster, ReadTarget.of_job(job), args.image or DEFAULT_IMAGE)
 
 
 @dataclass(frozen=True)
@@ -334,38 +360,37 @@ class _Source:
     paths: JobPaths
     cluster: Cluster | None
     body: dict[str, Any] | None
-    unread: str = ""
-    """Why the job itself was not read (--workdir without a cluster or without the job)."""
 
 
 def _source(args: argparse.Namespace) -> _Source:
-    if args.claim:
-        return _claim_source(args)
-    if args.folder:
-        raise PluginError("--job NAME-UID8 goes with --claim CLAIM", USAGE)
-    if not args.job:
-        raise PluginError("give a job name (or --claim CLAIM for the volume a deleted job left)", USAGE)
-    cluster, body, why = _job_if_reachable(args)
-    job = stored_job(body) if body else None
-    return _Source(args.job, _volume(args, cluster, job), _job_paths(args.job, body), cluster, body, why)
-
-
-def _claim_source(args: argparse.Namespace) -> _Source:
-    """A claim by name: the job may be gone (its claim kept), so no job is read or owns the pod."""
+    if args.folder and not (args.claim or args.workdir):
+        raise PluginError("--job NAME-UID8 goes with --claim CLAIM or --workdir DIR", USAGE)
     name = args.job or (args.folder or "").rsplit("-", 1)[0]
     if not name:
-        raise PluginError("with --claim, give the job's name or --job NAME-UID8 (its folder)", USAGE)
-    cluster = None if args.workdir else _cluster(args)
-    if args.workdir:
-        volume: Volume = LocalVolume(args.workdir)
-    else:
-        assert cluster is not None
-        volume = PodVolume(cluster, ReadTarget(cluster.namespace, args.claim, name), args.image)
-    folder = args.folder or _only_folder(volume, name, args.claim)
+        raise PluginError(
+            "give a job name, or --job NAME-UID8 (its folder) with --claim CLAIM or --workdir DIR", USAGE
+        )
+    if args.claim:
+        return _claim_source(args, name)
+    body = None if args.folder else _job_if_reachable(args)
+    if body is None:  # a copy of a volume whose job is not in the cluster (kept, or a run by hand)
+        volume = LocalVolume(args.workdir)
+        folder = args.folder or _only_folder(volume, name, f"in {args.workdir}")
+        return _Source(name, volume, JobPaths.in_folder(f"{CHECKPOINT_MOUNT}/{folder}"), None, None)
+    cluster, found = body
+    return _Source(name, _volume(args, cluster, stored_job(found)), _job_paths(name, found), cluster, found)
+
+
+def _claim_source(args: argparse.Namespace, name: str) -> _Source:
+    """A claim by name: the job may be gone (its claim kept), so no job is read or owns the pod."""
+    cluster = _cluster(args)
+    target = ReadTarget(cluster.namespace, args.claim, name)
+    volume = PodVolume(cluster, target, args.image or DEFAULT_IMAGE)
+    folder = args.folder or _only_folder(volume, name, f"on claim {args.claim}")
     return _Source(name, volume, JobPaths.in_folder(f"{CHECKPOINT_MOUNT}/{folder}"), cluster, None)
 
 
-def _only_folder(volume: Volume, name: str, claim: str) -> str:
+def _only_folder(volume: Volume, name: str, where: str) -> str:
     """The job's folder on a claim: `<name>-<uid8>`; several when the name was used again."""
     found = [
         entry
@@ -375,9 +400,9 @@ def _only_folder(volume: Volume, name: str, claim: str) -> str:
     if len(found) == 1:
         return found[0]
     if not found:
-        raise PluginError(f"no folder of a job named {name} on claim {claim}", code=3)
+        raise PluginError(f"no folder of a job named {name} {where}", code=3)
     raise PluginError(
-        f"claim {claim} holds {len(found)} jobs named {name} ({', '.join(found)}): give --job with one", USAGE
+        f"{len(found)} jobs named {name} {where} ({', '.join(found)}): give --job with one", USAGE
     )
 
 
@@ -534,26 +559,24 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _job_if_reachable(args: argparse.Namespace) -> tuple[Cluster | None, dict[str, Any] | None, str]:
+def _job_if_reachable(args: argparse.Namespace) -> tuple[Cluster, dict[str, Any]] | None:
     """The cluster and the job, needed for its uid (its folder's name) and status. With --workdir a
-    run by hand needs neither: no cluster or no such job there reads the folder by name alone (and
-    the third value says why the job was not read)."""
+    copy of a volume needs neither: no cluster or no such job there gives None, and the job's
+    folder is found on the copy."""
     try:
         cluster = _cluster(args)
-        return cluster, cluster.job_body(args.job), ""
-    except PluginError as error:
+        return cluster, cluster.job_body(args.job)
+    except PluginError:
         if args.workdir:
-            return None, None, str(error)
+            return None
         raise
 
 
 def _logs(args: argparse.Namespace) -> int:
     source = _source(args)
     body, name = source.body, source.name
-    if body is None and args.attempt is None and not args.claim:
-        raise PluginError(f"give --attempt: the job's status cannot be read ({source.unread})", USAGE)
     current = ((body or {}).get("status") or {}).get("attempt")
-    attempt = args.attempt or current or (_attempts_on_volume(source) if args.claim else None)
+    attempt = args.attempt or current or (_attempts_on_volume(source) if body is None else None)
     if not attempt:
         raise PluginError(f"grpojob {name} has not started an attempt yet")
     if current and attempt > current:  # (no status yet: the volume says whether a log is there)
@@ -587,43 +610,49 @@ def _print_lines(lines: Iterator[str]) -> None:
         print(line, flush=True)
 
 
+def _metrics_files(files: list[str]) -> list[str]:
+    """The lines of `--metrics-file`s, each checked to be a metrics file."""
+    lines: list[str] = []
+    for file in files:
+        try:
+            found = Path(file).read_text(encoding="utf-8").splitlines()
+        except OSError as error:
+            raise PluginError(f"cannot read {file}: {error.strerror or error}") from error
+        except UnicodeDecodeError as error:
+            raise PluginError(f"{file} is not a metrics file: it is not UTF-8 text") from error
+        if found and not steps_in(found):
+            raise PluginError(
+                f"{file} is not a metrics file: none of its {len(found)} lines is a step's metrics "
+                "(the trainer writes them to attempt-N.jsonl)"
+            )
+        lines += found
+    return lines
+
+
 def _plot(args: argparse.Namespace) -> int:
     if args.metrics_file:
-        lines: list[str] = []
-        for file in args.metrics_file:
-            try:
-                found = Path(file).read_text(encoding="utf-8").splitlines()
-            except OSError as error:
-                raise PluginError(f"cannot read {file}: {error.strerror or error}") from error
-            except UnicodeDecodeError as error:
-                raise PluginError(f"{file} is not a metrics file: it is not UTF-8 text") from error
-            if found and not steps_in(found):
-                raise PluginError(
-                    f"{file} is not a metrics file: none of its {len(found)} lines is a step's metrics "
-                    "(the trainer writes them to attempt-N.jsonl)"
-                )
-            lines += found
         title = args.job or ", ".join(Path(f).name for f in args.metrics_file)
-        history = history_from_metrics(lines)
-    elif not args.job and not args.claim:
-        raise PluginError("give a job name, --claim CLAIM or --metrics-file")
-    elif args.claim:  # a deleted job's kept volume: every step from its metrics files
+        history = history_from_metrics(_metrics_files(args.metrics_file))
+    elif not (args.job or args.claim or args.folder):
+        raise PluginError("give a job name, --claim CLAIM or --metrics-file", USAGE)
+    elif args.full or args.claim or args.workdir or args.folder:  # every step, from the volume
         source = _source(args)
-        title = f"{args.claim}: {source.name}"
-        attempts = _attempts_on_volume(source)
+        if source.body is not None:
+            assert source.cluster is not None
+            title = f"{source.cluster.namespace}/{source.name}"
+            attempts = (source.body.get("status") or {}).get("attempt") or 1
+        else:
+            title = f"{args.claim}: {source.name}" if args.claim else source.name
+            attempts = _attempts_on_volume(source)
         history = history_from_metrics(source.volume.metrics_lines(source.paths.metrics_dir, attempts))
     else:
-        cluster = _cluster(args)
-        body = cluster.job_body(args.job)
-        status = body.get("status") or {}
-        title = f"{cluster.namespace}/{args.job}"
-        if args.full:
-            volume = _volume(args, cluster, stored_job(body))
-            history = history_from_metrics(
-                volume.metrics_lines(_metrics_dir(args.job, body), status.get("attempt") or 1)
+        if args.image:
+            raise PluginError(
+                "--image is the reader pod's, and plot reads the job's status unless --full or --claim", USAGE
             )
-        else:
-            history = history_points(status)
+        cluster = _cluster(args)
+        title = f"{cluster.namespace}/{args.job}"
+        history = history_points(cluster.job_body(args.job).get("status") or {})
     if args.output:  # the points themselves, for a notebook or a spreadsheet
         print(_dump(history, args.output))
         return 0

@@ -19,10 +19,12 @@ admission message, which names the field.
 
 from __future__ import annotations
 
+import functools
+import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from grpo_operator.api.contract import attempt_log_file, job_dir
 from grpo_operator.api.documents import DocumentError, grpojob_manifest
@@ -32,6 +34,8 @@ from grpo_trainer.kube import GRPOJobResource
 from lightkube import ApiError
 from lightkube.types import PatchType
 
+from . import client_inputs as check
+from .client_errors import GRPOClientError, JobFailedError, JobRefusedError, WaitTimeoutError
 from .cluster import Cluster, PluginError, one_line, stored_job
 from .history import history_from_metrics
 from .reader import DEFAULT_IMAGE, ReadTarget
@@ -41,20 +45,43 @@ from .volume import LocalVolume, PodVolume, Volume
 TERMINAL = ("Succeeded", "Failed")
 CONDITIONS = ("Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed", "Healthy")
 
-GRPOClientError = PluginError
-"""Every error of the client: one line, the thing to change."""
+__all__ = [
+    "GRPOClient",
+    "GRPOClientError",
+    "Job",
+    "JobFailedError",
+    "JobRefusedError",
+    "WaitTimeoutError",
+]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
-class JobRefusedError(GRPOClientError):
-    """The API server refused the job (its schema or CEL rules): the message names the field."""
+def _client_errors(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """The plugin's pieces (cluster.py, volume.py) raise `PluginError`; a caller of the client
+    catches `GRPOClientError`, so each of them is raised again as one, with the same line."""
+
+    @functools.wraps(method)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(*args, **kwargs)
+        except GRPOClientError:
+            raise
+        except PluginError as error:
+            raise GRPOClientError(str(error), error.code) from error
+
+    return wrapper
 
 
-class JobFailedError(GRPOClientError):
-    """The job failed while `wait` waited for something else."""
-
-
-class WaitTimeoutError(GRPOClientError):
-    """`wait` gave up before the job got there."""
+def _lines(lines: Iterator[str]) -> Iterator[str]:
+    """An iterator's own errors, which come while it is read, as `GRPOClientError`s too."""
+    try:
+        yield from lines
+    except GRPOClientError:
+        raise
+    except PluginError as error:
+        raise GRPOClientError(str(error), error.code) from error
 
 
 class GRPOClient:
@@ -69,19 +96,32 @@ class GRPOClient:
         workdir: str | None = None,
         reader_image: str = DEFAULT_IMAGE,
     ) -> None:
-        self.cluster = Cluster(kubeconfig, context, namespace)
+        config = None if kubeconfig is None else str(check.path(kubeconfig, "kubeconfig"))
+        context = check.text(context, "context", optional=True)
+        try:
+            self.cluster = Cluster(config, context, check.namespace(namespace))
+        except PluginError as error:
+            raise GRPOClientError(str(error), error.code) from error
         self.namespace = self.cluster.namespace
-        self.workdir = workdir
-        self.reader_image = reader_image
+        self.workdir = check.folder(workdir, "workdir")
+        self.reader_image = str(check.text(reader_image, "reader_image"))
 
+    @_client_errors
     def create(self, job: str | Path | dict[str, Any] | GRPOJob, *, name: str | None = None) -> Job:
         """Creates a job from a YAML/JSON file, a manifest dict or the pydantic model."""
         manifest = _manifest(job)
         meta = dict(manifest.get("metadata") or {})
-        if name:
-            meta["name"] = name
+        if name is not None:
+            meta["name"] = check.name(name, "name")
         if not meta.get("name"):
             raise GRPOClientError("the job has no name: give metadata.name or create(..., name=...)")
+        check.name(meta["name"], "metadata.name")
+        if meta.get("namespace") not in (None, self.namespace):
+            # As `kubectl apply -n`: a file meant for another namespace is not quietly moved.
+            raise GRPOClientError(
+                f"metadata.namespace {meta['namespace']!r} is not this client's namespace "
+                f"{self.namespace!r}: use GRPOClient(namespace={meta['namespace']!r})"
+            )
         meta["namespace"] = self.namespace
         manifest = {"apiVersion": f"{GROUP}/{VERSION}", **manifest, "kind": KIND, "metadata": meta}
         try:
@@ -101,10 +141,12 @@ class GRPOClient:
             ) from error
         return Job(self, meta["name"])
 
+    @_client_errors
     def get(self, name: str) -> Job:
-        self.cluster.job_body(name)  # a clear "not found" now rather than on first use
+        self.cluster.job_body(check.name(name, "name"))  # a clear "not found" now, not on first use
         return Job(self, name)
 
+    @_client_errors
     def list(self) -> list[Job]:
         return [Job(self, body["metadata"]["name"]) for body in self.cluster.list_jobs()]
 
@@ -120,6 +162,7 @@ class Job:
 
     # --- reading ------------------------------------------------------------------------------
 
+    @_client_errors
     def body(self) -> dict[str, Any]:
         return self.client.cluster.job_body(self.name)
 
@@ -134,6 +177,7 @@ class Job:
     def condition(self, type_: str) -> dict[str, Any] | None:
         return next((c for c in self.status.get("conditions") or [] if c.get("type") == type_), None)
 
+    @_client_errors
     def metrics(self) -> dict[str, Any]:
         """The newest step's metrics as the trainer reported them (reward, valScore, kl,
         responseLength...)."""
@@ -145,6 +189,7 @@ class Job:
             "step": (status.get("progress") or {}).get("step"),
         }
 
+    @_client_errors
     def history(self, *, full: bool = False) -> list[dict[str, Any]]:
         """Rows of {"step", "reward", "valScore", "responseLength"}: the status's bounded series,
         or with `full=True` every step from the metrics files on the job's volume."""
@@ -155,16 +200,17 @@ class Job:
         lines = self._volume(body).metrics_lines(self._paths(body).metrics_dir, status.get("attempt") or 1)
         return history_from_metrics(lines)
 
+    @_client_errors
     def plot(self, path: str | Path | None = None, *, full: bool = False) -> Path:
         """The reward, validation score and response-length curves as a PNG; its path."""
         from . import drawing  # matplotlib, only when drawing
 
+        target = Path(f"{self.name}-curves.png") if path is None else check.path(path, "path")
         found = drawing.curves(self.history(full=full))
         if not found:
             raise GRPOClientError(
                 f"no points to plot yet for {self.name}: the trainer has not reported a step"
             )
-        target = Path(path or f"{self.name}-curves.png")
         try:
             return drawing.write_png(found, target, f"{self.client.namespace}/{self.name}")
         except ModuleNotFoundError as error:
@@ -174,9 +220,12 @@ class Job:
                 "Job.plot() needs grpo-kubectl[plot] (pip install 'grpo-kubectl[plot]')"
             ) from error
 
+    @_client_errors
     def logs(self, *, follow: bool = False, attempt: int | None = None, poll: float = 5.0) -> Iterator[str]:
         """An attempt's output from the job's volume (default: the current attempt); with
         `follow=True` also what is written next, until the job ends."""
+        attempt = check.attempt(attempt)
+        poll = check.seconds(poll, "poll", positive=True)
         body = self.body()
         current = (body.get("status") or {}).get("attempt")
         attempt = attempt or current
@@ -187,7 +236,7 @@ class Job:
         path = attempt_log_file(self._paths(body).metrics_dir, attempt)
         volume = self._volume(body)
         if not follow:
-            return volume.read(path)
+            return _lines(volume.read(path))
         last = [0.0, False]
 
         def ended() -> bool:
@@ -195,10 +244,11 @@ class Job:
                 last[0], last[1] = time.monotonic(), self.phase in TERMINAL
             return bool(last[1])
 
-        return volume.follow(path, ended)
+        return _lines(volume.follow(path, ended))
 
     # --- waiting ------------------------------------------------------------------------------
 
+    @_client_errors
     def wait(
         self, condition: str = "Succeeded", timeout: float = 3600.0, *, poll: float = 2.0
     ) -> dict[str, Any]:
@@ -206,8 +256,10 @@ class Job:
 
         Waiting for anything but Failed raises `JobFailedError` when the job fails first (with the
         operator's reason and message), and `WaitTimeoutError` after `timeout` seconds."""
-        if condition not in CONDITIONS:
+        if not isinstance(condition, str) or condition not in CONDITIONS:
             raise GRPOClientError(f"condition {condition!r}: expected one of {', '.join(CONDITIONS)}")
+        timeout = check.seconds(timeout, "timeout")
+        poll = check.seconds(poll, "poll", positive=True)
         deadline = time.monotonic() + timeout
         while True:
             status = self.status
@@ -228,16 +280,20 @@ class Job:
 
     # --- steering -----------------------------------------------------------------------------
 
+    @_client_errors
     def suspend(self) -> None:
         """Tears the Ray cluster down and keeps the checkpoints."""
         self.client.cluster.set_suspend(self.name, True)
 
+    @_client_errors
     def resume(self) -> None:
         """A new attempt continues from the latest checkpoint."""
         self.client.cluster.set_suspend(self.name, False)
 
+    @_client_errors
     def delete(self, *, wait: bool = False, timeout: float = 120.0) -> None:
         """Deletes the job (its claim is kept unless checkpoint.retention says Delete)."""
+        timeout = check.seconds(timeout, "timeout")
         cluster = self.client.cluster
         try:
             cluster._call(
@@ -263,8 +319,14 @@ class Job:
                 raise WaitTimeoutError(f"grpojob {self.name} is still there after {timeout:g} s (finalizers)")
             time.sleep(1.0)
 
+    @_client_errors
     def patch(self, spec: dict[str, Any]) -> None:
         """A merge patch of the spec (what `kubectl patch --type=merge` does)."""
+        if not isinstance(spec, dict):
+            raise GRPOClientError(
+                f"spec: expected a mapping of the fields to change, got {check.shown(spec)}"
+            )
+        check.json_value(spec, "spec")
         cluster = self.client.cluster
         try:
             cluster._call(
@@ -296,13 +358,17 @@ def _manifest(job: str | Path | dict[str, Any] | GRPOJob) -> dict[str, Any]:
         # Only what the user set: the API server applies the defaults, as for a YAML file.
         return job.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"status"})
     if isinstance(job, dict):
-        return {k: v for k, v in job.items() if k != "status"}
-    path = Path(job)
+        return check.manifest(job, "the manifest")
+    if isinstance(job, bool) or not isinstance(job, str | os.PathLike):
+        raise GRPOClientError(
+            f"create(job): expected a file path, a manifest dict or a GRPOJob model, got {check.shown(job)}"
+        )
+    path = check.path(job, "create(job)")
     try:
         data = path.read_bytes()
     except OSError as error:
         raise GRPOClientError(f"cannot read {path}: {error.strerror or error}") from error
     try:
-        return grpojob_manifest(data, str(path))
+        return check.manifest(grpojob_manifest(data, str(path)), str(path))
     except DocumentError as error:
         raise GRPOClientError(str(error)) from error

@@ -537,10 +537,12 @@ def _claim_copy(tmp_path: Path, folder: str) -> Path:
     return metrics
 
 
-def test_a_claim_without_its_job_finds_the_jobs_folder_and_newest_attempt(tmp_path, capsys, no_cluster):
+def test_a_copy_of_a_claim_without_its_job_finds_the_jobs_folder_and_newest_attempt(
+    tmp_path, capsys, no_cluster
+):
     _claim_copy(tmp_path, f"{JOB}-0123abcd")
     (tmp_path / "grpo" / "checkpoints" / "another-job-99999999").mkdir()
-    claim = ["--claim", "kept", "--workdir", str(tmp_path)]
+    claim = ["--workdir", str(tmp_path)]
     assert main(["logs", JOB, *claim]) == 0
     assert capsys.readouterr().out == "second attempt\n"
     assert main(["logs", "--job", f"{JOB}-0123abcd", "--attempt", "1", *claim]) == 0
@@ -555,18 +557,88 @@ def test_a_claim_without_its_job_finds_the_jobs_folder_and_newest_attempt(tmp_pa
     assert [p["step"] for p in json.loads(capsys.readouterr().out)] == [1, 2, 3, 4, 5, 6]
 
 
-def test_a_name_used_twice_on_a_claim_asks_which(tmp_path, capsys, no_cluster):
+def test_a_name_used_twice_on_a_copy_asks_which(tmp_path, capsys, no_cluster):
     _claim_copy(tmp_path, f"{JOB}-0123abcd")
     _claim_copy(tmp_path, f"{JOB}-fedc9876")
-    assert main(["logs", JOB, "--claim", "kept", "--workdir", str(tmp_path)]) == 2
+    assert main(["logs", JOB, "--workdir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err == (
-        f"error: claim kept holds 2 jobs named {JOB} ({JOB}-0123abcd, {JOB}-fedc9876): give --job with one\n"
+        f"error: 2 jobs named {JOB} in {tmp_path} ({JOB}-0123abcd, {JOB}-fedc9876): give --job with one\n"
     )
-    assert main(["logs", "nobody", "--claim", "kept", "--workdir", str(tmp_path)]) == 3
-    assert capsys.readouterr().err == "error: no folder of a job named nobody on claim kept\n"
+    assert main(["logs", "nobody", "--workdir", str(tmp_path)]) == 3
+    assert capsys.readouterr().err == f"error: no folder of a job named nobody in {tmp_path}\n"
     assert main(["logs", "--job", "x-12345678"]) == 2
-    assert capsys.readouterr().err == "error: --job NAME-UID8 goes with --claim CLAIM\n"
+    assert capsys.readouterr().err == "error: --job NAME-UID8 goes with --claim CLAIM or --workdir DIR\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (
+            ["logs", JOB, "--claim", "kept", "--workdir", "{tmp}"],
+            "--claim and --workdir do not go together: --claim reads a kept claim through a pod, "
+            "--workdir reads a folder here",
+        ),
+        (
+            ["checkpoints", JOB, "--claim", "kept", "--workdir", "{tmp}"],
+            "--claim and --workdir do not go together",
+        ),
+        (["plot", JOB, "--claim", "kept", "--workdir", "{tmp}"], "--claim and --workdir do not go together"),
+        (
+            ["logs", JOB, "--image", "mirror/busybox", "--workdir", "{tmp}"],
+            "--image and --workdir do not go together: --image is the reader pod's, and --workdir reads "
+            "a folder with no pod",
+        ),
+        (
+            ["validate", "-f", "{example}", "--offline", "--context", "prod"],
+            "--offline and --context do not go together: --offline asks no cluster",
+        ),
+        (
+            ["validate", "-f", "{example}", "--offline", "--kubeconfig", "{tmp}/config"],
+            "--offline and --kubeconfig do not go together",
+        ),
+        *(
+            (
+                ["plot", "--metrics-file", "{tmp}/attempt-1.jsonl", *extra],
+                f"--metrics-file and {extra[0]} do not go together: --metrics-file plots those files, "
+                "not a job's volume",
+            )
+            for extra in (
+                ["--claim", "kept"],
+                ["--workdir", "{tmp}"],
+                ["--full"],
+                ["--image", "mirror/busybox"],
+                ["--job", f"{JOB}-0123abcd"],
+            )
+        ),
+        (
+            ["plot", "--metrics-file", "{tmp}/attempt-1.jsonl", "-o", "json", "--png", "{tmp}/c.png"],
+            "-o and --png do not go together: -o prints the points and draws nothing",
+        ),
+        (
+            ["plot", "--metrics-file", "{tmp}/attempt-1.jsonl", "-o", "yaml", "--no-terminal"],
+            "-o and --no-terminal do not go together",
+        ),
+        (
+            ["plot", JOB, "--image", "mirror/busybox"],
+            "--image is the reader pod's, and plot reads the job's status unless --full or --claim",
+        ),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else "",
+)
+def test_flags_a_command_would_drop_are_a_usage_mistake(
+    argv, expected, tmp_path, capsys, no_cluster, monkeypatch
+):
+    """A flag silently ignored beside another reads as a result that is not what was asked
+    (`logs --claim X --workdir D` read the folder and never the claim): exit 2, one line."""
+    monkeypatch.chdir(tmp_path)  # a plot that ran anyway would write its PNG here
+    _claim_copy(tmp_path, f"{JOB}-0123abcd")
+    (tmp_path / "attempt-1.jsonl").write_text(_steps(1, 3))
+    args = [a.format(tmp=tmp_path, example=EXAMPLE) for a in argv]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {expected}"), err
+    assert err.count("\n") == 1
 
 
 def test_the_reader_pod_passes_the_restricted_pod_security_level():
