@@ -143,6 +143,7 @@ lint: install
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 	PYTHONPATH=operator:trainer:kubectl $(VENV)/bin/lint-imports --no-cache
+	$(PY) hack/check_docs.py
 
 # Starts the engine if none runs (hack/engine-up.sh). IMAGES="operator cpu" builds those; REGISTRY,
 # TAG, PLATFORM, PUSH=1 and BASE_IMAGES pass through (images/build.sh).
