@@ -142,8 +142,11 @@ def _node_selector(job: GRPOJob, profile: AcceleratorProfile) -> dict[str, str]:
     return selector
 
 
-def _tolerations(job: GRPOJob, profile: AcceleratorProfile) -> list[dict[str, Any]]:
-    return [dict(t) for t in profile.tolerations] + [t.to_wire() for t in job.spec.resources.tolerations]
+def pool_tolerations(job: GRPOJob, profile: AcceleratorProfile | None) -> list[dict[str, Any]]:
+    """The taints of the job's node pool that its pods tolerate: the accelerator profile's, then the
+    job's own. Public because the plugin's reader pod tolerates these and no others."""
+    own = [dict(t) for t in profile.tolerations] if profile else []
+    return own + [t.to_wire() for t in job.spec.resources.tolerations]
 
 
 def _pod_security(profile: AcceleratorProfile) -> dict[str, Any]:
@@ -203,7 +206,7 @@ def _pod_template(
         "containers": [container],
         "volumes": volumes,
         "nodeSelector": _node_selector(job, profile),
-        "tolerations": _tolerations(job, profile),
+        "tolerations": pool_tolerations(job, profile),
     }
     if affinity:
         pod["affinity"] = affinity
