@@ -10,8 +10,16 @@ garbage collector removes it with the job if the plugin is killed) and ends by i
 Once the GRPOJob is deleted its claim stays (checkpoint.retention: Retain, the default); the
 reader then mounts the claim by name (`--claim`), owned by nothing.
 
-Scheduling: a ReadWriteOnce volume attaches to one node, so while the job's head pod exists the
-reader prefers its node; once the cluster is gone any node the volume can reach will do.
+Scheduling, least privilege: the reader tolerates the taints of the job's own node pool (what the
+operator's pods of the job tolerate, `rayjob.pool_tolerations`) and no others: not another pool's
+(a GPU job's reader never lands on an NPU node, a CPU job's on no accelerator node), and not
+`node.kubernetes.io/unschedulable`, which cordoned and draining nodes carry, so it needs a
+schedulable node. A toleration of every taint (no key) is not copied from the job. A claim whose
+job is gone tolerates nothing. Where on those nodes: while the job's Ray cluster may live
+(status.rayClusterName), its head's node, where a ReadWriteOnce volume is attached; otherwise a
+node of no accelerator pool (a CPU node), where a short-lived busybox belongs. The pools are the
+operator's default accelerator profiles (the plugin cannot read the operator's settings): a pool
+tainted otherwise is reached through the job's own spec.resources.tolerations.
 
 Security: the Pod passes the `restricted` Pod Security level (which the chart's README asks
 training namespaces to enforce): a numeric non-root user, RuntimeDefault seccomp, no privilege
@@ -30,12 +38,16 @@ from grpo_operator.api.contract import CHECKPOINT_MOUNT, ROTATED_SUFFIX
 from grpo_operator.api.v1alpha1 import GRPOJob
 from grpo_operator.children.meta import COMPONENT_LABEL, JOB_LABEL, labels, owner_reference
 from grpo_operator.children.pvc import checkpoint_claim
+from grpo_operator.children.rayjob import pool_tolerations
+from grpo_operator.config import Settings
 
 DEFAULT_IMAGE = "busybox:1.36"
 COMPONENT = "volume-reader"
 CONTAINER = "read"
 READER_USER = 1000
 """The trainer images' user and group (the chart's profiles' runAsUser): the owner of the files."""
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+"""The taint a cordoned (or draining) node carries; the reader never tolerates it."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +69,21 @@ class ReadTarget:
         if self.job is not None:
             return labels(self.job, COMPONENT)
         return {JOB_LABEL: self.name, COMPONENT_LABEL: COMPONENT, "app.kubernetes.io/component": COMPONENT}
+
+    def tolerations(self) -> list[dict[str, Any]]:
+        """The job's pool's taints (see the module's docstring); none for a claim alone."""
+        if self.job is None:
+            return []
+        profile = Settings().profile(self.job.spec.resources.accelerator)
+        return [
+            toleration
+            for toleration in pool_tolerations(self.job, profile)
+            if toleration.get("key") and toleration["key"] != UNSCHEDULABLE_TAINT
+        ]
+
+    def cluster_may_live(self) -> bool:
+        """The operator names the Ray cluster in status while it may live, and holds the volume."""
+        return self.job is not None and bool(self.job.status.ray_cluster_name)
 
     def pull_secrets(self) -> list[dict[str, str]]:
         pods = getattr(self.job.spec, "pods", None) if self.job else None
@@ -103,7 +130,26 @@ def build_reader_pod(
                 "persistentVolumeClaim": {"claimName": target.claim, "readOnly": True},
             }
         ],
-        "affinity": {
+        "affinity": _affinity(target),
+        "tolerations": target.tolerations(),
+    }
+    if pull_secrets:
+        spec["imagePullSecrets"] = pull_secrets
+    meta: dict[str, Any] = {
+        "generateName": f"{target.name}-read-",
+        "namespace": target.namespace,
+        "labels": target.labels(),
+    }
+    if target.job is not None:
+        meta["ownerReferences"] = [{**owner_reference(target.job), "controller": False}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def _affinity(target: ReadTarget) -> dict[str, Any]:
+    """One preference at a time: the scheduler scores node and pod affinity apart, each scaled to
+    its best node, so two preferences would tie instead of one deciding."""
+    if target.cluster_may_live():
+        return {
             "podAffinity": {
                 "preferredDuringSchedulingIgnoredDuringExecution": [
                     {
@@ -117,20 +163,30 @@ def build_reader_pod(
                     }
                 ]
             }
-        },
-        # Wherever the volume is: accelerator pools are tainted, and the head may be on one.
-        "tolerations": [{"operator": "Exists"}],
+        }
+    return {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 100, "preference": {"matchExpressions": cpu_node_expressions()}}
+            ]
+        }
     }
-    if pull_secrets:
-        spec["imagePullSecrets"] = pull_secrets
-    meta: dict[str, Any] = {
-        "generateName": f"{target.name}-read-",
-        "namespace": target.namespace,
-        "labels": target.labels(),
-    }
-    if target.job is not None:
-        meta["ownerReferences"] = [{**owner_reference(target.job), "controller": False}]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def cpu_node_expressions() -> list[dict[str, Any]]:
+    """A node of no accelerator pool: none of the labels the operator's accelerator profiles
+    select their nodes by (the device product label, the profile's node selector)."""
+    expressions: list[dict[str, Any]] = []
+    for profile in Settings().profiles.values():
+        if profile.device_resource is None:
+            continue
+        if profile.product_label:
+            expressions.append({"key": profile.product_label, "operator": "DoesNotExist"})
+        expressions += [
+            {"key": key, "operator": "NotIn", "values": [value]}
+            for key, value in profile.node_selector.items()
+        ]
+    return expressions
 
 
 def cat_script(path: str) -> str:
