@@ -92,6 +92,11 @@ def validation_metrics(logs: Mapping[str, Any], *, step: int, group: int) -> dic
     return data
 
 
+LOCAL_METRICS_FILE = "metrics.jsonl"
+"""In the output folder, where a run with no metrics file in its environment (outside a pod, a
+benchmark) writes its metrics."""
+
+
 class MetricsFile:
     """Appends JSON lines and flushes each one, so a reporter tailing the file sees them at once.
 

@@ -24,7 +24,7 @@ from .checkpoints import remove_incomplete
 from .export import ExportPlan, export_event, export_policy
 from .generation import ban_image_token
 from .generation import configure as configure_generation
-from .metrics import MetricsFile
+from .metrics import LOCAL_METRICS_FILE, MetricsFile
 from .rewards import RewardFunc
 from .settings import TrlSettings, build_trl_config
 
@@ -114,7 +114,7 @@ def train(request: RunRequest) -> RunResult:
     metrics = (
         MetricsFile(request.metrics_path)
         if request.metrics_path
-        else MetricsFile.from_env(output_dir / "metrics.jsonl")
+        else MetricsFile.from_env(output_dir / LOCAL_METRICS_FILE)
     )
 
     grpo_kwargs, lora_kwargs = build_trl_config(settings)
