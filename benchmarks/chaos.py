@@ -1,5 +1,5 @@
 """Chaos run: many GRPOJobs while the operator is killed at random moments and the API server's
-answers are disturbed (benchmarks/chaos_proxy.py between the operator and the API server).
+answers are disturbed (benchmarks.chaos_proxy between the operator and the API server).
 
 Jobs of six kinds, each kind in a namespace whose fake Ray job API plays its timeline:
 
@@ -27,7 +27,7 @@ Needs a running local cluster (make cluster-up). Not a test by itself; tests/int
 test_chaos.py runs a short one with --check, which exits 1 unless all four targets (everything
 converged, nothing stuck, duplicated or leaked) are met. The recorded run:
 
-    .venv/bin/python benchmarks/chaos.py --jobs 60 --chaos-seconds 180 --out /tmp/chaos.json
+    .venv/bin/python -m benchmarks.chaos --jobs 60 --chaos-seconds 180 --out /tmp/chaos.json
 """
 
 from __future__ import annotations
@@ -53,12 +53,16 @@ from lightkube.config.kubeconfig import KubeConfig
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.core_v1 import Namespace, Node
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
-from support.cluster import read_env_file  # noqa: E402
-from support.operator_process import OperatorProcess  # noqa: E402
-from support.rayjobapi import RUNNING_FOREVER, RayJobAPI  # noqa: E402
-from support.resources import GRPOJobResource, RayJobResource  # noqa: E402
+from .examples import example_job, with_changes
+from .harness import (
+    RUNNING_FOREVER,
+    GRPOJobResource,
+    OperatorProcess,
+    RayJobAPI,
+    RayJobResource,
+    read_env_file,
+)
+from .paths import CACHE, CRDS, REPO
 
 RayClusterResource = create_namespaced_resource("ray.io", "v1", "RayCluster", "rayclusters")
 SUCCESS = (("RUNNING", 0), ("SUCCEEDED", 25, "Job finished successfully."))
@@ -176,13 +180,15 @@ class Cluster:
 
 
 def manifest(job: Job) -> dict[str, Any]:
-    body = yaml.safe_load((REPO / "examples" / "lora-single-gpu.yaml").read_text())
-    body["metadata"] = {"name": job.name, "namespace": job.namespace, "labels": {"grpo.dev/chaos": "true"}}
-    body["spec"]["model"]["source"] = "/opt/models/tiny"
-    body["spec"]["dataset"] = {"preset": "geo3k", "maxPromptLength": 1024, "maxResponseLength": 1024}
+    body = example_job("lora-single-gpu", **{"metadata": None, "spec.dataset": None})
+    changes = {
+        "metadata": {"name": job.name, "namespace": job.namespace, "labels": {"grpo.dev/chaos": "true"}},
+        "spec.model.source": "/opt/models/tiny",
+        "spec.dataset": {"preset": "geo3k", "maxPromptLength": 1024, "maxResponseLength": 1024},
+    }
     for section, values in KINDS[job.kind].get("spec", {}).items():
-        body["spec"].setdefault(section, {}).update(values)
-    return body
+        changes.update({f"spec.{section}.{key}": value for key, value in values.items()})
+    return with_changes(body, changes)
 
 
 def capacity_nodes(cluster: Cluster, count: int) -> list[str]:
@@ -235,7 +241,8 @@ class Proxy:
         self.proc = subprocess.Popen(
             [
                 sys.executable,
-                str(REPO / "benchmarks" / "chaos_proxy.py"),
+                "-m",
+                "benchmarks.chaos_proxy",
                 "--kubeconfig",
                 str(kubeconfig),
                 "--rate",
@@ -245,6 +252,7 @@ class Proxy:
                 "--seed",
                 str(seed),
             ],
+            cwd=REPO,
             stdout=subprocess.PIPE,
             stderr=self.log,
             text=True,
@@ -389,7 +397,7 @@ def settle(
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    env = read_env_file(Path(os.environ.get("GRPO_CLUSTER_DIR", REPO / ".cache" / "cluster")) / "cluster.env")
+    env = read_env_file(Path(os.environ.get("GRPO_CLUSTER_DIR", CACHE / "cluster")) / "cluster.env")
     kubeconfig = Path(env["KUBECONFIG"])
     job_api = RayJobAPI(env["RAYJOBAPI_URL"])
     cluster = Cluster(kubeconfig)
@@ -403,7 +411,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     workdir = Path(args.workdir or f"/tmp/chaos-{stamp}")
     workdir.mkdir(parents=True, exist_ok=True)
     cluster.client.apply(
-        codecs.from_dict(yaml.safe_load((REPO / "crds" / "grpo.dev_grpojobs.yaml").read_text())),
+        codecs.from_dict(yaml.safe_load((CRDS / "grpo.dev_grpojobs.yaml").read_text())),
         force=True,
     )
 

@@ -1,4 +1,4 @@
-"""A fault-injecting HTTP proxy between the operator and the API server, for benchmarks/chaos.py.
+"""A fault-injecting HTTP proxy between the operator and the API server, for benchmarks.chaos.
 
 The operator talks plain HTTP to this proxy on loopback; the proxy forwards every request to the
 API server in the kubeconfig (itself on loopback, the local cluster's) with that kubeconfig's
@@ -15,7 +15,7 @@ Bounded: faults stop after `--max-faults`, and only while switched on (`POST /_c
 `/_chaos/off`; `GET /_chaos/stats` counts what was done). It binds to loopback only and refuses to
 forward anywhere but a loopback API server.
 
-    python benchmarks/chaos_proxy.py --kubeconfig .cache/cluster/kubeconfig --rate 0.1 --seed 7
+    python -m benchmarks.chaos_proxy --kubeconfig .cache/cluster/kubeconfig --rate 0.1 --seed 7
     # prints "listening on http://127.0.0.1:PORT", then serves until killed
 """
 
@@ -27,7 +27,6 @@ import ipaddress
 import json
 import os
 import random
-import sys
 import time
 import urllib.parse
 from collections import Counter
@@ -35,10 +34,7 @@ from pathlib import Path
 
 import aiohttp
 from aiohttp import web
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "operator"))
-from grpo_operator.k8s.credentials import Credentials  # noqa: E402
+from grpo_operator.k8s.credentials import Credentials
 
 HOP_BY_HOP = {"host", "connection", "content-length", "transfer-encoding", "keep-alive", "authorization"}
 FAULTS = (

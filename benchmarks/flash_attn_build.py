@@ -13,13 +13,13 @@ H200's sm_90 only, and narrows flash-attn's two dispatch switches to match (a he
 128 or of 32 and less, or fp16, fails with a message instead of a missing symbol). For those shapes
 the kernels are the very ones the image's full build runs.
 
-    here:   python3 benchmarks/flash_attn_build.py prepare     # the sdist and the build tools' wheels
-    there:  python3 benchmarks/flash_attn_build.py start       # unpack, narrow, build in the background
-            python3 benchmarks/flash_attn_build.py wait --seconds 540   # follow it; check when built
-            python3 benchmarks/flash_attn_build.py check       # the kernels against PyTorch's SDPA
+    here:   python -m benchmarks.flash_attn_build prepare    # the sdist and the build tools' wheels
+    there:  python -m benchmarks.flash_attn_build start      # unpack, narrow, build in the background
+            python -m benchmarks.flash_attn_build wait --seconds 540   # follow it; check when built
+            python -m benchmarks.flash_attn_build check      # the kernels against PyTorch's SDPA
 
 `start` installs the build into the carried stack's site-packages (benchmarks/gpu_stack.sh), so
-`benchmarks/verl_gpu.py`, started after it, finds flash-attn and runs FlashAttention 2 with
+`python -m benchmarks.verl_gpu`, started after it, finds flash-attn and runs FlashAttention 2 with
 remove-padding (its `attention` field says which ran).
 """
 
@@ -36,7 +36,8 @@ import tarfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from . import paths
+
 VERSION = "2.8.3"
 """`CUDA_FLASH_ATTN_VERSION` in images/versions.env: the version the CUDA image compiles."""
 SDIST = f"flash_attn-{VERSION}.tar.gz"
@@ -48,7 +49,7 @@ SDIST_SHA256 = "1e71dd64a9e0280e0447b8a0c2541bad4bf6ac65bdeaa2f90e51a9e57de0370d
 BUILD_TOOLS = ("ninja", "setuptools", "wheel", "packaging", "psutil", "einops")
 """What setup.py imports or runs (ninja for parallel nvcc jobs; without it torch's extension
 builder compiles one file at a time), and einops, which flash-attn imports at run time."""
-CACHE = ROOT / ".cache" / f"flash-attn-{VERSION}"
+CACHE = paths.CACHE / f"flash-attn-{VERSION}"
 REMOTE = Path(os.environ.get("FLASH_ATTN_REMOTE", "/tmp/flash-attn"))
 SITE = Path(os.environ.get("GPU_STACK_REMOTE", "/tmp/gpu-stack")) / "site-packages"
 
@@ -149,7 +150,7 @@ def prepare() -> int:
          "--abi", "none", *(f"--platform={p}" for p in platforms), "-d", str(tools), *BUILD_TOOLS],
         check=True,
     )  # fmt: skip
-    carry = [str(p.relative_to(ROOT)) for p in (sdist, tools)]
+    carry = [str(p.relative_to(paths.REPO)) for p in (sdist, tools)]
     log(f"ready: carry {carry} with `start`")
     return 0
 
@@ -175,7 +176,7 @@ def start(jobs: int) -> int:
     sdist, tools = CACHE / SDIST, CACHE / "tools"
     if not sdist.is_file() or not tools.is_dir():
         raise SystemExit(
-            f"carry {sdist.relative_to(ROOT)} and {tools.relative_to(ROOT)} (run `prepare` here)"
+            f"carry {sdist.relative_to(paths.REPO)} and {tools.relative_to(paths.REPO)} (run `prepare` here)"
         )
     if _sha256(sdist) != SDIST_SHA256:
         raise SystemExit(f"{SDIST}: checksum mismatch")

@@ -20,7 +20,7 @@ all 0: tracebacks, refusals that name no field, disagreements, children or pods 
 admission. Needs a running local cluster (make cluster-up). tests/integration/test_chaos.py runs a
 short one with --check (exit 1 unless every target is 0). The recorded run:
 
-    .venv/bin/python benchmarks/fuzz.py --examples 600 --out /tmp/fuzz.json
+    .venv/bin/python -m benchmarks.fuzz --examples 600 --out /tmp/fuzz.json
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ import argparse
 import copy
 import json
 import os
-import sys
 import time
 import traceback
 from collections import Counter
@@ -37,6 +36,15 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from grpo_operator.api.problem import Problem
+from grpo_operator.api.v1alpha1 import GRPOJob
+from grpo_operator.children.configmap import build_spec_configmap
+from grpo_operator.children.networkpolicy import build_network_policy
+from grpo_operator.children.pvc import build_checkpoint_pvc
+from grpo_operator.children.rayjob import build_rayjob
+from grpo_operator.children.rbac import build_trainer_rbac
+from grpo_operator.config import load_settings
+from grpo_operator.verdict import job_problems
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from lightkube import ApiError, Client, codecs
@@ -44,26 +52,15 @@ from lightkube.config.kubeconfig import KubeConfig
 from lightkube.resources.core_v1 import Namespace
 from pydantic import ValidationError
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
-from grpo_operator.api.documents import job_document  # noqa: E402
-from grpo_operator.api.problem import Problem  # noqa: E402
-from grpo_operator.api.v1alpha1 import GRPOJob  # noqa: E402
-from grpo_operator.children.configmap import build_spec_configmap  # noqa: E402
-from grpo_operator.children.networkpolicy import build_network_policy  # noqa: E402
-from grpo_operator.children.pvc import build_checkpoint_pvc  # noqa: E402
-from grpo_operator.children.rayjob import build_rayjob  # noqa: E402
-from grpo_operator.children.rbac import build_trainer_rbac  # noqa: E402
-from grpo_operator.config import load_settings  # noqa: E402
-from grpo_operator.verdict import job_problems  # noqa: E402
-from support.cluster import read_env_file  # noqa: E402
-from support.resources import GRPOJobResource, RayJobResource  # noqa: E402, F401  (registers the kinds)
+from .examples import example_document
+from .harness import read_env_file
+from .paths import CACHE, CRDS, EXAMPLES
 
 SETTINGS = load_settings(environ={})
-CRD = yaml.safe_load((REPO / "crds" / "grpo.dev_grpojobs.yaml").read_text())
+CRD = yaml.safe_load((CRDS / "grpo.dev_grpojobs.yaml").read_text())
 SPEC_SCHEMA = CRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
 # The GRPOJob of each example (colours-cpu.yaml also holds its reward's ConfigMap).
-EXAMPLES = [job_document(p.read_text(), p.name) for p in sorted((REPO / "examples").glob("*.yaml"))]
+EXAMPLE_JOBS = [example_document(p.stem) for p in sorted(EXAMPLES.glob("*.yaml"))]
 DELETE = object()
 # What only the operator can check (its settings, or a claim it looks up): no admission rule for these.
 OPERATOR_ONLY = (
@@ -163,7 +160,7 @@ def values_for(prop: dict[str, Any]) -> st.SearchStrategy[Any]:
 
 @st.composite
 def specs(draw: st.DrawFn) -> dict[str, Any]:
-    body = copy.deepcopy(draw(st.sampled_from(EXAMPLES)))
+    body = copy.deepcopy(draw(st.sampled_from(EXAMPLE_JOBS)))
     body["metadata"] = {"name": draw(st.sampled_from(["fuzz", "fuzz-2"]))}
     for _ in range(draw(st.integers(1, 4))):
         if draw(st.integers(0, 9)) == 0:
@@ -344,7 +341,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--check", action="store_true", help="exit 1 unless every target is 0")
     args = parser.parse_args()
-    env = read_env_file(Path(os.environ.get("GRPO_CLUSTER_DIR", REPO / ".cache" / "cluster")) / "cluster.env")
+    env = read_env_file(Path(os.environ.get("GRPO_CLUSTER_DIR", CACHE / "cluster")) / "cluster.env")
     client = Client(KubeConfig.from_file(env["KUBECONFIG"]), field_manager="grpo-fuzz")
     client.apply(codecs.from_dict(CRD), force=True)
     namespace = f"fuzz-{int(time.time())}"

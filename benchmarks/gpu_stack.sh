@@ -25,6 +25,7 @@
 #           bash benchmarks/gpu_stack.sh install [--parts-dir DIR]   # last call, once all parts are in
 #           bash benchmarks/gpu_stack.sh check                       # imports and versions
 #           eval "$(bash benchmarks/gpu_stack.sh env)"                # PYTHONPATH/PATH for later commands
+#           python -m benchmarks.<module> ...                          # from the repository root
 #
 # Environment: GPU_STACK_REMOTE (default /tmp/gpu-stack: where parts and the installed site live on
 # the GPU machine; set it to simulate the machine here), GPU_STACK_PART_BYTES (default 58000000),
@@ -301,8 +302,10 @@ report_parts() {
   say "all parts present: run install"
 }
 
+# The carried stack first, then this checkout's operator and trainer (the GPU machine has no
+# install of them): `python -m benchmarks.<module>` from the repository root imports both.
 env_lines() {
-  echo "export PYTHONPATH=$SITE\${PYTHONPATH:+:\$PYTHONPATH}"
+  echo "export PYTHONPATH=$SITE:$ROOT/trainer:$ROOT/operator\${PYTHONPATH:+:\$PYTHONPATH}"
   echo "export PATH=$SITE/bin:\$PATH"
   echo "export VLLM_USE_FLASHINFER_SAMPLER=0"
   if [[ -d $PYCACHE ]]; then echo "export PYTHONPYCACHEPREFIX=$PYCACHE"; fi

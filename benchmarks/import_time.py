@@ -7,7 +7,7 @@ script imports the modules those processes import, each in a fresh interpreter w
 `-X importtime`, and sums Python's own per-module figures by top-level package, so the packages
 that take the time are named rather than guessed:
 
-    python3 benchmarks/import_time.py [--repeat 2] [--json out.json] [MODULE ...]
+    python -m benchmarks.import_time [--repeat 2] [--json out.json] [MODULE ...]
 
 Only the first process reads the files from disk, as a pod's first start does; every later one
 finds them in the page cache, as a retry on the same node does, and `--repeat` shows the spread. With no modules named, it times the ones a verl attempt's

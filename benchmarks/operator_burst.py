@@ -17,7 +17,7 @@ Each part waits for the other's namespace to be gone, so neither runs beside a d
 It adds fake NVIDIA nodes for the burst (so every job can really run) and removes them after.
 Needs a running local cluster (make cluster-up). Not a test: run it by hand, e.g.
 
-    .venv/bin/python benchmarks/operator_burst.py --jobs 200 \
+    .venv/bin/python -m benchmarks.operator_burst --jobs 200 \
         --summary docs/benchmarks/data/operator-burst-200.json --out /tmp/burst-200.json
 """
 
@@ -36,18 +36,25 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+from grpo_operator.api.v1alpha1 import GRPOJob
+from grpo_operator.children.rayjob import build_rayjob
+from grpo_operator.config import load_settings
 from lightkube import Client
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.core_v1 import Namespace
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
-from grpo_operator.api.v1alpha1 import GRPOJob  # noqa: E402
-from grpo_operator.children.rayjob import build_rayjob  # noqa: E402
-from grpo_operator.config import load_settings  # noqa: E402
-from support.burst import add_nodes, burst_jobs, burst_nodes, create_all, metric_samples, remove_nodes  # noqa: E402
-from support.operator_process import OperatorProcess  # noqa: E402
-from support.resources import GRPOJobResource, RayJobResource  # noqa: E402
+from .harness import (
+    GRPOJobResource,
+    OperatorProcess,
+    RayJobResource,
+    add_nodes,
+    burst_jobs,
+    burst_nodes,
+    create_all,
+    metric_samples,
+    remove_nodes,
+)
+from .paths import BENCHMARKS, CACHE
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -277,7 +284,7 @@ def requests_per_job(
     }
 
 
-MEMORY_PROBE = Path(__file__).resolve().parent / "memory_probe"
+MEMORY_PROBE = BENCHMARKS / "memory_probe"
 """A sitecustomize that traces the operator's allocations and reports them on SIGUSR2."""
 
 
@@ -483,7 +490,7 @@ def main() -> int:
     parser.add_argument(
         "--kubeconfig",
         type=Path,
-        default=Path(os.environ.get("KUBECONFIG", REPO / ".cache/cluster/kubeconfig")),
+        default=Path(os.environ.get("KUBECONFIG", CACHE / "cluster" / "kubeconfig")),
     )
     parser.add_argument("--out", type=Path, help="write the whole JSON result (per-job timeline too) here")
     parser.add_argument(

@@ -7,8 +7,8 @@ verl's dataset runs every training prompt through the processor, image included,
 threads on W cores. This script times the same work (the chat template and the Qwen3-VL processor
 on a geo3k-like row with one image) in a new process per setting, on synthetic rows:
 
-    python3 benchmarks/prompt_filter.py [--rows 2101] [--side 896] [--workers 16]
-                                        [--threads 16] [--json out.json]
+    python -m benchmarks.prompt_filter [--rows 2101] [--side 896] [--workers 16]
+                                       [--threads 16] [--json out.json]
 
 Settings compared, one after the other in one run:
 - `inherit`: every worker keeps the parent's threads (`--threads` each), as verl's filter did;
@@ -33,8 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "trainer"), str(ROOT / "operator")]
+from .paths import REPO
 
 MODES = ("inherit", "shared", "one-process")
 
@@ -169,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         for mode in modes:
             command = [
                 sys.executable,
-                __file__,
+                "-m",
+                "benchmarks.prompt_filter",
                 "--child",
                 mode,
                 "--folder",
@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"[prompt-filter] {mode}: {args.workers} workers, OMP_NUM_THREADS={args.threads} ...",
                 flush=True,
             )
-            done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+            done = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, check=False)
             if done.returncode != 0:
                 print(done.stderr[-3000:], file=sys.stderr)
                 return done.returncode

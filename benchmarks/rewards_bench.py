@@ -1,8 +1,8 @@
 """Reward throughput, and the time bound per answer when verl's threads compete.
 
-    .venv/bin/python benchmarks/rewards_bench.py [--reward geo3k|geo3k-lenient] [--prompts 512] [--n 5]
+    .venv/bin/python -m benchmarks.rewards_bench [--reward geo3k|geo3k-lenient] [--prompts 512] [--n 5]
                                                  [--timeout-s 2.0] [--json out.json]
-    .venv/bin/python benchmarks/rewards_bench.py --time-bound [--threads 8] [--calls 400] [--json out.json]
+    .venv/bin/python -m benchmarks.rewards_bench --time-bound [--threads 8] [--calls 400] [--json out.json]
 
 Throughput (the default): responses are generated (seeded) to look like a Qwen-VL rollout on
 geo3k: correct answers in the ground truth's form and in other forms (decimal for a fraction,
@@ -38,9 +38,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "trainer"))
 
 from grpo_trainer.rewards import custom, geo3k, geo3k_lenient, safety
 from grpo_trainer.rewards.answer_parse import normalize, parse

@@ -23,10 +23,10 @@ Writes `generation.json` (after every part, so a run cut short keeps what it mea
 `generation.png` under `--out`, and prints progress as it goes.
 
     # the H200, after benchmarks/gpu_stack.sh has installed the stack (one device call, < 9 min):
-    PYTHONPATH=/tmp/gpu-stack/site-packages:$PWD/trainer:$PWD/operator VLLM_USE_FLASHINFER_SAMPLER=0 \\
-        python3 benchmarks/trl_generation.py --out $OUT/generation
+    eval "$(bash benchmarks/gpu_stack.sh env)"
+    python -m benchmarks.trl_generation --out $OUT/generation
     # CPU smoke (tiny shapes; compiled falls back to the static cache without CUDA graphs):
-    PYTHONPATH=trainer:operator python benchmarks/trl_generation.py --shape tiny --prompt-tokens 64 \\
+    python -m benchmarks.trl_generation --shape tiny --prompt-tokens 64 \\
         --new-tokens 8 --image-side 64 --steps 2 --out /tmp/gen-smoke
 
 `--memory-budget-gib B` sizes vLLM as a job's `spec.rollout.memoryBudget` does (the engine's own
@@ -40,7 +40,7 @@ run and path, steady-state ms per token and seconds per step, the device's peak 
 single-GPU LoRA recipe's 16 GB, completion lengths against the requested length, and the
 verdict on the targets (vLLM within 16 GB and 8 ms per token, as long completions as eager's):
 
-    python3 benchmarks/trl_generation.py record RUN_DIR [RUN_DIR ...] [--to FILE]
+    python -m benchmarks.trl_generation record RUN_DIR [RUN_DIR ...] [--to FILE]
 """
 
 from __future__ import annotations
@@ -58,14 +58,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from grpo_trainer import metric_keys
+
+from . import paths
+
 os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 GIB = 1024**3
 BUDGET_GIB = 16 * 10**9 / GIB
 """The single-GPU LoRA recipe's card (engines/trl/memory.py's RECIPE_BUDGET_GIB)."""
 TARGET_MS_PER_TOKEN = 8.0
-RECORD_TO = Path(__file__).resolve().parents[1] / "docs" / "benchmarks" / "data" / "trl-generation.json"
+RECORD_TO = paths.DATA / "trl-generation.json"
 STARTED = time.monotonic()
 TRL_HEALTH = ("trl/loss", "trl/grad_norm", "trl/entropy")
 
@@ -266,11 +269,12 @@ def part_engine(
     """`args.steps` GRPO steps through the engine with one generation path."""
     import torch
     from grpo_trainer.engines.trl.generation import sampling
-    from grpo_trainer.engines.trl.metrics import read_records
+    from grpo_trainer.engines.trl.metrics import LOCAL_METRICS_FILE, read_records
     from grpo_trainer.engines.trl.runner import RunRequest, train
     from grpo_trainer.engines.trl.settings import TrlSettings
-    from trl_memory_4b import random_reward, time_generation
-    from trl_sync_probe import SyncProbe
+
+    from .trl_memory_4b import random_reward, time_generation
+    from .trl_sync_probe import SyncProbe
 
     out = Path(args.work or args.out) / f"engine-{path}"
     shutil.rmtree(out, ignore_errors=True)
@@ -314,17 +318,17 @@ def part_engine(
                     model_path=str(getattr(model.config, "_name_or_path", "")),
                     rows=rows,
                     reward_funcs=[random_reward],
-                    metrics_path=str(out / "metrics.jsonl"),
+                    metrics_path=str(out / LOCAL_METRICS_FILE),
                     policy=(model, processor),
                 )
             )
     finally:
         probe.uninstall()
-    steps = [r for r in read_records(out / "metrics.jsonl") if "data" in r]
-    step_seconds = [r["data"].get("timing_s/step") for r in steps]
-    lengths = [r["data"].get("response_length/mean") for r in steps]
-    shortest = [r["data"].get("response_length/min") for r in steps]
-    longest = [r["data"].get("response_length/max") for r in steps]
+    steps = [r for r in read_records(out / LOCAL_METRICS_FILE) if "data" in r]
+    step_seconds = [r["data"].get(metric_keys.STEP_SECONDS) for r in steps]
+    lengths = [r["data"].get(metric_keys.RESPONSE_LENGTH) for r in steps]
+    shortest = [r["data"].get(metric_keys.RESPONSE_LENGTH_MIN) for r in steps]
+    longest = [r["data"].get(metric_keys.RESPONSE_LENGTH_MAX) for r in steps]
     generation = [generation_seconds.get(s, 0.0) for s in range(1, result.global_step + 1)]
     report = {
         "steps": result.global_step,
@@ -594,7 +598,7 @@ def record(argv: list[str]) -> Path:
         name = path.name if not path.is_file() else path.parent.name
         runs[name] = {**summarise_run(report), "source": file.name, "raw": report}
     document = {
-        "what": "TRL engine rollout paths at the single-GPU LoRA recipe's shapes (benchmarks/trl_generation.py)",
+        "what": "TRL engine rollout paths at the single-GPU LoRA recipe's shapes (benchmarks.trl_generation)",
         "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "targets": {"peak_device_used_gib": BUDGET_GIB, "ms_per_token": TARGET_MS_PER_TOKEN},
         "runs": runs,
@@ -795,7 +799,8 @@ def main() -> None:
     import torch
     from grpo_trainer.engines.trl.generation import vllm_installed
     from grpo_trainer.testing.tiny_vlm import QWEN3_VL_4B, TINY, build_model, build_processor, build_tokenizer
-    from trl_memory_4b import filler_rows
+
+    from .trl_memory_4b import filler_rows
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -811,7 +816,7 @@ def main() -> None:
         "sequences": 2,
         "budget_gib": BUDGET_GIB,
         "memory_budget_gib": args.memory_budget_gib,
-        "command": " ".join(["python3", "benchmarks/trl_generation.py", *sys.argv[1:]]),
+        "command": " ".join(["python", "-m", "benchmarks.trl_generation", *sys.argv[1:]]),
         "lora_b_std": args.lora_b_std,
     }
     for package in ("transformers", "trl", "peft", "vllm"):

@@ -4,7 +4,7 @@ Builds a random Qwen3-VL with Qwen's tokenizer (`testing/qwen_tokenizer.py`; the
 by default), then runs the engine's `export_gguf` for each `--quantization` and reports the seconds
 of the whole export and the files' sizes; the engine's log has each tool's own time.
 
-    PYTHONPATH=trainer:operator python benchmarks/trl_gguf.py --out /tmp/gguf-bench
+    python -m benchmarks.trl_gguf --out /tmp/gguf-bench
 """
 
 from __future__ import annotations

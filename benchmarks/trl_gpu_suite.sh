@@ -12,6 +12,7 @@ out=$1
 shift
 work=/tmp/trl-gpu-work
 mkdir -p "$out" "$work"
+# Run from the repository root: the benchmarks are the package `benchmarks` there.
 export PYTHONPATH="$PWD/trainer:$PWD/operator${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 TRL_EXPERIMENTAL_SILENCE=1
 export VLLM_USE_FLASHINFER_SAMPLER=${VLLM_USE_FLASHINFER_SAMPLER:-0}
 summary="$out/summary.txt"
@@ -31,15 +32,15 @@ for part in "$@"; do
   case "$part" in
     generation)
       # Its own budget (510 s) skips what would not finish; the timeout is the backstop.
-      timeout 560 python3 benchmarks/trl_generation.py --out "$work/generation" > "$work/generation.log" 2>&1
+      timeout 560 python3 -m benchmarks.trl_generation --out "$work/generation" > "$work/generation.log" 2>&1
       rc=$?; cp "$work/generation/generation.json" "$work/generation/generation.png" "$out/" 2>/dev/null ;;
     memory)
       # 1024 + 1024 tokens; two optimisers x 2 steps, rollouts compiled so both fit one call.
-      timeout 540 python3 benchmarks/trl_memory_4b.py --out "$work/memory" --steps 2 --generation compiled \
+      timeout 540 python3 -m benchmarks.trl_memory_4b --out "$work/memory" --steps 2 --generation compiled \
         > "$work/memory.log" 2>&1
       rc=$?; cp "$work/memory/memory-4b.json" "$work"/memory/memory-steps-*.jsonl "$out/" 2>/dev/null ;;
     learning)
-      timeout 360 python3 benchmarks/trl_learning.py --out "$work/learning" > "$work/learning.log" 2>&1
+      timeout 360 python3 -m benchmarks.trl_learning --out "$work/learning" > "$work/learning.log" 2>&1
       rc=$?; cp "$work/learning/learning.json" "$work/learning/learning.png" "$out/" 2>/dev/null ;;
     resume)
       timeout 100 python3 -m grpo_trainer.testing.resume "$work/resume" first bf16 > "$work/resume.log" 2>&1
@@ -50,7 +51,11 @@ for part in "$@"; do
   esac
   echo "$part: rc=$rc seconds=$(( $(date +%s) - start ))" >> "$summary"
 done
-# Logs and per-step metrics in one archive (the device tool returns at most 8 files).
+# Logs and per-step metrics in one archive (the device tool returns at most 8 files); the metrics
+# files' names are the trainer's.
+read -r metrics events < <(python3 -c 'from grpo_operator.api.contract import checkpoint_events_file
+from grpo_trainer.engines.trl.metrics import LOCAL_METRICS_FILE as name
+print(name, checkpoint_events_file(name))')
 tar -czf "$out/logs-$(echo "$@" | tr ' ' '-').tar.gz" -C "$work" \
-  $(cd "$work" && ls -d *.log */metrics.jsonl */*/metrics.jsonl */*.checkpoints.jsonl */*/*.checkpoints.jsonl 2>/dev/null)
+  $(cd "$work" && ls -d *.log */"$metrics" */*/"$metrics" */"$events" */*/"$events" 2>/dev/null)
 cat "$summary"

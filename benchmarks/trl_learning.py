@@ -3,12 +3,12 @@
 Writes `learning.json` (per-step mean reward of both runs and the verdict) and `learning.png`
 (both curves, the blind optimum and the 0.9 target) under `--out`.
 
-    PYTHONPATH=trainer:operator python benchmarks/trl_learning.py --out /tmp/learning            # GPU, full
-    PYTHONPATH=trainer:operator python benchmarks/trl_learning.py --out /tmp/l --steps 5 --small  # CPU smoke
+    python -m benchmarks.trl_learning --out /tmp/learning            # GPU, full
+    python -m benchmarks.trl_learning --out /tmp/l --steps 5 --small  # CPU smoke
     # the same test with the fast rollout paths (GPU; vLLM from the carried stack):
-    PYTHONPATH=trainer:operator python benchmarks/trl_learning.py --out /tmp/learning-vllm --generation vllm
+    python -m benchmarks.trl_learning --out /tmp/learning-vllm --generation vllm
     # ... with the policy's weights in host memory while vLLM generates (the 16 GB layout at 4B):
-    PYTHONPATH=trainer:operator python benchmarks/trl_learning.py --out /tmp/l --generation vllm --park-policy
+    python -m benchmarks.trl_learning --out /tmp/l --generation vllm --park-policy
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+
+from . import paths
 
 TARGET = 0.9
 WINDOW = 10
@@ -151,8 +153,17 @@ def main() -> None:
     runs: dict[str, dict] = {}
     for label in RUNS:
         print(f"[learning] {label}: {args.generation} rollouts", flush=True)
-        command = [sys.executable, __file__, *sys.argv[1:], "--work", args.work, "--run", label]
-        code = subprocess.call(command)
+        command = [
+            sys.executable,
+            "-m",
+            "benchmarks.trl_learning",
+            *sys.argv[1:],
+            "--work",
+            args.work,
+            "--run",
+            label,
+        ]
+        code = subprocess.call(command, cwd=paths.REPO)
         done = Path(args.work) / f"{_slug(label)}.json"
         if code != 0 or not done.exists():
             print(f"[learning] {label} failed (exit code {code})", flush=True)

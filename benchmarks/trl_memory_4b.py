@@ -11,8 +11,8 @@ needs bitsandbytes), on the same model, so the optimiser's memory effect is read
 peak allocated per run and the optimiser state's size. `--generation` picks the engine's rollout
 path (`compiled` shortens the run; the memory peak is in the loss and backward either way).
 
-    PYTHONPATH=trainer:operator python benchmarks/trl_memory_4b.py --out /tmp/mem4b
-    PYTHONPATH=trainer:operator python benchmarks/trl_memory_4b.py --shape tiny --steps 2 \
+    python -m benchmarks.trl_memory_4b --out /tmp/mem4b
+    python -m benchmarks.trl_memory_4b --shape tiny --steps 2 \
         --prompt-tokens 64 --completion-tokens 8 --image-side 64 --optims adamw_torch \
         --out /tmp/mem-smoke   # CPU smoke
 """
@@ -28,6 +28,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+from grpo_trainer import metric_keys
 
 os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
 
@@ -88,7 +90,7 @@ def run_once(
 ) -> tuple[dict[str, Any], Any]:
     """Train `args.steps` steps with one optimiser; return the report and the model without LoRA."""
     import torch
-    from grpo_trainer.engines.trl.metrics import read_records
+    from grpo_trainer.engines.trl.metrics import LOCAL_METRICS_FILE, read_records
     from grpo_trainer.engines.trl.runner import RunRequest, train
     from grpo_trainer.engines.trl.settings import TrlSettings
     from transformers import TrainerCallback
@@ -145,7 +147,7 @@ def run_once(
         model_path="(built in memory)",
         rows=filler_rows(processor, args.steps, args.prompt_tokens, args.image_side),
         reward_funcs=[random_reward],
-        metrics_path=str(run_dir / "metrics.jsonl"),
+        metrics_path=str(run_dir / LOCAL_METRICS_FILE),
         policy=(model, processor),
         callbacks=[MemoryProbe()],
     )
@@ -156,8 +158,10 @@ def run_once(
         for value in state.values()
         if torch.is_tensor(value)
     )
-    steps = [r for r in read_records(run_dir / "metrics.jsonl") if "data" in r]
-    step_seconds = [r["data"]["timing_s/step"] for r in steps if "timing_s/step" in r["data"]]
+    steps = [r for r in read_records(run_dir / LOCAL_METRICS_FILE) if "data" in r]
+    step_seconds = [
+        r["data"][metric_keys.STEP_SECONDS] for r in steps if metric_keys.STEP_SECONDS in r["data"]
+    ]
     steady = step_seconds[1:] or step_seconds
     report = {
         "optim": optim,
@@ -170,7 +174,7 @@ def run_once(
         "generation_seconds": [
             generation_seconds.get(step, 0.0) for step in range(1, result.global_step + 1)
         ],
-        "completion_mean_length": [r["data"].get("response_length/mean") for r in steps],
+        "completion_mean_length": [r["data"].get(metric_keys.RESPONSE_LENGTH) for r in steps],
         "memory_by_step": samples[1:],
         "peak_allocated_gib": max((s["peak_allocated_gib"] for s in samples[1:]), default=None),
         "peak_reserved_gib": max((s["peak_reserved_gib"] for s in samples[1:]), default=None),

@@ -1,4 +1,4 @@
-"""The chaos and fuzz runs (benchmarks/chaos.py, benchmarks/fuzz.py), short, as tests: each exits
+"""The chaos and fuzz runs (benchmarks.chaos, benchmarks.fuzz), short, as tests: each exits
 1 unless its targets are met (every job converged, none stuck, no duplicated RayJob, no leaked Ray
 cluster; no traceback, every refusal naming its field, admission and the operator agreeing, no
 child refused after admission). docs/benchmarks/reliability.md has the full runs' figures."""
@@ -18,17 +18,18 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 
-def _run(script: str, *args: str, out: Path, timeout: float) -> dict:
+def _run(module: str, *args: str, out: Path, timeout: float) -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "operator"), str(REPO / "trainer")])}
     result = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / script), *args, "--out", str(out), "--check"],
+        [sys.executable, "-m", f"benchmarks.{module}", *args, "--out", str(out), "--check"],
+        cwd=REPO,
         capture_output=True,
         text=True,
         timeout=timeout,
         env=env,
         check=False,
     )
-    assert out.exists(), f"{script} wrote no result:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
+    assert out.exists(), f"{module} wrote no result:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
     report = json.loads(out.read_text())
     assert result.returncode == 0, json.dumps(report, indent=1)[:6000]
     return report
@@ -38,7 +39,7 @@ def test_chaos_every_job_converges_with_nothing_duplicated_or_leaked(
     cluster: Cluster, tmp_path: Path
 ) -> None:
     report = _run(
-        "chaos.py",
+        "chaos",
         "--jobs", "18", "--chaos-seconds", "75", "--settle-seconds", "150", "--workdir", str(tmp_path),
         out=tmp_path / "chaos.json",
         timeout=600,
@@ -51,7 +52,7 @@ def test_chaos_every_job_converges_with_nothing_duplicated_or_leaked(
 def test_fuzz_finds_no_traceback_no_nameless_refusal_and_no_late_refusal(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    report = _run("fuzz.py", "--examples", "250", out=tmp_path / "fuzz.json", timeout=600)
+    report = _run("fuzz", "--examples", "250", out=tmp_path / "fuzz.json", timeout=600)
     assert report["specs"] == 250
     assert report["accepted"] > 20
     assert report["refused_at_admission"] > 20

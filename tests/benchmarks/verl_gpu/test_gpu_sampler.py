@@ -1,4 +1,4 @@
-"""`benchmarks/verl_gpu.py start --sample-stacks S`: the start-up's stacks, and none of the steps.
+"""`python -m benchmarks.verl_gpu start --sample-stacks S`: the start-up's stacks, and none of the steps.
 
 A verl attempt spends minutes in four Python processes before its first step; the phase marks in
 its output say how long, not where. The supervisor samples the stack of every Python process
@@ -16,12 +16,17 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from types import ModuleType
 
 import pytest
-from support.scripts import load_script
 
-SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "verl_gpu.py"
+from benchmarks.verl_gpu import attempts, monitor, stack, stacks
+
+
+@pytest.fixture(autouse=True)
+def _no_ray(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The supervisor stops the machine's Ray after an attempt; this machine's may be a test's own.
+    monkeypatch.setattr(attempts, "stop_ray", lambda: None)
+
 
 # Scripts in files, not `-c`: a process's title (its command line) is in the samples too.
 ATTEMPT = textwrap.dedent(
@@ -58,31 +63,21 @@ CHILD = textwrap.dedent(
 )
 
 
-@pytest.fixture
-def verl_gpu(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    module = load_script(SCRIPT, "verl_gpu_sampler_under_test")
-    # The supervisor stops the machine's Ray after an attempt; this machine's may be a test's own.
-    monkeypatch.setattr(module, "stop_ray", lambda: None)
-    return module
-
-
-def test_py_spy_is_installed(verl_gpu: ModuleType) -> None:
+def test_py_spy_is_installed() -> None:
     """The development install carries py-spy (pyproject's dev extra), so the sampler's test runs."""
-    found = verl_gpu.py_spy()
+    found = stack.py_spy()
     assert found is not None
     assert Path(found).name == "py-spy"
 
 
-def test_start_up_is_sampled_in_every_process_until_the_first_step(
-    verl_gpu: ModuleType, tmp_path: Path
-) -> None:
+def test_start_up_is_sampled_in_every_process_until_the_first_step(tmp_path: Path) -> None:
     folder = tmp_path / "attempt-1"
     folder.mkdir()
     (tmp_path / "attempt.py").write_text(ATTEMPT)
     (tmp_path / "child.py").write_text(CHILD)
     command = [sys.executable, str(tmp_path / "attempt.py")]
     (folder / "command.json").write_text(json.dumps({"command": command, "env": {}, "sample_every": 0.25}))
-    assert verl_gpu.supervise(folder) == 0
+    assert attempts.supervise(folder) == 0
 
     stacks = (folder / "stacks.log").read_text()
     samples = re.findall(r"^=== \[\s*([\d.]+)s\] pid (\d+) ", stacks, flags=re.M)
@@ -97,17 +92,17 @@ def test_start_up_is_sampled_in_every_process_until_the_first_step(
     assert max(float(stamp) for stamp, _ in samples) <= first_step + 0.5
 
 
-def test_no_sampling_unless_asked(verl_gpu: ModuleType, tmp_path: Path) -> None:
+def test_no_sampling_unless_asked(tmp_path: Path) -> None:
     folder = tmp_path / "attempt-1"
     folder.mkdir()
     (folder / "command.json").write_text(
         json.dumps({"command": [sys.executable, "-c", "print('step:1 - ')"], "env": {}})
     )
-    assert verl_gpu.supervise(folder) == 0
+    assert attempts.supervise(folder) == 0
     assert not (folder / "stacks.log").exists()
 
 
-def test_only_the_attempts_own_processes(verl_gpu: ModuleType) -> None:
+def test_only_the_attempts_own_processes() -> None:
     """Another Python process on the machine (here: this test's) is not the attempt's."""
     import subprocess
 
@@ -115,11 +110,11 @@ def test_only_the_attempts_own_processes(verl_gpu: ModuleType) -> None:
     try:
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
-            found = verl_gpu.sampled_processes(child.pid)
+            found = monitor.sampled_processes(child.pid)
             if found:
                 break
         assert [pid for pid, _ in found] == [child.pid]
-        assert all(pid != child.pid for pid, _ in verl_gpu.sampled_processes(1 << 22))
+        assert all(pid != child.pid for pid, _ in monitor.sampled_processes(1 << 22))
     finally:
         child.kill()
         child.wait()
@@ -164,10 +159,10 @@ Thread 40 (active): "AsyncIO Thread: default"
 """
 
 
-def test_the_stacks_read_back_as_what_each_process_did(verl_gpu: ModuleType) -> None:
+def test_the_stacks_read_back_as_what_each_process_did() -> None:
     """`stacks`: a run of one activity per process (idle left out), verl's own frame named with
     its file under the packages folder, and the import samples counted."""
-    lines = verl_gpu.stacks_report(SAMPLED)
+    lines = stacks.stacks_report(SAMPLED)
     assert lines == [
         "    5.0 –     5.0 s  pid 11      ray::IDLE                                 importing: compiling source (1)",
         "    5.0 –    10.1 s  pid 12      ray::WorkerDict                           apply_fsdp2 (verl/utils/fsdp_utils.py) (2)",

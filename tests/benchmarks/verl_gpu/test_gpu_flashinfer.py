@@ -1,4 +1,4 @@
-"""`benchmarks/verl_gpu.py jit-check` and the attempts' `jit_builds`: FlashInfer's kernel builds.
+"""`python -m benchmarks.verl_gpu jit-check` and the attempts' `jit_builds`: FlashInfer's kernel builds.
 
 The CUDA image has FlashInfer without its prebuilt kernels, so a kernel module's first use builds
 it with nvcc, and the engine keeps FlashInfer's workspace on the job's volume. `jit-check` times
@@ -12,18 +12,11 @@ import json
 import os
 import stat
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from grpo_trainer.engines.verl.compile_cache import compile_cache_env
-from support.scripts import load_script
 
-SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "verl_gpu.py"
-
-
-@pytest.fixture
-def verl_gpu() -> ModuleType:
-    return load_script(SCRIPT, "verl_gpu_flashinfer_under_test")
+from benchmarks.verl_gpu import cli, jit
 
 
 def tool(folder: Path, name: str) -> Path:
@@ -35,34 +28,32 @@ def tool(folder: Path, name: str) -> Path:
 
 
 def test_flashinfers_builds_use_the_machines_nvcc_and_the_carried_ninja(
-    verl_gpu: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     nvcc = tool(tmp_path / "cuda-13.0" / "bin", "nvcc")
     ninja = tool(tmp_path / "extra" / "ninja" / "data" / "bin", "ninja")
     monkeypatch.setenv("PATH", str(nvcc.parent))  # no system ninja: the carried one is found
-    monkeypatch.setattr(verl_gpu, "NINJA_DIRS", (ninja.parent,))
-    env = verl_gpu.flashinfer_build_env({"PATH": "/usr/bin:/bin"})
+    monkeypatch.setattr(jit, "NINJA_DIRS", (ninja.parent,))
+    env = jit.flashinfer_build_env({"PATH": "/usr/bin:/bin"})
     assert env["CUDA_HOME"] == str(tmp_path / "cuda-13.0")
     assert env["PATH"].split(os.pathsep) == [str(ninja.parent), str(nvcc.parent), "/usr/bin", "/bin"]
 
 
 def test_without_nvcc_or_flashinfer_jit_check_never_starts(
-    verl_gpu: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(verl_gpu, "find_nvcc", lambda: None)
-    monkeypatch.setattr(verl_gpu, "find_ninja", lambda: tmp_path / "ninja")
-    monkeypatch.setattr(verl_gpu, "WHEELS", tmp_path / "nothing-carried")
+    monkeypatch.setattr(jit, "find_nvcc", lambda: None)
+    monkeypatch.setattr(jit, "find_ninja", lambda: tmp_path / "ninja")
+    monkeypatch.setattr(jit, "WHEELS", tmp_path / "nothing-carried")
     with pytest.raises(SystemExit, match="nvcc"):
-        verl_gpu.flashinfer_build_env()
-    monkeypatch.setattr(verl_gpu, "_importable", lambda name: name != "flashinfer")
+        jit.flashinfer_build_env()
+    monkeypatch.setattr(jit, "_importable", lambda name: name != "flashinfer")
     with pytest.raises(SystemExit, match="nvcc, ninja and flashinfer"):
-        verl_gpu.main(["jit-check", "--out", str(tmp_path / "out")])
+        cli.main(["jit-check", "--out", str(tmp_path / "out")])
     assert not (tmp_path / "out" / "jit-check.json").exists()
 
 
-def test_a_cold_attempt_builds_the_kernels_and_its_retry_finds_them(
-    verl_gpu: ModuleType, tmp_path: Path
-) -> None:
+def test_a_cold_attempt_builds_the_kernels_and_its_retry_finds_them(tmp_path: Path) -> None:
     """Where the engine points FlashInfer (compile_cache.py) and FlashInfer's own layout below it
     (`.cache/flashinfer/<version>/<arch>/cached_ops/<module>`: flashinfer/jit/env.py, 0.6.12) are
     where the summary looks."""
@@ -76,15 +67,15 @@ def test_a_cold_attempt_builds_the_kernels_and_its_retry_finds_them(
     os.utime(module / "build.ninja", (1010.0, 1010.0))
     os.utime(module / "sampling.so", (1095.0, 1095.0))
 
-    cold = verl_gpu.jit_builds(work, started=1000.0)
+    cold = jit.jit_builds(work, started=1000.0)
     assert cold == [
         {"module": "sampling", "build_file_s": 10.0, "library_s": 95.0, "built_by_this_attempt": True}
     ]
-    retry = verl_gpu.jit_builds(work, started=2000.0)
+    retry = jit.jit_builds(work, started=2000.0)
     assert retry == [
         {"module": "sampling", "build_file_s": -990.0, "library_s": -905.0, "built_by_this_attempt": False}
     ]
-    assert verl_gpu.jit_builds(tmp_path / "tiny", started=1000.0) == []
+    assert jit.jit_builds(tmp_path / "tiny", started=1000.0) == []
 
 
 FAKE_CALL = """
@@ -102,21 +93,21 @@ print(json.dumps({"import_s": 0.1, "calls_s": [1.0, 0.01], "flashinfer": "0.6.12
 
 
 @pytest.fixture
-def machine(verl_gpu: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A machine with nvcc, ninja and FlashInfer, whose first sampling call builds a module."""
     nvcc = tool(tmp_path / "cuda" / "bin", "nvcc")
     nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V13.0.48'\n")
-    monkeypatch.setattr(verl_gpu, "find_nvcc", lambda: nvcc)
-    monkeypatch.setattr(verl_gpu, "find_ninja", lambda: tool(tmp_path / "tools", "ninja"))
-    monkeypatch.setattr(verl_gpu, "_importable", lambda name: True)
-    monkeypatch.setattr(verl_gpu, "gpu_facts", lambda: {"gpus": ["H200"]})
-    monkeypatch.setattr(verl_gpu, "JIT_CALL", FAKE_CALL)
-    monkeypatch.setattr(verl_gpu.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(jit, "find_nvcc", lambda: nvcc)
+    monkeypatch.setattr(jit, "find_ninja", lambda: tool(tmp_path / "tools", "ninja"))
+    monkeypatch.setattr(jit, "_importable", lambda name: True)
+    monkeypatch.setattr(jit, "gpu_facts", lambda: {"gpus": ["H200"]})
+    monkeypatch.setattr(jit, "JIT_CALL", FAKE_CALL)
+    monkeypatch.setattr(jit.tempfile, "tempdir", str(tmp_path))
     return tmp_path / "out"
 
 
-def test_jit_check_times_a_cold_build_and_a_warm_load(verl_gpu: ModuleType, machine: Path) -> None:
-    assert verl_gpu.main(["jit-check", "--out", str(machine), "--seconds", "60"]) == 0
+def test_jit_check_times_a_cold_build_and_a_warm_load(machine: Path) -> None:
+    assert cli.main(["jit-check", "--out", str(machine), "--seconds", "60"]) == 0
     found = json.loads((machine / "jit-check.json").read_text())
     assert found["nvcc"]["version"] == "Cuda compilation tools, release 13.0, V13.0.48"
     cold, warm = found["cold"], found["warm"]
@@ -131,11 +122,9 @@ def test_jit_check_times_a_cold_build_and_a_warm_load(verl_gpu: ModuleType, mach
     assert found_again["library_s"] <= 0
 
 
-def test_a_failed_build_says_why_and_stops(
-    verl_gpu: ModuleType, machine: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_failed_build_says_why_and_stops(machine: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAIL", "1")
-    assert verl_gpu.main(["jit-check", "--out", str(machine), "--seconds", "60"]) == 1
+    assert cli.main(["jit-check", "--out", str(machine), "--seconds", "60"]) == 1
     found = json.loads((machine / "jit-check.json").read_text())
     assert found["cold"]["exit_code"] == 1
     assert "unsupported gpu architecture" in found["cold"]["stderr_tail"]

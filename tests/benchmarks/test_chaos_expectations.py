@@ -1,15 +1,12 @@
-"""benchmarks/chaos.py's judgement of where each job must end: a suspended job resumes into the
+"""benchmarks.chaos's judgement of where each job must end: a suspended job resumes into the
 attempt after the one it was suspended in, and into the first when it had none yet."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from support.scripts import load_script
+from benchmarks import chaos
 
-REPO = Path(__file__).resolve().parents[3]
-chaos = load_script(REPO / "benchmarks" / "chaos.py", "chaos")
 CHILDREN = {(kind, name.format("chaos-16")) for kind, (_, name) in chaos.CHILDREN.items()}
 
 

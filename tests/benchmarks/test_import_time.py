@@ -1,4 +1,4 @@
-"""`benchmarks/import_time.py`: Python's own import figures, summed by top-level package.
+"""`benchmarks.import_time`: Python's own import figures, summed by top-level package.
 
 The GPU machine's run names the packages a retry's imports spend their time in; here the parsing
 and the summing run on this machine's interpreter, in fresh processes as there.
@@ -10,9 +10,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from support.scripts import load_script
 
-SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "import_time.py"
+from benchmarks import import_time as benchmark
 
 SAMPLE = """\
 import time: self [us] | cumulative | imported package
@@ -27,7 +26,7 @@ Traceback (most recent call last):
 
 @pytest.fixture
 def import_time() -> ModuleType:
-    return load_script(SCRIPT, "import_time_under_test")
+    return benchmark
 
 
 def test_lines_are_read_with_their_depth_and_summed_by_package(import_time: ModuleType) -> None:

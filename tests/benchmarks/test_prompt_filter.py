@@ -1,4 +1,4 @@
-"""`benchmarks/prompt_filter.py`: the over-long prompt filter's work in W forked workers, each with
+"""`benchmarks.prompt_filter`: the over-long prompt filter's work in W forked workers, each with
 the parent's threads (as verl's filter ran) or with its share (as the worker setup makes it).
 
 The script's figures come from the lent machine's 16 cores; here it runs for real at a small size
@@ -11,13 +11,11 @@ import json
 from pathlib import Path
 
 import pytest
-from support.scripts import load_script
 
-SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "prompt_filter.py"
+from benchmarks import prompt_filter as bench
 
 
 def test_each_setting_runs_its_workers_with_the_threads_it_names(tmp_path: Path) -> None:
-    bench = load_script(SCRIPT, "prompt_filter_under_test")
     out = tmp_path / "filter.json"
     argv = ["--rows", "12", "--side", "256", "--workers", "2", "--threads", "4", "--json", str(out)]
     assert bench.main(argv) == 0
@@ -35,7 +33,6 @@ def test_each_setting_runs_its_workers_with_the_threads_it_names(tmp_path: Path)
 def test_an_unknown_setting_is_refused_before_anything_is_built(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    bench = load_script(SCRIPT, "prompt_filter_under_test")
     with pytest.raises(SystemExit):
         bench.main(["--modes", "inherit,everything", "--json", str(tmp_path / "x.json")])
     assert "--modes: unknown everything" in capsys.readouterr().err

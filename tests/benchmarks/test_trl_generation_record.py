@@ -1,4 +1,4 @@
-"""`benchmarks/trl_generation.py record`: what a device call brought back -> the committed summary.
+"""`python -m benchmarks.trl_generation record`: what a device call brought back -> the committed summary.
 
 The GPU run writes one `generation.json` per `--out` folder; `record` reads those as they come
 back (here: small fake ones in the same shape) and writes docs/benchmarks/data/trl-generation.json,
@@ -12,10 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.scripts import load_script
 
-REPO = Path(__file__).resolve().parents[3]
-trl_generation = load_script(REPO / "benchmarks" / "trl_generation.py", "trl_generation")
+from benchmarks import trl_generation
 
 
 def engine_run(ms: list[float], peak: float, shortest: list[int], **extra: Any) -> dict[str, Any]:

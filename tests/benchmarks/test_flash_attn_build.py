@@ -1,4 +1,4 @@
-"""`benchmarks/flash_attn_build.py`: the narrowed flash-attn build for the lent H200.
+"""`benchmarks.flash_attn_build`: the narrowed flash-attn build for the lent H200.
 
 The build keeps the 12 kernel files of head dimensions 64 and 128 in bf16 out of 72, and narrows the
 two dispatch switches to them; a kept kernel that the switch cannot reach, or a switch that reaches
@@ -9,13 +9,11 @@ here. The fragments below have the shape of flash-attn 2.8.3's `setup.py` source
 
 from __future__ import annotations
 
-from pathlib import Path
 from types import ModuleType
 
 import pytest
-from support.scripts import load_script
 
-SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "flash_attn_build.py"
+from benchmarks import flash_attn_build
 
 KINDS = ("fwd", "fwd_split", "bwd")
 DIMS = (32, 64, 96, 128, 192, 256)
@@ -23,7 +21,7 @@ DIMS = (32, 64, 96, 128, 192, 256)
 
 @pytest.fixture
 def build() -> ModuleType:
-    return load_script(SCRIPT, "flash_attn_build_under_test")
+    return flash_attn_build
 
 
 def setup_py() -> str:

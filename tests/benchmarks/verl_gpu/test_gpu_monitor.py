@@ -1,4 +1,4 @@
-"""`benchmarks/verl_gpu.py`: the GPU monitor beside every attempt, and what it says per step.
+"""`benchmarks.verl_gpu`: the GPU monitor beside every attempt, and what it says per step.
 
 Three leases found our job's steps 5-7 % slower than verl run directly, the same step of the same
 batches, and always most in one step's update. The code of the two runs is not the only thing that
@@ -19,12 +19,16 @@ import tarfile
 import textwrap
 import time
 from pathlib import Path
-from types import ModuleType
 
 import pytest
-from support.scripts import load_script
 
-SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "verl_gpu.py"
+from benchmarks.verl_gpu import attempts, machine, monitor, record
+
+
+@pytest.fixture(autouse=True)
+def _no_ray(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(attempts, "stop_ray", lambda: None)
+
 
 # What `nvidia-smi --query-gpu=... --format=csv,noheader,nounits -lms N` prints for one GPU, every
 # N ms until it is stopped: a steady clock first, then a held-down one.
@@ -43,24 +47,17 @@ STAND_IN = textwrap.dedent(
 )
 
 
-@pytest.fixture
-def verl_gpu(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    module = load_script(SCRIPT, "verl_gpu_monitor_under_test")
-    monkeypatch.setattr(module, "stop_ray", lambda: None)
-    return module
-
-
-def _supervised(verl_gpu: ModuleType, tmp_path: Path, code: str) -> Path:
+def _supervised(tmp_path: Path, code: str) -> Path:
     """An attempt folder whose command runs `code`, supervised to its end (exit 0)."""
     folder = tmp_path / "attempt-1"
     folder.mkdir()
     (folder / "command.json").write_text(json.dumps({"command": [sys.executable, "-c", code], "env": {}}))
-    assert verl_gpu.supervise(folder) == 0
+    assert attempts.supervise(folder) == 0
     return folder
 
 
 def test_the_monitor_runs_beside_the_attempt_and_stops_with_it(
-    verl_gpu: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -69,7 +66,7 @@ def test_the_monitor_runs_beside_the_attempt_and_stops_with_it(
     stand_in.chmod(stand_in.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin")
     attempt = "import time; time.sleep(1.0); print('step:1 - timing_s/step:0.8', flush=True); time.sleep(0.3)"
-    folder = _supervised(verl_gpu, tmp_path, attempt)
+    folder = _supervised(tmp_path, attempt)
 
     lines = (folder / "gpu.log").read_text().splitlines()
     stamps = [float(re.match(r"\[\s*([\d.]+)s\] 0, ", line)[1]) for line in lines]
@@ -78,12 +75,12 @@ def test_the_monitor_runs_beside_the_attempt_and_stops_with_it(
     assert stamps == sorted(stamps)
     assert stamps[-1] < 3.0
     step_end = float(re.search(r"\[\s*([\d.]+)s\] step:1", (folder / "output.log").read_text())[1])
-    seen = verl_gpu.gpu_per_step((folder / "gpu.log").read_text(), {1: step_end}, {1: 0.8})
+    seen = monitor.gpu_per_step((folder / "gpu.log").read_text(), {1: step_end}, {1: 0.8})
     assert seen[1]["samples"] >= 5
     assert seen[1]["utilization_pct_mean"] == 97.0
 
 
-def test_each_step_gets_what_the_gpu_did_inside_it(verl_gpu: ModuleType) -> None:
+def test_each_step_gets_what_the_gpu_did_inside_it() -> None:
     log = "\n".join(
         [
             "[     0.5s] 0, 1000, 0, 345, 90.0, 30, 0x0000000000000000",
@@ -95,7 +92,7 @@ def test_each_step_gets_what_the_gpu_did_inside_it(verl_gpu: ModuleType) -> None
             "[    50.0s] 0, 80000, 96, 1500, 695.0, 68, 0x0000000000000004",
         ]
     )
-    seen = verl_gpu.gpu_per_step(log, {1: 25.0, 2: 55.0}, {1: 20.0, 2: 30.0})
+    seen = monitor.gpu_per_step(log, {1: 25.0, 2: 55.0}, {1: 20.0, 2: 30.0})
     assert seen[1] == {
         "samples": 2,
         "sm_clock_mhz_mean": 1980.0,
@@ -109,10 +106,10 @@ def test_each_step_gets_what_the_gpu_did_inside_it(verl_gpu: ModuleType) -> None
     assert seen[2]["samples"] == 2
     assert seen[2]["sm_clock_mhz_mean"] == 1455.0
     assert seen[2]["throttle_reasons"] == ["0x0000000000000004"]
-    assert verl_gpu.gpu_per_step(log, {3: 5.0}, {3: 1.0}) == {}
+    assert monitor.gpu_per_step(log, {3: 5.0}, {3: 1.0}) == {}
 
 
-def test_record_reads_it_from_the_archived_logs(verl_gpu: ModuleType, tmp_path: Path) -> None:
+def test_record_reads_it_from_the_archived_logs(tmp_path: Path) -> None:
     folder = tmp_path / "work" / "attempt-1"
     folder.mkdir(parents=True)
     (folder / "output.log").write_text(
@@ -126,21 +123,21 @@ def test_record_reads_it_from_the_archived_logs(verl_gpu: ModuleType, tmp_path: 
     archive = tmp_path / "shapes-4b-logs.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(tmp_path / "work", arcname=".")
-    seen = verl_gpu.logged_gpu(archive, "attempt_1", {1: 90.0, 2: 88.0})
+    seen = record.logged_gpu(archive, "attempt_1", {1: 90.0, 2: 88.0})
     assert seen[1]["sm_clock_mhz_mean"] == 1980.0
     assert seen[2]["sm_clock_mhz_mean"] == 1900.0
-    assert verl_gpu.logged_gpu(archive, "attempt_2", {1: 90.0}) == {}
+    assert record.logged_gpu(archive, "attempt_2", {1: 90.0}) == {}
 
 
 def test_the_host_is_watched_beside_the_attempt_and_summed_up(
-    verl_gpu: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Memory, shared memory, /tmp's free disk, load, processes and the machine's age every few
     seconds (`host.log`), from this machine's own /proc, stopped with the attempt; its summary
     keeps the extremes."""
-    monkeypatch.setattr(verl_gpu, "HOST_SAMPLE_S", 0.2)
-    monkeypatch.setattr(verl_gpu.shutil, "which", lambda name: None)  # no nvidia-smi here
-    folder = _supervised(verl_gpu, tmp_path, "import time; time.sleep(1.2)")
+    monkeypatch.setattr(attempts, "HOST_SAMPLE_S", 0.2)
+    monkeypatch.setattr(monitor.shutil, "which", lambda name: None)  # no nvidia-smi here
+    folder = _supervised(tmp_path, "import time; time.sleep(1.2)")
 
     lines = (folder / "host.log").read_text().splitlines()
     time.sleep(0.6)  # stopped with the attempt: no sample after supervise returned
@@ -149,7 +146,7 @@ def test_the_host_is_watched_beside_the_attempt_and_summed_up(
     assert 4 <= len(stamps) <= 10, lines
     assert stamps == sorted(stamps)
     assert stamps[-1] < 2.5
-    seen = verl_gpu.host_extremes((folder / "host.log").read_text())
+    seen = monitor.host_extremes((folder / "host.log").read_text())
     assert set(seen) == {
         "min_available_gib",
         "max_shmem_gib",
@@ -164,13 +161,13 @@ def test_the_host_is_watched_beside_the_attempt_and_summed_up(
     assert seen["max_processes"] >= 2
 
 
-def test_the_host_summary_keeps_the_worst_moment(verl_gpu: ModuleType) -> None:
+def test_the_host_summary_keeps_the_worst_moment() -> None:
     text = (
         "[     5.0s] available_gib=90.5 shmem_gib=2 tmp_free_gib=40 load1=3.5 processes=120 machine_up_min=21.4\n"
         "[    10.0s] available_gib=12.25 shmem_gib=30.5 tmp_free_gib=38 load1=15.9 processes=410 machine_up_min=21.5\n"
         "[    15.0s] available_gib=60 shmem_gib=10 tmp_free_gib=39 load1=9 processes=300 machine_up_min=21.6\n"
     )
-    assert verl_gpu.host_extremes(text) == {
+    assert monitor.host_extremes(text) == {
         "min_available_gib": 12.25,
         "max_shmem_gib": 30.5,
         "min_tmp_free_gib": 38.0,
@@ -178,12 +175,12 @@ def test_the_host_summary_keeps_the_worst_moment(verl_gpu: ModuleType) -> None:
         "max_processes": 410.0,
         "max_machine_up_min": 21.6,
     }
-    assert verl_gpu.host_extremes("py-spy not found\n") == {}
+    assert monitor.host_extremes("py-spy not found\n") == {}
 
 
-def test_the_machines_age_is_read_from_its_uptime(verl_gpu: ModuleType, tmp_path: Path) -> None:
+def test_the_machines_age_is_read_from_its_uptime(tmp_path: Path) -> None:
     """A lent machine boots when it is lent and goes back after 30 minutes held: its uptime says
     how much of that a plan has left, also in the host.log of a call that never came back."""
     uptime = tmp_path / "uptime"
     uptime.write_text("1263.57 20011.02\n")
-    assert verl_gpu.machine_minutes(uptime) == 21.1
+    assert machine.machine_minutes(uptime) == 21.1
