@@ -35,7 +35,13 @@ from lightkube import ApiError
 from lightkube.types import PatchType
 
 from . import client_inputs as check
-from .client_errors import GRPOClientError, JobFailedError, JobRefusedError, WaitTimeoutError
+from .client_errors import (
+    GRPOClientError,
+    JobFailedError,
+    JobFinishedError,
+    JobRefusedError,
+    WaitTimeoutError,
+)
 from .cluster import Cluster, PluginError, one_line, stored_job
 from .history import history_from_metrics
 from .reader import DEFAULT_IMAGE, ReadTarget
@@ -44,12 +50,15 @@ from .volume import LocalVolume, PodVolume, Volume
 
 TERMINAL = ("Succeeded", "Failed")
 CONDITIONS = ("Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed", "Healthy")
+PASSED_ON_THE_WAY = ("Created", "Running")
+"""What every job that succeeded has been: waiting for one of them on a finished job is done."""
 
 __all__ = [
     "GRPOClient",
     "GRPOClientError",
     "Job",
     "JobFailedError",
+    "JobFinishedError",
     "JobRefusedError",
     "WaitTimeoutError",
 ]
@@ -106,6 +115,10 @@ class GRPOClient:
         self.workdir = check.folder(workdir, "workdir")
         self.reader_image = str(check.text(reader_image, "reader_image"))
 
+    def __repr__(self) -> str:
+        where = f", workdir={self.workdir!r}" if self.workdir else ""
+        return f"GRPOClient(namespace={self.namespace!r}, server={self.cluster.server!r}{where})"
+
     @_client_errors
     def create(self, job: str | Path | dict[str, Any] | GRPOJob, *, name: str | None = None) -> Job:
         """Creates a job from a YAML/JSON file, a manifest dict or the pydantic model."""
@@ -158,7 +171,7 @@ class Job:
         self.client, self.name = client, name
 
     def __repr__(self) -> str:
-        return f"Job({self.client.namespace}/{self.name})"
+        return f"Job({self.name!r}, namespace={self.client.namespace!r})"
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -255,7 +268,10 @@ class Job:
         """Waits until `condition` (Running, Succeeded, Suspended, Healthy...) is True; the status.
 
         Waiting for anything but Failed raises `JobFailedError` when the job fails first (with the
-        operator's reason and message), and `WaitTimeoutError` after `timeout` seconds."""
+        operator's reason and message), and `WaitTimeoutError` after `timeout` seconds. On a job
+        that has succeeded it returns at once for Running or Created (it got there, and past),
+        and raises `JobFinishedError` at once for what it never will be (Failed, Suspended...):
+        a short job must not hold its caller for the whole timeout."""
         if not isinstance(condition, str) or condition not in CONDITIONS:
             raise GRPOClientError(f"condition {condition!r}: expected one of {', '.join(CONDITIONS)}")
         timeout = check.seconds(timeout, "timeout")
@@ -270,6 +286,12 @@ class Job:
             if condition != "Failed" and failed and failed.get("status") == "True":
                 raise JobFailedError(
                     f"grpojob {self.name} failed ({failed.get('reason')}): {failed.get('message', '')}"
+                )
+            if status.get("phase") == "Succeeded":  # (Running and Created are cleared at the end)
+                if condition in PASSED_ON_THE_WAY:
+                    return status
+                raise JobFinishedError(
+                    f"grpojob {self.name} has finished (Succeeded): it will not be {condition}"
                 )
             if time.monotonic() > deadline:
                 raise WaitTimeoutError(

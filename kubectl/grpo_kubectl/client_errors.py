@@ -23,5 +23,9 @@ class JobFailedError(GRPOClientError):
     """The job failed while `wait` waited for something else."""
 
 
+class JobFinishedError(GRPOClientError):
+    """The job succeeded without reaching what `wait` waited for, which it never will now."""
+
+
 class WaitTimeoutError(GRPOClientError):
     """`wait` gave up before the job got there."""
