@@ -176,10 +176,9 @@ nothing and the path under test ends where a kubelet would serve its output."""
 def local_claim(cluster: Cluster, namespace: str):
     """Makes claims bound to a local volume on `KWOK_NODE`, and deletes the volumes after the test.
 
-    The reader pod tolerates every taint (it goes wherever the volume is), so on a cluster that also
-    has the real node (hack/node-up.sh) a claim of the default class, which any node can mount, let
-    the scheduler put it there, where it pulled its image instead. A local volume decides where it
-    runs, as a user's local volume would.
+    A local volume decides where the reader runs, as a user's local volume would: a KWOK node, which
+    runs nothing, so the path under test ends where a kubelet would serve the pod's output. (The
+    reader tolerates only its job's pool's taints: test_reader_placement.py.)
     """
     made: list[str] = []
 
