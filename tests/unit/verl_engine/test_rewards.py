@@ -277,3 +277,42 @@ def test_a_group_that_never_completes_is_scored_after_group_wait_s(
     assert [r["reward_score"] for r in results] == [1.0, 0.0]
     assert [json.loads(line)["size"] for line in log.read_text().splitlines()] == [2]
     assert worker.reward_manager.batch_sizes == [2]
+
+
+CUSTOM_HOSTILE = """
+class Exec:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (exec, (f"open({self.marker!r}, 'w').write('ran in the reward worker')",))
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, marker="", **kwargs):
+    if solution_str.endswith("{7}"):
+        return {"score": 1.0, "trick": Exec(marker)}
+    return {"score": float(solution_str.endswith(ground_truth + "}"))}
+"""
+
+
+def test_a_custom_rewards_result_runs_no_code_in_verls_reward_worker(
+    tiny_model: Path, geo3k_files: dict[str, Path], tokenizer: Any, tmp_path: Path
+) -> None:
+    """verl's RewardLoopWorker calls a reward whose result would run code wherever it is unpickled:
+    the sandbox sends only data, so that response scores 0 and the others as usual."""
+    import asyncio
+
+    marker = tmp_path / "ran"
+    cfg = custom_cfg(
+        tiny_model, geo3k_files, tmp_path, CUSTOM_HOSTILE, "compute_score", kwargs={"marker": str(marker)}
+    )
+    assert cfg.reward.reward_manager.name == "naive"
+    (worker,) = reward_workers(cfg, 1)
+
+    async def score() -> list[Any]:
+        responses = ("\\boxed{5}", "\\boxed{7}", "\\boxed{5}")
+        calls = [worker.compute_score(trajectory(tokenizer, r, f"u{i}", 1)) for i, r in enumerate(responses)]
+        return await asyncio.gather(*calls)
+
+    results = run(score(), [worker])
+    assert not marker.exists(), "the reward's result ran code in verl's reward worker"
+    assert [r["reward_score"] for r in results] == [1.0, 0.0, 1.0]

@@ -20,6 +20,8 @@ The user's code runs in worker processes (`sandbox`), so the trainer survives wh
 | runs past `custom_timeout_s` (default 10 s per call; the worker is killed and replaced) | 0 |
 | kills its process (`os._exit`, a segfault, out of memory) | 0 (a fresh worker takes the next call) |
 | returns NaN, an infinity or a non-number as the score | 0 for that response |
+| returns anything but None, booleans, numbers, strings, and lists and dicts of them, or more than 4 MiB of it | 0 (the error names the function and the type) |
+| writes on a descriptor it finds (a forged reply) | 0 for that call; no other reply moves |
 | returns a list of the wrong length from a batch function | 0 for the whole batch |
 | returns dicts with different keys | missing keys filled with 0 (verl needs the same keys throughout) |
 
@@ -452,6 +454,7 @@ def _failed(failure: str, message: str, count: int, options: _Options) -> list[A
 
 _FAILURES = {
     "error": "the function raised",
+    "result": "the function's result is not a reward's",
     "crash": "the worker process died",
     "timeout": "no result within custom_timeout_s",
     "shape": "wrong number of results",

@@ -3,15 +3,23 @@
 `SandboxPool(path, name)` keeps up to `size` `sandbox_worker` processes that have imported the
 user's file. `call(args, kwargs, deadline)` sends one call to an idle worker and returns an
 `Outcome`: the value, or why there is none — "error" (the function raised, `SystemExit`
-included), "crash" (the process died: `os._exit`, a segfault, out of memory), "timeout" (no answer
-by the deadline: the worker is killed and a fresh one started at once, so the next call does not
-pay for the import). Every thread of the process may call at the same time.
+included), "result" (it returned something a reward cannot: see below), "crash" (the process
+died: `os._exit`, a segfault, out of memory, or a reply that was not the worker's), "timeout" (no
+whole answer by the deadline: the worker is killed and a fresh one started at once, so the next
+call does not pay for the import). Every thread of the process may call at the same time.
 
-Each worker leads a process group of its own, and every way a worker ends kills the whole group:
-a process the user's function starts (a helper server, a forked sleeper) dies with the worker
-that started it, when the pool retires or closes it, and when the trainer itself is gone (the
-worker's watchdog, `sandbox_worker._watch_parent`). A process that leaves the group on purpose
-(`setsid`) is the one thing this does not reach.
+Replies are data. The worker sends JSON — None, booleans, numbers, strings, and lists and dicts of
+them, at most `sandbox_worker.MAX_REPLY_BYTES` — which this process decodes without running
+anything; each reply carries the nonce of its request, which the user's code never sees, so a
+stray or forged write on any descriptor it can reach ends that worker (a crash) instead of being
+read as a score or shifting later replies. The deadline covers the whole reply: its transfer and
+its decoding.
+
+Each worker is a keeper process in a session of its own, which runs no user code and is the
+subreaper of the runner that does: whatever the function starts — even a process that calls
+`setsid` or forks twice — stays below the keeper, and every way a worker ends (retired, closed,
+the trainer gone) kills all of it. A signal to the function's parent's group reaches only the
+worker. What this does not contain is listed in docs/trainer.md ("Custom rewards").
 
 A file that cannot be imported, or has no such function, raises `RewardLoadError` from `start`,
 with the file's own error: that is a configuration problem and should stop the run.
@@ -21,13 +29,13 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import logging
 import os
 import pickle
 import queue
 import select
 import signal
-import struct
 import subprocess
 import sys
 import threading
@@ -37,10 +45,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grpo_trainer.rewards.sandbox_worker import (
+    HEADER,
+    MAX_FRAME_BYTES,
+    MAX_REPLY_BYTES,
+    NONCE_BYTES,
+    kill_descendants,
+)
+
 WORKER_FILE = Path(__file__).with_name("sandbox_worker.py")
 DEFAULT_WORKERS = 4
 START_TIMEOUT_S = 300.0
-_HEADER = struct.Struct(">I")
+END_GRACE_S = 1.0
+"""How long a worker asked to end (SIGTERM) has to kill what it started before it is killed."""
+
+_NOT_ITS_OWN = "a reply on the worker's channel was not the worker's (a forged or stray write)"
+
+__all__ = ["MAX_REPLY_BYTES", "Outcome", "RewardLoadError", "SandboxPool"]
 
 log = logging.getLogger(__name__)
 
@@ -54,56 +75,65 @@ class Outcome:
     ok: bool
     value: Any = None
     failure: str = ""
-    """"error", "crash" or "timeout" when not ok."""
+    """"error", "result", "crash" or "timeout" when not ok."""
     message: str = ""
 
 
 class _Worker:
-    """One worker process and the bytes read from it so far."""
+    """One worker (its keeper process) and the bytes read from it so far."""
 
     def __init__(self, path: str, name: str, memory_mb: int) -> None:
         command = [sys.executable, "-P", "-u", str(WORKER_FILE), "--file", path, "--function", name]
         if memory_mb > 0:
             command += ["--max-memory-mb", str(memory_mb)]
-        # process_group=0: the worker leads a group of its own, which `kill` ends as a whole.
+        # A session of its own: a signal to the function's parent's group stays in the worker.
         self.proc = subprocess.Popen(
             command,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=None,
             close_fds=True,
-            process_group=0,
+            start_new_session=True,
         )
         self.buffer = bytearray()
         self.kind: str | None = None
         self.claimed = False
         """A caller is waiting for this still-starting worker."""
+        self.nonce = os.urandom(NONCE_BYTES)
+        """What the next frame from the keeper must start with (first its ready frame's)."""
+        self._write(self.nonce)
 
     def send(self, message: Any) -> bool:
-        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        self.nonce = os.urandom(NONCE_BYTES)
+        return self._write(self.nonce + pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def _write(self, body: bytes) -> bool:
         try:
             assert self.proc.stdin is not None
-            self.proc.stdin.write(_HEADER.pack(len(data)) + data)
+            self.proc.stdin.write(HEADER.pack(len(body)) + body)
             self.proc.stdin.flush()
             return True
         except (OSError, ValueError):
             return False
 
     def receive(self, deadline: float) -> tuple[str, Any]:
-        """("ok", message), ("timeout", None) or ("crash", None)."""
+        """("ok", message), ("timeout", None) or ("crash", why).
+
+        The deadline holds for the whole reply: reading it and decoding it. A frame too large, or
+        without this request's nonce, was not written by the keeper: a crash.
+        """
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
         while True:
-            if len(self.buffer) >= _HEADER.size:
-                size = _HEADER.unpack(self.buffer[: _HEADER.size])[0]
-                end = _HEADER.size + size
+            if len(self.buffer) >= HEADER.size:
+                size = HEADER.unpack(self.buffer[: HEADER.size])[0]
+                if not NONCE_BYTES <= size <= MAX_FRAME_BYTES:
+                    return "crash", _NOT_ITS_OWN
+                end = HEADER.size + size
                 if len(self.buffer) >= end:
-                    body = bytes(self.buffer[_HEADER.size : end])
+                    body = bytes(self.buffer[HEADER.size : end])
                     del self.buffer[:end]
-                    try:
-                        return "ok", pickle.loads(body)
-                    except Exception:
-                        return "crash", None
+                    return self._decode(body, deadline)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return "timeout", None
@@ -113,20 +143,61 @@ class _Worker:
                     return "timeout", None
                 chunk = os.read(fd, 1 << 20)
             except (OSError, ValueError):
-                return "crash", None
+                return "crash", self._exited()
             if not chunk:
-                return "crash", None
+                return "crash", self._exited()
             self.buffer.extend(chunk)
 
-    def kill(self) -> None:
-        """End the worker and every process of its group (the user's function's children).
+    def _decode(self, body: bytes, deadline: float) -> tuple[str, Any]:
+        if body[:NONCE_BYTES] != self.nonce:
+            return "crash", _NOT_ITS_OWN
+        try:
+            message = json.loads(body[NONCE_BYTES:])
+        except (ValueError, RecursionError):
+            return "crash", _NOT_ITS_OWN
+        if time.monotonic() > deadline:
+            return "timeout", None
+        return ("ok", message) if isinstance(message, dict) else ("crash", _NOT_ITS_OWN)
 
-        The group is signalled before the worker is reaped: until then its id cannot be reused.
+    def _exited(self) -> str:
+        """Why the channel closed: the keeper's exit, which follows its last write at once."""
+        with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+            self.proc.wait(timeout=0.5)
+        return f"the worker process exited (code {self.proc.returncode})"
+
+    def quiet(self) -> bool:
+        """Whether an idle worker has nothing to say (an idle keeper writes nothing, and never ends
+        unasked): anything else means something else wrote on its channel, or it died."""
+        if self.buffer:
+            return False
+        try:
+            assert self.proc.stdout is not None
+            ready, _, _ = select.select([self.proc.stdout.fileno()], [], [], 0)
+        except (OSError, ValueError):
+            return False
+        return not ready
+
+    def terminate(self) -> None:
+        """Ask the keeper to end: it kills every process below it and reaps them."""
+        with contextlib.suppress(OSError):
+            self.proc.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        """End the worker and every process below it, even one that left its session or group.
+
+        The keeper kills them itself when asked (`terminate`); one that does not end within
+        END_GRACE_S (stopped, say) has its descendants found and killed from here. Until the
+        keeper is reaped its ids cannot be reused.
         """
-        with contextlib.suppress(OSError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        with contextlib.suppress(OSError):
-            self.proc.kill()
+        self.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+            self.proc.wait(timeout=END_GRACE_S)
+        if self.proc.returncode is None:
+            kill_descendants(self.proc.pid, reap=False)
+            with contextlib.suppress(OSError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                self.proc.kill()
         for stream in (self.proc.stdin, self.proc.stdout):
             with contextlib.suppress(OSError, ValueError):
                 if stream is not None:
@@ -188,18 +259,18 @@ class SandboxPool:
             self.crashes += 1
             return Outcome(False, failure="crash", message="the worker process is gone")
         status, reply = worker.receive(deadline)
-        if status != "ok" or not isinstance(reply, dict):
+        if status != "ok":
             self._retire(worker)
             if status == "timeout":
                 self.timeouts += 1
                 return Outcome(False, failure="timeout", message="no answer before the deadline")
             self.crashes += 1
-            code = worker.proc.poll()
-            return Outcome(False, failure="crash", message=f"the worker process exited (code {code})")
+            return Outcome(False, failure="crash", message=str(reply))
         self._checkin(worker)
-        if reply.get("ok"):
+        if reply.get("ok") is True:
             return Outcome(True, value=reply.get("value"))
-        return Outcome(False, failure="error", message=str(reply.get("error", "")))
+        failure = "result" if reply.get("failure") == "result" else "error"
+        return Outcome(False, failure=failure, message=str(reply.get("error", "")))
 
     def close(self) -> None:
         with self._cond:
@@ -207,6 +278,8 @@ class SandboxPool:
             workers = [*self._idle, *self._starting]
             self._idle, self._starting = [], []
             self._cond.notify_all()
+        for worker in workers:
+            worker.terminate()  # all at once: each gets its grace at the same time
         for worker in workers:
             worker.kill()
 
@@ -246,9 +319,12 @@ class SandboxPool:
                 while waiting is None:
                     if self._closed:
                         return None
-                    if self._idle:
+                    while self._idle:
+                        worker = self._idle.pop()
                         self._busy += 1
-                        return self._idle.pop()
+                        if worker.quiet():
+                            return worker
+                        self._retire(worker, locked=True)
                     waiting = next((w for w in self._starting if not w.claimed), None)
                     if waiting is not None:
                         waiting.claimed = True
@@ -277,10 +353,13 @@ class SandboxPool:
             self._idle.append(worker)
             self._cond.notify()
 
-    def _retire(self, worker: _Worker) -> None:
+    def _retire(self, worker: _Worker, locked: bool = False) -> None:
         """Kill a worker that timed out or died and start its replacement, off the caller's time."""
-        with self._cond:
+        if locked:
             self._busy -= 1
+        else:
+            with self._cond:
+                self._busy -= 1
         _reaper().put((self, worker))
 
     def _kill_and_replace(self, worker: _Worker) -> None:
