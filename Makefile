@@ -11,11 +11,13 @@ KUBECONFIG_LOCAL = $(shell . hack/lib.sh && echo "$$CLUSTER_DIR/kubeconfig")
 PYTEST_ARGS ?=
 LINT_PATHS := operator trainer kubectl tests hack charts benchmarks images
 
-.PHONY: help install demo demo-down cluster-up cluster-down test test-images node-up node-down test-real-node e2e-kind kind-node-image lint images engine-up engine-down base-images
+.PHONY: help install unit check demo demo-down cluster-up cluster-down test test-images node-up node-down test-real-node e2e-kind kind-node-image lint images engine-up engine-down base-images
 
 help:
 	@echo "make demo         a cluster of its own, our images, a real node, Helm install, a GRPOJob trained in Ray pods"
 	@echo "make demo-down    stop the demo's cluster"
+	@echo "make unit         every test that needs no cluster, in parallel (the inner loop: minutes)"
+	@echo "make check        lint and unit: what to run before a commit"
 	@echo "make test         install, the local cluster, our images and a real node (root), the whole test suite"
 	@echo "make install      virtualenv in $(VENV) with the development extras"
 	@echo "make cluster-up   build (cached) and start the local test cluster"
@@ -25,7 +27,7 @@ help:
 	@echo "make test-real-node  the tests of real pods on that node (GRPO_REAL_NODE=1)"
 	@echo "make e2e-kind     the e2e tier on a kind cluster of a node image made here (root: kind's own dockerd)"
 	@echo "make kind-node-image  that node image alone (hack/kind-node-image.sh)"
-	@echo "make lint         ruff check, format check and the import-layer contracts (part of make test)"
+	@echo "make lint         ruff check, format check, the import-layer contracts and types (part of make test)"
 	@echo "make images       build the operator and trainer images (Docker)"
 	@echo "make test-images  build the operator and CPU trainer images and run them (tests/containers)"
 	@echo "make engine-up    a Docker engine: the one running, or Debian's docker.io installed and started"
@@ -33,28 +35,46 @@ help:
 	@echo "make base-images  Debian-made base images for engines that cannot pull (images/base.sh)"
 
 # llama.cpp's GGUF tools for the TRL engine's export: built from the llama-cpp-python sdist only
-# when .cache/llama.cpp-<version> has no finished build (13 CPU-minutes: ~7 min on an idle 2-core
-# machine, once per version and fresh clone; it prints its steps).
+# when the build cache (hack/lib.sh's CACHE_ROOT, ~/.cache/grpo-operator) has no finished build of
+# the pinned version (13 CPU-minutes: ~7 min on an idle 2-core machine, once per version and
+# machine; it prints its steps).
 install: $(VENV)/.installed
 	$(PY) -m grpo_trainer.engines.trl.gguf_tools install
 
 # The CUDA image's verl, for the contract tests against verl's own code (tests/unit/verl_engine).
 VERL_VERSION := $(shell sed -n 's/^CUDA_VERL_VERSION=//p' images/versions.env)
+EXTRAS := dev,trl-cpu,verl-cpu,gguf
+# The virtualenv's wheels, kept in the build cache and keyed by what decides them: pip keeps no
+# cache of its downloads where the registry forbids storing its replies, so without this every
+# fresh clone downloads ~3 GB again. Installs read only the wheelhouse (--no-index): what the
+# virtualenv holds is what was downloaded once, whatever the registry serves later.
+WHEELHOUSE := $(shell . hack/lib.sh && echo "$$CACHE_ROOT")/wheels-$(shell cat pyproject.toml kubectl/pyproject.toml images/versions.env | sha256sum | cut -c1-12)
+PIP_LOCAL := $(PY) -m pip install --quiet --no-index --find-links $(WHEELHOUSE)
 
 # Reinstalled when pyproject.toml or the images' versions change.
-$(VENV)/.installed: pyproject.toml images/versions.env
-	@echo "[install] Python packages into $(VENV) (first time: ~3 GB of wheels, CPU torch among them; several minutes)"
+$(VENV)/.installed: pyproject.toml kubectl/pyproject.toml images/versions.env
+	@echo "[install] Python packages into $(VENV) (first time on a machine: ~3 GB of wheels into $(WHEELHOUSE), CPU torch among them; several minutes)"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# trl-cpu: torch and TRL for the TRL engine's CPU tests (PyPI's Linux torch, ~2.7 GB, once);
 	# verl-cpu: what verl's dataset, reward loop, agent loop and checkpoint code import.
 	# gguf: the GGUF export's reader and the converter's sentencepiece.
-	# One line per package it fetches, so a first install is not minutes of silence.
-	$(PY) -m pip install --progress-bar off -e '.[dev,trl-cpu,verl-cpu,gguf]' | { grep --line-buffered -E '^(Collecting|Successfully installed)' | cut -c1-120 || true; }
+	# verl comes without its declared dependencies (vLLM and the CUDA stack), which CPU tests do
+	# not need; setuptools and wheel build the editable installs. Sources become wheels here, so
+	# that installing needs no registry. One line per package it fetches.
+	if [[ ! -f $(WHEELHOUSE)/.complete ]]; then \
+	  rm -rf $(WHEELHOUSE).part && mkdir -p $(WHEELHOUSE).part && \
+	  $(PY) -m pip download --progress-bar off -d $(WHEELHOUSE).part '.[$(EXTRAS)]' 'setuptools>=69' wheel | { grep --line-buffered -E '^(Collecting|Saved)' | cut -c1-120 || true; } && \
+	  $(PY) -m pip download --quiet --no-deps -d $(WHEELHOUSE).part 'verl==$(VERL_VERSION)' && \
+	  shopt -s nullglob && sources=($(WHEELHOUSE).part/*.tar.gz $(WHEELHOUSE).part/*.zip) && \
+	  if (( $${#sources[@]} )); then $(PY) -m pip wheel --quiet --no-deps -w $(WHEELHOUSE).part "$${sources[@]}" && rm -f "$${sources[@]}"; fi && \
+	  touch $(WHEELHOUSE).part/.complete && rm -rf $(WHEELHOUSE) && mv $(WHEELHOUSE).part $(WHEELHOUSE); \
+	fi
+	@echo "[install] from the wheelhouse $(WHEELHOUSE)"
+	$(PIP_LOCAL) -e '.[$(EXTRAS)]'
 	# The plugin is its own distribution (kubectl/pyproject.toml); its dependencies came with [dev].
-	$(PY) -m pip install --quiet --no-deps -e kubectl
-	# verl without its declared dependencies (vLLM and the CUDA stack), which CPU tests do not need.
-	$(PY) -m pip install --quiet --no-deps 'verl==$(VERL_VERSION)'
+	$(PIP_LOCAL) --no-deps -e kubectl
+	$(PIP_LOCAL) --no-deps 'verl==$(VERL_VERSION)'
 	touch $@
 
 # The volume provisioner runs from the virtualenv (lightkube).
@@ -75,15 +95,29 @@ demo:
 demo-down:
 	source hack/demo-env.sh && hack/cluster-down.sh
 
+# The inner loop: every test that needs no cluster (tests/unit: the pure code, and verl's and TRL's
+# own code on tiny models), spread over UNIT_WORKERS processes, each test within UNIT_TIMEOUT
+# seconds. `make test` runs the same tests again, with the rest.
+UNIT_WORKERS ?= 2
+UNIT_TIMEOUT ?= 120
+unit: install
+	rc=0; $(PY) -m pytest -q -m "not cluster" -n $(UNIT_WORKERS) --timeout=$(UNIT_TIMEOUT) -p no:cacheprovider $(PYTEST_ARGS) tests/unit || rc=$$?; \
+	if [[ $$rc -eq 5 ]]; then echo "make unit: pytest collected no tests" >&2; exit 1; fi; \
+	exit $$rc
+
+check: lint unit
+
 # The one test command (CI runs it through .ci/run): lint first (seconds), then the local cluster
 # with its real node (hack/real-backend-up.sh: the operator and CPU trainer images built while the
-# cluster starts, then the kubelet and containerd; root), then every tier: the real-pod tests
-# (GRPO_REAL_NODE=1) and the images' containers included, ending with the 30 slowest tests (the
-# suite runs close to CI's 90 minutes: where its time goes). pytest's exit code 5, "no tests ran",
+# cluster starts, then the kubelet and containerd; root), Kueue's controller for its tests (built
+# once per version into the build cache, like the cluster's binaries), then every tier: the
+# real-pod tests (GRPO_REAL_NODE=1) and the images' containers included, ending with the 30
+# slowest tests (where the suite's time goes). pytest's exit code 5, "no tests ran",
 # fails too. The real node stops afterwards (one NetworkPolicy enforcer per machine: `make demo`
 # runs its own), and under CI the cluster too, so no process outlives the job.
 test: lint
 	hack/real-backend-up.sh
+	hack/addons/build-kueue.sh
 	rc=0; GRPO_REAL_NODE=1 GRPO_TEST_CLUSTER=local $(PY) -m pytest --durations=30 $(PYTEST_ARGS) tests || rc=$$?; \
 	hack/node-down.sh >/dev/null || true; \
 	if [[ -n "$${CI:-}" ]]; then hack/cluster-down.sh || true; fi; \

@@ -139,14 +139,14 @@ http_ok() { curl -fsS --max-time 2 "$@"; }
 # `make demo` installs the virtualenv (make's .venv/.installed) in the background while the
 # cluster's binaries build, which need none of it: on a fresh machine that hides its minutes. The
 # installer holds VENV_LOCK until it ends; whatever needs the environment waits on the lock first.
-VENV_LOCK="$CACHE_ROOT/venv.lock"
-VENV_LOG="$CACHE_ROOT/venv-install.log"
+VENV_LOCK="$STATE_ROOT/venv.lock"
+VENV_LOG="$STATE_ROOT/venv-install.log"
 
 install_python_env_in_background() {
   if make --no-print-directory -C "$REPO_ROOT" -q .venv/.installed 2>/dev/null; then
     return 0
   fi
-  mkdir -p "$CACHE_ROOT"
+  mkdir -p "$STATE_ROOT"
   local fd
   exec {fd}>"$VENV_LOCK"
   flock "$fd"

@@ -20,7 +20,7 @@ KIND_NODE_IMAGE="grpo-local/kind-node:$KUBERNETES_VERSION-$(find "$HACK_DIR/kind
 KIND_CLUSTER_NAME="${GRPO_KIND_CLUSTER_NAME:-grpo-e2e$PORT_OFFSET}"
 # The backend's state (kubeconfig, pids, logs, cluster.env), apart from the local cluster's;
 # tests/support/cluster.py reads cluster.env there.
-KIND_CLUSTER_DIR="${GRPO_KIND_CLUSTER_DIR:-$KIND_CACHE_ROOT/kind}"
+KIND_CLUSTER_DIR="${GRPO_KIND_CLUSTER_DIR:-${GRPO_KIND_CACHE_DIR:-$STATE_ROOT}/kind}"
 
 # kind's own Docker engine: a second dockerd beside any other on the machine, with its own data
 # root, socket, containerd and pid file, so creating, loading and deleting kind nodes never touches

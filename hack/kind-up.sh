@@ -7,7 +7,7 @@
 # provisioner run against it.
 #
 # Its state (kubeconfig, pids, logs, cluster.env) is in $GRPO_KIND_CLUSTER_DIR, by default
-# .cache/kind under the kind cache root, apart from the local cluster's.
+# .cache/kind of the checkout (or under GRPO_KIND_CACHE_DIR), apart from the local cluster's.
 set -euo pipefail
 HACK="$(cd "$(dirname "$0")" && pwd)"
 . "$HACK/lib.sh"

@@ -5,9 +5,12 @@ REPO_ROOT="$(cd "$HACK_DIR/.." && pwd)"
 # shellcheck source=versions.env
 . "$HACK_DIR/versions.env"
 VERSIONS_STAMP="$(sha256sum "$HACK_DIR/versions.env" | cut -c1-12)"
-# Built binaries live under a git-ignored folder keyed by the versions file's hash,
-# so a version bump builds afresh and a second run reuses what is there.
-CACHE_ROOT="${GRPO_CACHE_DIR:-$REPO_ROOT/.cache}"
+# What is built (binaries, add-ons, base images, llama.cpp's tools) lives in the user's cache
+# folder, each build in a folder keyed by its versions: a version bump builds afresh, and every
+# checkout on the machine, a fresh clone's (CI's) too, reuses what is there.
+CACHE_ROOT="${GRPO_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/grpo-operator}"
+# What runs belongs to the checkout: its cluster's state, its engine, its logs (git-ignored).
+STATE_ROOT="${GRPO_STATE_DIR:-$REPO_ROOT/.cache}"
 BIN_DIR="$CACHE_ROOT/bin-$VERSIONS_STAMP"
 # The real node's binaries (hack/build-node-binaries.sh): kubelet, kube-proxy, pause. Their own
 # cache root, so a checkout that shares another's control-plane binaries can build them apart.
@@ -20,9 +23,9 @@ NODE_BIN_DIR="$NODE_CACHE_ROOT/node-$(cat "$HACK_DIR/versions.env" "$HACK_DIR/no
 . "$HACK_DIR/node/netpol.env"
 NETPOL_BIN_DIR="$NODE_CACHE_ROOT/kube-router-$KUBE_ROUTER_VERSION"
 # Runtime state of a running local cluster (certs, pids, logs, kubeconfig).
-CLUSTER_DIR="${GRPO_CLUSTER_DIR:-$CACHE_ROOT/cluster}"
+CLUSTER_DIR="${GRPO_CLUSTER_DIR:-$STATE_ROOT/cluster}"
 # The dockerd that hack/engine-up.sh starts where no engine runs: its pid file and log.
-ENGINE_DIR="${GRPO_ENGINE_DIR:-$CACHE_ROOT/engine}"
+ENGINE_DIR="${GRPO_ENGINE_DIR:-$STATE_ROOT/engine}"
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 
 # Loopback ports of the local cluster. Chosen away from the components' defaults (2379, 6443,

@@ -150,7 +150,7 @@ named=${#targets[@]}
 if [[ $DRY_RUN == 0 && -z "${DOCKER_BUILDKIT:-}" ]] && ! "$DOCKER" buildx version >/dev/null 2>&1; then
   export DOCKER_BUILDKIT=0
 fi
-LOG_DIR="${GRPO_CACHE_DIR:-$REPO_ROOT/.cache}/images"
+LOG_DIR="${GRPO_STATE_DIR:-$REPO_ROOT/.cache}/images"
 BUILD_CA="$(build_ca_image)"
 
 build_one() {

@@ -28,10 +28,10 @@ from typing import Any
 
 from grpo_operator.api.v1alpha1 import GROUP, PLURAL
 
+from .hack_env import kind_variable, lib_variable
 from .rayjobapi import RayJobAPI
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-CACHE_ROOT = Path(os.environ.get("GRPO_CACHE_DIR", REPO_ROOT / ".cache"))
 BACKENDS = ("local", "kind", "existing")
 
 
@@ -194,12 +194,9 @@ def connect(backend: str | None = None) -> Cluster:
     if backend == "local":
         # Idempotent and quick when the cluster already runs (make test starts it first).
         _run_script("cluster-up.sh")
-        return _from_env_file(
-            backend, Path(os.environ.get("GRPO_CLUSTER_DIR", CACHE_ROOT / "cluster")) / "cluster.env"
-        )
+        return _from_env_file(backend, Path(lib_variable("CLUSTER_DIR")) / "cluster.env")
     if backend == "kind":
-        kind_root = Path(os.environ.get("GRPO_KIND_CACHE_DIR", CACHE_ROOT))
-        env_file = Path(os.environ.get("GRPO_KIND_CLUSTER_DIR", kind_root / "kind")) / "cluster.env"
+        env_file = Path(kind_variable("KIND_CLUSTER_DIR")) / "cluster.env"
         if not env_file.is_file():
             raise ClusterUnavailableError(
                 f"{env_file} is missing: run `make e2e-kind` (hack/kind-up.sh) first"

@@ -21,3 +21,16 @@ def lib_variable(variable: str) -> str:
         check=True,
     )
     return out.stdout
+
+
+@functools.cache
+def kind_variable(variable: str) -> str:
+    """A variable of hack/kind-lib.sh (the kind backend's folders), computed as hack/kind-up.sh does."""
+    out = subprocess.run(
+        ["bash", "-c", f'. hack/lib.sh && . hack/kind-lib.sh && printf %s "${variable}"'],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout

@@ -14,8 +14,9 @@ the quantize program built. So `install` downloads that sdist with pip, unpacks 
 
     python -m grpo_trainer.engines.trl.gguf_tools install [--dest DIR] [--jobs N]
 
-`make install` runs it into `.cache/llama.cpp-<version>` (once per version); the CUDA trainer
-image into /opt/llama.cpp, named by `GRPO_LLAMA_CPP_DIR`.
+`make install` runs it into `~/.cache/grpo-operator/llama.cpp-<version>` (once per version and
+machine: every checkout, a fresh clone's too, finds it there); the CUDA trainer image into
+/opt/llama.cpp, named by `GRPO_LLAMA_CPP_DIR`.
 """
 
 from __future__ import annotations
@@ -38,16 +39,24 @@ ENV_DIR = "GRPO_LLAMA_CPP_DIR"
 """Where the trainer image put the tools."""
 PROGRAMS = ("llama-quantize", "llama-mtmd-cli")
 MARKER = "INSTALLED"
-_REPO = Path(__file__).resolve().parents[4]
+
+
+def build_cache() -> Path:
+    """The machine's build cache that hack/lib.sh names too (`GRPO_CACHE_DIR`, else the user's cache
+    folder): builds there are keyed by version and outlive a clone, so a fresh one builds nothing."""
+    configured = os.environ.get("GRPO_CACHE_DIR")
+    if configured:
+        return Path(configured)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "grpo-operator"
 
 
 def default_dir() -> Path:
-    """`GRPO_LLAMA_CPP_DIR`, else this checkout's cache folder for the pinned version."""
+    """`GRPO_LLAMA_CPP_DIR`, else the build cache's folder for the pinned version."""
     configured = os.environ.get(ENV_DIR)
     if configured:
         return Path(configured)
-    cache = Path(os.environ.get("GRPO_CACHE_DIR") or _REPO / ".cache")
-    return cache / f"llama.cpp-{LLAMA_CPP_PYTHON}"
+    return build_cache() / f"llama.cpp-{LLAMA_CPP_PYTHON}"
 
 
 @dataclass(frozen=True)
@@ -178,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gguf_tools", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     add = sub.add_parser("install", help="download the sdist and build the tools (kept when done)")
-    add.add_argument("--dest", type=Path, default=None, help=f"default: ${ENV_DIR} or .cache/llama.cpp-<v>")
+    add.add_argument("--dest", type=Path, default=None, help=f"default: ${ENV_DIR} or ~/.cache/grpo-operator/llama.cpp-<v>")
     add.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     add.add_argument("--sdist", type=Path, default=None, help="a downloaded sdist instead of pip's")
     where = sub.add_parser("where", help="print the tools folder; exit 1 when it is incomplete")
