@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from grpo_operator.api.contract import COMPLETE_FILE, OK, UNKNOWN, Failure, attempt_log_file, metrics_file
 from grpo_operator.api.timestamps import rfc3339
@@ -78,7 +79,7 @@ def _run(
             _report_log(writer, attempt, job.pod_path(str(path)))
         if training_complete(job):
             log.info("training finished in an earlier attempt; exporting only")
-            return _export(engine, job, writer)
+            return _export(engine, job, writer, attempt.number)
         resume = decide_resume(job, attempt.number, engine)
         engine.preflight(job, resume)
         prune(engine, job)
@@ -92,7 +93,7 @@ def _run(
             return fail(failure)
         prune(engine, job)
         mark_complete(job, attempt.number, engine)
-        return _export(engine, job, writer)
+        return _export(engine, job, writer, attempt.number)
     except TrainerError as exc:
         return fail(exc.failure())
     except Exception as exc:  # a bug or an unforeseen fault: still one line the operator can read
@@ -115,8 +116,9 @@ def fail(failure: Failure) -> int:
     return failure.code
 
 
-def _export(engine: Engine, job: ResolvedJob, writer: StatusWriter | None) -> int:
+def _export(engine: Engine, job: ResolvedJob, writer: StatusWriter | None, attempt: int) -> int:
     result = engine.export(job)
+    mark_exported(job, attempt, result)
     if result is None:
         return OK
     log.info("exported step %s: model=%s adapter=%s", result.step, result.model, result.lora_adapter)
@@ -270,3 +272,34 @@ def mark_complete(job: ResolvedJob, attempt: int, engine: Engine) -> None:
 
 def training_complete(job: ResolvedJob) -> bool:
     return (Path(job.paths.job_dir) / COMPLETE_FILE).is_file()
+
+
+def mark_exported(job: ResolvedJob, attempt: int, result: ExportResult | None) -> None:
+    """The export is done (or not asked for): the record now says this attempt reached the end,
+    which is what `grpo-train run`'s supervisor requires of an exit 0."""
+    path = Path(job.paths.job_dir) / COMPLETE_FILE
+    record = _completion_record(path) or {}
+    record["export"] = {"attempt": attempt, "step": result.step if result is not None else None}
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    partial.replace(path)
+
+
+def unfinished(job: ResolvedJob, attempt: int) -> str | None:
+    """What the completion record lacks for `attempt` to have finished; None when nothing does."""
+    path = Path(job.paths.job_dir) / COMPLETE_FILE
+    record = _completion_record(path)
+    if record is None:
+        return f"training did not finish (no completion mark {path})"
+    export = record.get("export")
+    if not isinstance(export, dict) or export.get("attempt") != attempt:
+        return f"its export did not finish ({path} records no export by attempt {attempt})"
+    return None
+
+
+def _completion_record(path: Path) -> dict[str, Any] | None:
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None

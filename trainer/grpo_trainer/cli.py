@@ -42,6 +42,7 @@ from .inputs import planned_inputs
 from .kube import KubeStatusWriter
 from .rewards.custom import check_defines
 from .spec import Attempt, load_job, localise_environment
+from .supervisor import ATTEMPT_PROCESS_FLAG, supervise
 
 log = logging.getLogger("grpo_trainer")
 _SAFE_WORD = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
@@ -53,6 +54,7 @@ _READS_WORKDIR = frozenset({"plan", "validate", "export"})
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     if args.workdir:
         # Every path is read and written under it, by this process and every one it starts
         # (verl's workers change their working folder): one absolute folder for all of them.
@@ -129,6 +131,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--no-report", action="store_true", help="do not patch the job's status")
     run.add_argument("--kubeconfig", help="kubeconfig for status reports (default: in-cluster, $KUBECONFIG)")
+    run.add_argument(ATTEMPT_PROCESS_FLAG, action="store_true", help=argparse.SUPPRESS)
 
     command("export", _export, "the final checkpoint -> a Hugging Face model (and LoRA adapter)")
 
@@ -293,7 +296,11 @@ def _prepare(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    """The attempt, in a child process that `supervisor` watches (an exit 0 counts only for an
+    attempt that recorded its end); the child, started with ATTEMPT_PROCESS_FLAG, runs it."""
     job = load_job(args.spec, args.workdir)
+    if not args.attempt_process:
+        return supervise(args.argv, job, Attempt.from_env(job))
     options = Options(
         engine=EngineOptions(verl_version=args.verl_version),
         report=not args.no_report,

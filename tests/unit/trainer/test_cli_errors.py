@@ -10,6 +10,7 @@ from grpo_trainer import attempt as attempt_module
 from grpo_trainer.cli import main
 from grpo_trainer.data.user import VERL_COLUMNS
 from grpo_trainer.failures import CONFIG_ERROR, DATA_ERROR
+from grpo_trainer.supervisor import ATTEMPT_PROCESS_FLAG
 from support.trainer_inputs import EXAMPLES
 
 
@@ -43,7 +44,8 @@ def writers(monkeypatch: pytest.MonkeyPatch) -> Writers:
 
 def test_no_report_means_no_status_client_for_a_trl_job(tmp_path, writers):
     spec = _trl_job_without_data(tmp_path)
-    assert main(["run", "--spec", spec, "--workdir", str(tmp_path / "w"), "--no-report"]) == DATA_ERROR
+    run = ["run", "--spec", spec, "--workdir", str(tmp_path / "w"), "--no-report", ATTEMPT_PROCESS_FLAG]
+    assert main(run) == DATA_ERROR
     assert writers.kubeconfigs == [], "a workstation run with --no-report must not patch any job"
 
 
@@ -51,7 +53,18 @@ def test_kubeconfig_is_the_one_a_trl_job_reports_with(tmp_path, writers):
     spec = _trl_job_without_data(tmp_path)
     kubeconfig = str(tmp_path / "team.kubeconfig")
     assert (
-        main(["run", "--spec", spec, "--workdir", str(tmp_path / "w"), "--kubeconfig", kubeconfig])
+        main(
+            [
+                "run",
+                "--spec",
+                spec,
+                "--workdir",
+                str(tmp_path / "w"),
+                "--kubeconfig",
+                kubeconfig,
+                ATTEMPT_PROCESS_FLAG,
+            ]
+        )
         == DATA_ERROR
     )
     assert writers.kubeconfigs == [kubeconfig]

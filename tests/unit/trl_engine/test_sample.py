@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -76,7 +77,7 @@ def test_the_exported_model_answers_and_the_answer_is_scored(tiny_model_dir: Pat
 
 
 def test_status_outputs_name_the_files_and_the_log_holds_the_sample_in_short(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
     """The status says where the export is (a line each in `kubectl describe`); the sample's text
     stays in its file and, cut, in the attempt's log (`kubectl grpo logs`)."""
@@ -104,9 +105,10 @@ def test_status_outputs_name_the_files_and_the_log_holds_the_sample_in_short(
 
     class _Job:
         pod_path = staticmethod(str)
+        paths = SimpleNamespace(job_dir=str(tmp_path))
 
     with caplog.at_level(logging.INFO, logger="grpo_trainer.attempt"):
-        assert _export(_Engine(), _Job(), None) == 0  # type: ignore[arg-type]
+        assert _export(_Engine(), _Job(), None, 1) == 0  # type: ignore[arg-type]
     line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("sample"))
     assert line.startswith("sample (reward 1, /e/sample.json): " + "p" * 255 + "… -> <REASONING>xx")
     assert line.endswith("x…")

@@ -1,0 +1,73 @@
+"""`grpo-train run` watches its attempt from a process of its own: exit 0 only for a finished attempt.
+
+Ray reports the entrypoint's exit code, and the operator reads exit 0 as Succeeded. Inside the
+attempt's process anything may end it with 0 — the TRL engine trains there, among libraries
+that call `os._exit` — and nothing in a process outlives `os._exit` to say otherwise. So the
+entrypoint runs the attempt as its child and passes its exit code on, except that an exit 0 counts
+only when the job's completion record (`attempt.mark_complete`) says that this attempt went on to
+the end: training finished and the export done or not asked for (`attempt.mark_exported`).
+Otherwise it is a failure, `ExitedWithoutFinishing`, with one `GRPO_FAILURE` line that names what
+is missing, also appended to the attempt's log.
+
+Signals the entrypoint gets (a stopped Ray job, Ctrl-C) are passed on to the attempt; an attempt
+killed by a signal ends the entrypoint with the same signal, so Ray reports what it always did.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+
+from grpo_operator.api.contract import OK, UNKNOWN, Failure
+from grpo_operator.api.v1alpha1 import ResolvedJob
+
+from .attempt import fail, log_file, unfinished
+from .spec import Attempt
+
+ATTEMPT_PROCESS_FLAG = "--attempt-process"
+"""`grpo-train run` with this flag runs the attempt itself: what the supervisor starts."""
+_CHILD = "import sys; from grpo_trainer.cli import main; sys.exit(main())"
+_FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def supervise(argv: Sequence[str], job: ResolvedJob, attempt: Attempt) -> int:
+    """Run `grpo-train run argv` as a child and return what the attempt really achieved."""
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, *argv, ATTEMPT_PROCESS_FLAG])
+
+    def forward(signum: int, _frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            child.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in _FORWARDED}
+    try:
+        code = child.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if code < 0:  # killed by a signal: end the same way, so Ray sees what it saw before
+        with contextlib.suppress(OSError, ValueError):  # SIGKILL and SIGSTOP have no handler to reset
+            signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+        return 128 - code
+    if code != OK:
+        return code
+    return judge_exit_0(job, attempt)
+
+
+def judge_exit_0(job: ResolvedJob, attempt: Attempt) -> int:
+    """OK when the completion record shows this attempt finished; else the failure that says why."""
+    missing = unfinished(job, attempt.number)
+    if missing is None:
+        return OK
+    failure = Failure(
+        UNKNOWN,
+        "ExitedWithoutFinishing",
+        f"attempt {attempt.number} exited with code 0 but {missing}: something ended its process early",
+    )
+    with contextlib.suppress(OSError), open(log_file(job, attempt), "a", encoding="utf-8") as out:
+        out.write(failure.line() + "\n")
+    return fail(failure)
