@@ -67,6 +67,9 @@ class Plan:
     delete_rayjob: str | None = None
     events: list[tuple[str, str, str]] = field(default_factory=list)
     """(type, reason, message) — one per phase change."""
+    on_created: list[tuple[str, str, str]] = field(default_factory=list)
+    """Events that say `create_attempt`'s RayJob exists: posted once it does, never before (a
+    build or a create that fails drops them)."""
 
 
 def observe_rayjob(rayjob: dict[str, Any]) -> Outcome:
@@ -149,6 +152,7 @@ class _Status:
         self.now = rfc3339(now)
         self.generation = job.metadata.get("generation")
         self.events: list[tuple[str, str, str]] = []
+        self.on_created: list[tuple[str, str, str]] = []
         self.progress = job.status.progress.to_wire() if job.status.progress else None
 
     def condition(self, ctype: str, status: bool | None, why: str, message: str) -> None:
@@ -168,10 +172,13 @@ class _Status:
             if any(c["type"] == ctype and c["status"] == "True" for c in self.fields["conditions"]):
                 self.condition(ctype, False, reason, message)
 
-    def phase(self, phase: Phase, why: str, message: str) -> None:
+    def phase(self, phase: Phase, why: str, message: str, *, once_created: bool = False) -> None:
+        """Set the phase, with an Event when it changes; `once_created`: the Event tells of the
+        attempt's RayJob, so it waits until the RayJob exists (Plan.on_created)."""
         if self.fields.get("phase") != phase:
             warning = phase in ("Failed", "Restarting")
-            self.events.append(("Warning" if warning else "Normal", reason(why), message))
+            event = ("Warning" if warning else "Normal", reason(why), message)
+            (self.on_created if once_created else self.events).append(event)
         self.fields["phase"] = phase
 
     def finish(self, phase: Literal["Succeeded", "Failed"], why: str, message: str) -> None:
@@ -189,7 +196,7 @@ class _Status:
             self.fields["dashboardURL"] = cut(seen.dashboard_url, NAME_LIMIT)
 
     def plan(self, *, create_attempt: int | None = None, delete_rayjob: str | None = None) -> Plan:
-        return Plan(self.observed(), create_attempt, delete_rayjob, self.events)
+        return Plan(self.observed(), create_attempt, delete_rayjob, self.events, self.on_created)
 
     def observed(self) -> dict[str, Any]:
         """The fields, stamped with the generation they were computed from."""
@@ -214,8 +221,11 @@ class _Status:
 
 
 def _start_attempt(st: _Status, job: GRPOJob, attempt: int) -> int:
+    """Make `attempt` the current one. Its number goes into status before its RayJob is created
+    (the RayJob's name follows from it, so a crash in between leaves nothing the status does not
+    name); `rayJobName` only once the RayJob exists (children_created)."""
     st.fields["attempt"] = attempt
-    st.fields["rayJobName"] = rayjob_name(job.name, attempt)
+    st.fields.pop("rayJobName", None)
     st.fields.pop("rayClusterName", None)
     st.fields.pop("dashboardURL", None)
     st.fields.setdefault("startTime", st.now)
@@ -425,7 +435,7 @@ def plan(
     if phase == "Suspended":
         nxt = _start_attempt(st, job, attempt + 1)
         message = f"resumed: attempt {nxt} continues from the latest checkpoint"
-        st.phase("Pending", "Resumed", message)
+        st.phase("Pending", "Resumed", message, once_created=True)
         st.condition("Suspended", False, "Resumed", message)
         return st.plan(create_attempt=nxt)
 
@@ -511,8 +521,9 @@ def _first_attempt(st: _Status, job: GRPOJob, waiting: str) -> Plan:
     if waiting:
         return _wait_for_inputs(st, waiting)
     nxt = _start_attempt(st, job, 1)
-    # `Created` waits until the children exist (children_created, after they are applied).
-    st.phase("Pending", "Created", f"created Ray job {rayjob_name(job.name, nxt)}")
+    # `Created`, `rayJobName` and this Event wait until the children exist (children_created,
+    # Plan.on_created): a RayJob that cannot be built or created is never said to be.
+    st.phase("Pending", "Created", f"created Ray job {rayjob_name(job.name, nxt)}", once_created=True)
     return st.plan(create_attempt=nxt)
 
 
@@ -527,14 +538,20 @@ def _wait_for_inputs(st: _Status, waiting: str) -> Plan:
 
 
 def children_created(job: GRPOJob, status: dict[str, Any], now: datetime) -> dict[str, Any] | None:
-    """The status patch that marks the job's children as existing; None when it says so already.
+    """The status patch that marks the job's children as existing, and names the attempt's
+    RayJob in `rayJobName`; None when the status says so already.
 
     The reconciler calls it once every child of the current attempt is there (`status`: the
-    operator's fields as just written): `Created` means they exist, not that they were asked for.
+    operator's fields as just written): `Created` and `rayJobName` mean they exist, not that they
+    were asked for.
     """
     attempt = status.get("attempt") or 0
-    message = f"Ray job {rayjob_name(job.name, attempt)} and the job's other children exist"
-    return _created(job, status, now, True, "ChildrenCreated", message)
+    name = rayjob_name(job.name, attempt)
+    message = f"Ray job {name} and the job's other children exist"
+    patch = _created(job, status, now, True, "ChildrenCreated", message) or {}
+    if status.get("rayJobName") != name:
+        patch["rayJobName"] = name
+    return patch or None
 
 
 def children_waiting(

@@ -22,6 +22,15 @@ class Problem:
         return f"{self.field}: {self.message}"
 
 
+class ProblemError(ValueError):
+    """A pure step that cannot go on for a problem of the job's own (a child that cannot be built
+    from its spec): the caller fails the job with it, naming the field, instead of crashing."""
+
+    def __init__(self, problem: Problem) -> None:
+        super().__init__(str(problem))
+        self.problem = problem
+
+
 def shown(value: Any) -> str:
     """A value a user wrote, as a message quotes it: strings quoted, anything long cut to 40 characters."""
     text = repr(value) if isinstance(value, str) else str(value)

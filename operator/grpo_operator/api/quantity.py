@@ -6,6 +6,10 @@ own grammar has decimal (k, M, G, T, P, E) and binary (Ki … Ei) suffixes, deci
 (1e3) and fractions. This module reads that grammar into an exact number of bytes (a Fraction,
 never a float) and writes a product in the largest suffix of the operand's family that keeps it a
 whole number, so 1.5Ti × 4 reads 6Ti and 512M × 4 reads 2048M. Standard library only.
+
+Bounded work: a quantity is read only when it is short and its exponent within ±MAX_EXPONENT,
+checked on the text before any power is taken. `1e9999999` is a valid quantity to the API
+server's grammar, and an exact 10**9999999 took the operator's one event loop for minutes.
 """
 
 from __future__ import annotations
@@ -15,28 +19,47 @@ from fractions import Fraction
 
 BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 DECIMAL = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+SUBUNITS = {"m": 10**3, "u": 10**6, "n": 10**9}
+"""Kubernetes' fractional suffixes (milli, micro, nano): a value divided by these."""
+MAX_EXPONENT = 99
+"""The largest decimal exponent read (1e99, 1e-99): far past any real size (MAX_VALUE is 1e18)."""
+MAX_LENGTH = 64
+"""The longest text read: twice the schema's bound on a quantity field (32 characters)."""
+MAX_VALUE = 10**18
+"""The largest quantity a spec field may hold, the schema's `1E`: every real CPU count or byte size
+is far below it, and Kubernetes keeps quantities in an int64 (about 9.2E)."""
 _QUANTITY = re.compile(
-    r"^(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[kMGTPE]|m)|[eE](?P<exponent>[+-]?\d+))?$"
+    r"^(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[kMGTPE]|[mun])|[eE](?P<exponent>[+-]?\d+))?$"
 )
-PATTERN = r"^([+]?(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[kMGTPE]|[eE][+-]?\d+)?)$"
-"""The same grammar for a JSON schema (no milli-units, no sign: a memory size)."""
+PATTERN = r"^([+]?(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[kMGTPE]|[eE][+-]?\d{1,2})?)$"
+"""The same grammar for a JSON schema (no milli-units, no sign: a memory size; exponents of at
+most two digits, within MAX_EXPONENT)."""
 
 
 class QuantityError(ValueError):
-    """Not a Kubernetes quantity."""
+    """Not a Kubernetes quantity, or one too large to read."""
 
 
 def parse(text: str) -> tuple[Fraction, str]:
-    """The quantity's exact value and its suffix ("" for none or an exponent)."""
+    """The quantity's exact value and its suffix ("" for none, an exponent or a fractional suffix).
+
+    QuantityError, in one line, for what is not a quantity, and for a text over MAX_LENGTH or an
+    exponent over MAX_EXPONENT: both refused before any number is built from them.
+    """
+    if len(text) > MAX_LENGTH:
+        raise QuantityError(f"a quantity of {len(text)} characters is too long (at most {MAX_LENGTH})")
     match = _QUANTITY.match(text.strip())
     if not match:
         raise QuantityError(f"{text!r} is not a Kubernetes quantity (e.g. 96Gi, 512M, 1.5Ti)")
     number = Fraction(match.group("number"))
     suffix = match.group("suffix") or ""
     if match.group("exponent"):
-        return number * Fraction(10) ** int(match.group("exponent")), ""
-    if suffix == "m":
-        return number / 1000, ""
+        exponent = int(match.group("exponent"))  # at most MAX_LENGTH digits: cheap
+        if abs(exponent) > MAX_EXPONENT:
+            raise QuantityError(f"{text!r}: an exponent of at most ±{MAX_EXPONENT} is read (e.g. 2e9)")
+        return number * Fraction(10) ** exponent, ""
+    if suffix in SUBUNITS:
+        return number / SUBUNITS[suffix], ""
     return number * (BINARY.get(suffix) or DECIMAL.get(suffix) or 1), suffix
 
 

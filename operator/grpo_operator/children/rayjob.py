@@ -7,6 +7,7 @@ from typing import Any
 
 from ..api import contract, quantity
 from ..api.contract import CHECKPOINT_MOUNT, REWARD_MOUNT_DIR, SPEC_FILE, SPEC_KEY, SPEC_MOUNT_DIR, Env
+from ..api.problem import Problem, ProblemError
 from ..api.sources import parse_source
 from ..api.v1alpha1 import GRPOJob
 from ..config import AcceleratorProfile, Settings
@@ -35,7 +36,16 @@ def _memory_per_node(job: GRPOJob, profile: AcceleratorProfile) -> str:
     res = job.spec.resources
     if res.memory_per_node:
         return res.memory_per_node
-    return quantity.multiply(profile.memory_per_device, res.devices_per_node)
+    try:
+        return quantity.multiply(profile.memory_per_device, res.devices_per_node)
+    except quantity.QuantityError as error:
+        raise ProblemError(
+            Problem(
+                "spec.resources.memoryPerNode",
+                "must be set: its default, the accelerator profile's memoryPerDevice × devicesPerNode, "
+                f"cannot be used ({error})",
+            )
+        ) from error
 
 
 def _source_claims(job: GRPOJob) -> list[str]:
@@ -91,7 +101,10 @@ def _volumes(job: GRPOJob, settings: Settings) -> tuple[list[dict[str, Any]], li
 
 def _threads(job: GRPOJob, settings: Settings) -> int:
     """Math-library threads per process: each device's share of a worker pod's CPUs."""
-    cpus, _ = quantity.parse(_cpu_per_node(job, settings))
+    try:
+        cpus, _ = quantity.parse(_cpu_per_node(job, settings))
+    except quantity.QuantityError as error:
+        raise ProblemError(Problem("spec.resources.cpuPerNode", str(error))) from error
     return contract.threads_per_device(float(cpus), job.spec.resources.devices_per_node)
 
 

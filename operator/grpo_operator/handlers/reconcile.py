@@ -22,16 +22,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from .. import preflight
-from ..api.problem import Problem
+from ..api.problem import Problem, ProblemError
 from ..api.timestamps import parse_rfc3339, rfc3339
 from ..api.v1alpha1 import GRPOJob
 from ..api.v1alpha1.status import CONDITION_MESSAGE_LIMIT, OPERATOR_STATUS_FIELDS, cut, diff, readable
-from ..children.configmap import build_spec_configmap, is_pinned
+from ..children.attempt import AttemptChildren, build_children
+from ..children.configmap import is_pinned
 from ..children.meta import ATTEMPT_LABEL, JOB_LABEL, ownership, ownership_by, rayjob_name
-from ..children.networkpolicy import build_network_policy
-from ..children.pvc import build_checkpoint_pvc
-from ..children.rayjob import build_rayjob
-from ..children.rbac import build_trainer_rbac
 from ..config import Settings
 from ..k8s import Api, ApiError
 from ..lifecycle import (
@@ -86,6 +83,34 @@ class ChildWaitingError(Exception):
 class StaleReadError(Exception):
     """The job changed since it was read (another writer, or a replica that was not the leader):
     the status computed from that read is not written; the reconcile starts over from a fresh one."""
+
+
+def plan_with_children(
+    job: GRPOJob,
+    rayjob: dict[str, Any] | None,
+    problems: list[Problem],
+    now: datetime,
+    settings: Settings,
+    *,
+    waiting: str = "",
+    trouble: Trouble | None = None,
+    due: Callable[[Plan], bool],
+) -> tuple[Plan, AttemptChildren | None, list[Problem]]:
+    """The pass's plan, and its attempt's children built before any status names them (when
+    `due` says the plan makes sure of them); with the problems it was planned from.
+
+    Pure. A child the spec cannot make is a problem of the job's (ProblemError, naming the
+    field): the plan is made again with it, and fails the job with `InvalidSpec`, so no status
+    or Event claims a RayJob that was never created and no later pass fails on the same build.
+    """
+    result = plan(job, rayjob, problems, now, waiting, trouble)
+    if not due(result):
+        return result, None, problems
+    try:
+        return result, build_children(job, settings, int(result.status["attempt"])), problems
+    except ProblemError as error:
+        problems = [*problems, error.problem]
+        return plan(job, rayjob, problems, now, waiting, trouble), None, problems
 
 
 def _kind_name(manifest: dict[str, Any]) -> str:
@@ -206,18 +231,45 @@ class Reconciler:
             problems, waiting = await self._preflight(job)
         rayjob = await self._current_rayjob(job, event_rayjob, watched=seen is not None)
         trouble = await self._startup_trouble(job, rayjob) if not terminal else None
-        result = plan(job, rayjob, problems, self.clock(), waiting, trouble)
+        now = self.clock()
+        result, children, problems = plan_with_children(
+            job,
+            rayjob,
+            problems,
+            now,
+            self.settings,
+            waiting=waiting,
+            trouble=trouble,
+            due=lambda planned: self._children_due(job, planned, now),
+        )
         phase = result.status.get("phase", "Pending")
         if phase in TERMINAL:
             self._finished(key, holds_cluster(rayjob))  # before carrying out the delete
         else:
             self.draining.discard(key)
             self.unfinished.add(key)
-        await self._carry_out(job, body, rayjob, result, release, trigger)
+        await self._carry_out(job, body, rayjob, result, children, release, trigger)
         self.metrics.phases[key] = phase
         if terminal:
             return "terminal"
         return "invalid" if problems else "ok"
+
+    def _children_due(self, job: GRPOJob, result: Plan, now: datetime) -> bool:
+        """Whether this pass makes sure of the current attempt's children: when it starts the
+        attempt, or when this process has not seen them exist within CHILDREN_CHECK_PERIODS
+        resync periods (a child deleted by hand comes back within as many)."""
+        status = result.status
+        attempt = int(status.get("attempt") or 0)
+        if status.get("phase") in TERMINAL or not attempt:
+            return False  # finished, or waiting before its first attempt (preflight)
+        if result.create_attempt:
+            return True
+        ensured = self._ensured.get((job.namespace, job.name))
+        return not (
+            ensured is not None
+            and ensured[:2] == (job.uid, attempt)
+            and (now - ensured[2]).total_seconds() < self.settings.resync_seconds * CHILDREN_CHECK_PERIODS
+        )
 
     async def _readable(self, key: tuple[str, str], body: dict[str, Any]) -> dict[str, Any]:
         """The job without the trainer's status fields this version cannot read (an older
@@ -255,11 +307,24 @@ class Reconciler:
         modes = None
         if job.spec.checkpoint.claim_name and job.spec.resources.nodes > 1:
             modes = await self.api.claim_access_modes(job.namespace, job.spec.checkpoint.claim_name)
+        # Both classes are looked up before the first attempt only: a class deleted later does
+        # not fail a job that already runs (its pods and its Kueue Workload have their priority).
+        first = not job.status.attempt
         priority = job.spec.resources.priority_class_name
-        exists = (
-            await self.api.priority_class_exists(priority) if priority and not job.status.attempt else None
+        exists = await self.api.priority_class_exists(priority) if priority and first else None
+        workload_priority = job.spec.resources.workload_priority_class
+        workload_exists = (
+            await self.api.workload_priority_class_exists(workload_priority)
+            if workload_priority and first
+            else None
         )
-        return validate(job, self.settings, claim_access_modes=modes, priority_class_exists=exists)
+        return validate(
+            job,
+            self.settings,
+            claim_access_modes=modes,
+            priority_class_exists=exists,
+            workload_priority_class_exists=workload_exists,
+        )
 
     async def _startup_trouble(self, job: GRPOJob, rayjob: dict[str, Any] | None) -> Trouble | None:
         """While the current attempt's cluster starts: what its pods and Warning Events say.
@@ -346,19 +411,24 @@ class Reconciler:
         body: dict[str, Any],
         rayjob: dict[str, Any] | None,
         result: Plan,
+        children: AttemptChildren | None,
         release: Callable[[], None] | None,
         trigger: str,
     ) -> None:
-        # Child names go into status before the children exist, so a crash in between is
-        # recovered by the next reconcile instead of leaving an orphan the status never named.
+        """Write the plan's status, then make the children (`children`, built already), then say
+        so: `Created`, `rayJobName` and the Events that tell of the RayJob only once it exists.
+
+        The attempt's number goes into status before its children exist (their names follow
+        from it), so a crash in between is recovered by the next reconcile instead of leaving an
+        orphan the status never named."""
         status = await self._write(job, body, result)
         if result.delete_rayjob:
             await self.api.delete_rayjob(job.namespace, result.delete_rayjob)
         events = list(result.events)
         try:
-            if result.status.get("phase") not in TERMINAL:
+            if children is not None:
                 try:
-                    await self._children(job, status, result.create_attempt, release, trigger)
+                    await self._children(job, status, children, result.create_attempt, release, trigger)
                 except ChildRefusedError as refused:
                     failed = fail(job, status, rayjob, refused.reason, refused.message, self.clock())
                     await self._write(job, body, failed)
@@ -376,9 +446,10 @@ class Reconciler:
                         events.append(("Warning", why, str(error)))
                     raise
                 else:
-                    created = children_created(job, status, self.clock()) if status.get("attempt") else None
+                    created = children_created(job, status, self.clock())
                     if created:
                         await self._patch(job, body, created)
+                    events += result.on_created
         finally:
             for event_type, reason, message in events:
                 await self.api.post_event(body, event_type, reason, message)
@@ -387,32 +458,28 @@ class Reconciler:
         self,
         job: GRPOJob,
         status: dict[str, Any],
+        children: AttemptChildren,
         create_attempt: int | None,
         release: Callable[[], None] | None,
         trigger: str,
     ) -> None:
-        """Make sure every child of the current attempt exists; start `create_attempt` when asked."""
-        key = (job.namespace, job.name)
+        """Make sure every child of the current attempt exists; start `create_attempt` when asked.
+        Called only when due (`_children_due`), with the children built for the attempt."""
         attempt = int(status.get("attempt") or 0)
-        if not attempt:
-            return  # waiting before its first attempt (preflight): nothing to make yet
         now = self.clock()
-        ensured = self._ensured.get(key)
         if create_attempt:
-            await self._start_attempt(job, create_attempt, release, trigger)
-        elif (
-            ensured is not None
-            and ensured[:2] == (job.uid, attempt)
-            and (now - ensured[2]).total_seconds() < self.settings.resync_seconds * CHILDREN_CHECK_PERIODS
-        ):
-            # Seen within CHILDREN_CHECK_PERIODS periods: a child deleted by hand comes back within as many.
-            return
+            await self._start_attempt(job, children, create_attempt, release, trigger)
         else:
-            await self._put_others(job, create=False)
-        self._ensured[key] = (job.uid, attempt, now)
+            await self._put_others(job, children, create=False)
+        self._ensured[(job.namespace, job.name)] = (job.uid, attempt, now)
 
     async def _start_attempt(
-        self, job: GRPOJob, attempt: int, release: Callable[[], None] | None, trigger: str
+        self,
+        job: GRPOJob,
+        children: AttemptChildren,
+        attempt: int,
+        release: Callable[[], None] | None,
+        trigger: str,
     ) -> None:
         """Create the job's other children, then the attempt's RayJob.
 
@@ -423,33 +490,39 @@ class Reconciler:
         requests go ahead of the status writes of newer jobs, so clusters start provisioning early.
         """
         release = release or self.urgency.hold()
+        made = False
         try:
-            await self._put_others(job, create=True, first=True)
-            if await self._put(job, build_rayjob(job, self.settings, attempt), create=True, first=True):
+            await self._put_others(job, children, create=True, first=True)
+            made = await self._put(job, children.rayjob, create=True, first=True)
+            if made:
                 self.metrics.rayjobs_created.labels(trigger).inc()
             created = parse_rfc3339(job.metadata.get("creationTimestamp"))
             if attempt == 1 and created:
                 self.metrics.create_to_rayjob_seconds.observe((self.clock() - created).total_seconds())
         finally:
             release()
-        log.info(
-            "created Ray job %s", rayjob_name(job.name, attempt), extra={"job": job.name, "attempt": attempt}
-        )
+        if made:
+            log.info(
+                "created Ray job %s",
+                rayjob_name(job.name, attempt),
+                extra={"job": job.name, "attempt": attempt},
+            )
 
-    async def _put_others(self, job: GRPOJob, *, create: bool, first: bool = False) -> None:
+    async def _put_others(
+        self, job: GRPOJob, children: AttemptChildren, *, create: bool, first: bool = False
+    ) -> None:
         """The spec ConfigMap, the trainer's ServiceAccount, Role and RoleBinding, the claim and the
         NetworkPolicy.
 
         The spec ConfigMap is brought up to date only when the spec as written changed since it was
         rendered (children/configmap.py): a later attempt of the same spec keeps its defaults.
         """
-        account, role, binding = build_trainer_rbac(job)
-        pvc = build_checkpoint_pvc(job, self.settings)
-        policy = build_network_policy(job, self.settings)
+        account, role, binding = children.account, children.role, children.binding
+        pvc, policy = children.claim, children.policy
         await asyncio.gather(
             self._put(
                 job,
-                build_spec_configmap(job, self.settings),
+                children.spec_configmap,
                 create=create,
                 first=first,
                 keep=lambda existing: is_pinned(existing, job),

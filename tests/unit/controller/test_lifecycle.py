@@ -73,11 +73,13 @@ def test_new_job_names_attempt_one_and_creates_it() -> None:
     result = plan(_job(), None, [], NOW)
     assert result.create_attempt == 1
     assert result.status["phase"] == "Pending"
-    assert result.status["rayJobName"] == "demo-1"
+    assert result.status["attempt"] == 1
     assert result.status["startTime"] == "2026-11-29T12:00:00Z"
-    # Not Created yet: the condition waits for the children to exist.
+    # Not Created yet: the condition, the RayJob's name and the Event wait for it to exist.
+    assert "rayJobName" not in result.status
     assert _conditions(result.status) == {}
-    assert result.events == [("Normal", "Created", "created Ray job demo-1")]
+    assert result.events == []
+    assert result.on_created == [("Normal", "Created", "created Ray job demo-1")]
 
 
 def test_created_is_set_once_the_children_exist() -> None:
@@ -87,6 +89,7 @@ def test_created_is_set_once_the_children_exist() -> None:
     created = next(c for c in patch["conditions"] if c["type"] == "Created")
     assert (created["status"], created["reason"]) == ("True", "ChildrenCreated")
     assert "demo-1" in created["message"]
+    assert patch["rayJobName"] == "demo-1"
     assert children_created(_job(), {**pending, **patch}, NOW) is None, "written once, not every reconcile"
 
 
@@ -170,7 +173,7 @@ def test_retryable_failure_starts_the_next_attempt() -> None:
     assert result.create_attempt == 2
     assert result.status["phase"] == "Restarting"
     assert result.status["attempt"] == 2
-    assert result.status["rayJobName"] == "demo-2"
+    assert "rayJobName" not in result.status  # until demo-2 exists (children_created)
     assert "rayClusterName" not in result.status
     assert _conditions(result.status)["Restarting"] == "True"
     assert _conditions(result.status)["Running"] == "False"

@@ -12,12 +12,19 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from .. import quantity
+
 # The syntax Kubernetes itself checks, spelled once. A value that breaks it would pass our schema
 # and be refused later, on a child (a RayJob, a pod) where nobody is watching: the job would sit
 # Pending without a word. Every pattern is RE2 and Python `re` alike (no look-arounds).
 
-QUANTITY_PATTERN = r"^([0-9]+(\.[0-9]*)?|\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][-+]?[0-9]+)?$"
-"""A Kubernetes resource quantity without a sign ("8", "500m", "64Gi", "1.5Ti", "2e9")."""
+QUANTITY_PATTERN = r"^([0-9]+(\.[0-9]*)?|\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][-+]?[0-9]{1,2})?$"
+"""A Kubernetes resource quantity without a sign ("8", "500m", "64Gi", "1.5Ti", "2e9"), its exponent
+of at most two digits: Kubernetes' grammar takes any, and the operator's exact arithmetic on
+`1e9999999` would hold its event loop for minutes (api/quantity.py, MAX_EXPONENT)."""
+MAX_QUANTITY = "1E"
+"""The largest quantity a field holds (10^18, api/quantity.MAX_VALUE): past any node's CPUs or
+bytes, within Kubernetes' int64, and a bound on the numbers a child is built from."""
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 DNS_SUBDOMAIN = rf"{_DNS_LABEL}(\.{_DNS_LABEL})*"
 NAME_PATTERN = rf"^{DNS_SUBDOMAIN}$"
@@ -51,11 +58,25 @@ def cel(rule: str, message: str, **extra: Any) -> dict[str, Any]:
 
 
 def _positive_quantity(value: str) -> str:
-    """The schema's CEL rule `quantity(self) > 0`, for the parser (sign and syntax are the pattern's)."""
+    """The schema's CEL rules `quantity(self) > 0` and `<= 1E`, for the parser (sign and syntax
+    are the pattern's, so the value is read within quantity.py's bounds)."""
     mantissa = re.split(r"[A-Za-z]", value, maxsplit=1)[0]
     if not re.search(r"[1-9]", mantissa):
         raise ValueError("must be a quantity greater than zero")
+    return bounded_quantity(value)
+
+
+def bounded_quantity(value: str) -> str:
+    """The schema's CEL rule `quantity(self) <= 1E`, for the parser."""
+    if quantity.parse(value)[0] > quantity.MAX_VALUE:
+        raise ValueError(MAX_QUANTITY_MESSAGE)
     return value
+
+
+MAX_QUANTITY_MESSAGE = f"must be at most {MAX_QUANTITY} (10^18)"
+MAX_QUANTITY_RULE = cel(
+    f"!isQuantity(self) || !quantity(self).isGreaterThan(quantity('{MAX_QUANTITY}'))", MAX_QUANTITY_MESSAGE
+)
 
 
 Quantity = Annotated[
@@ -68,7 +89,8 @@ Quantity = Annotated[
                 cel(
                     "!isQuantity(self) || quantity(self).isGreaterThan(quantity('0'))",
                     "must be a quantity greater than zero (e.g. 8, 500m, 64Gi)",
-                )
+                ),
+                MAX_QUANTITY_RULE,
             ]
         },
     ),

@@ -24,6 +24,7 @@ from ..quantity import parse as parse_quantity
 from .base import (
     DNS_SUBDOMAIN,
     INT32_MAX,
+    MAX_QUANTITY_RULE,
     QUANTITY_PATTERN,
     ApiModel,
     DataKey,
@@ -32,6 +33,7 @@ from .base import (
     ObjectName,
     Quantity,
     ShortString,
+    bounded_quantity,
     cel,
     check_label_keys,
     immutable,
@@ -302,10 +304,10 @@ _BUDGET_MESSAGE = (
 
 
 def _budget_floor(value: str) -> str:
-    """_BUDGET_RULE, for the parser."""
+    """_BUDGET_RULE and the bound every quantity has, for the parser."""
     if parse_quantity(value)[0] < parse_quantity(_BUDGET_FLOOR)[0]:
         raise ValueError(_BUDGET_MESSAGE)
-    return value
+    return bounded_quantity(value)
 
 
 MemoryBudget = Annotated[
@@ -318,7 +320,8 @@ MemoryBudget = Annotated[
                 cel(
                     f"!isQuantity(self) || !quantity(self).isLessThan(quantity('{_BUDGET_FLOOR}'))",
                     _BUDGET_MESSAGE,
-                )
+                ),
+                MAX_QUANTITY_RULE,
             ]
         },
     ),
