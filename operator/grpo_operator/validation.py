@@ -119,12 +119,15 @@ def validate(
     *,
     claim_access_modes: list[str] | None = None,
     priority_class_exists: bool | None = None,
+    workload_priority_class_exists: bool | None = None,
 ) -> list[Problem]:
     """All problems with the job; empty when it can run.
 
     `claim_access_modes` are the access modes of `spec.checkpoint.claimName` as the API server
-    reports them, and `priority_class_exists` whether `spec.resources.priorityClassName` names a
-    PriorityClass (None: not known). The caller looks them up; this function stays pure.
+    reports them, `priority_class_exists` whether `spec.resources.priorityClassName` names a
+    PriorityClass, and `workload_priority_class_exists` whether
+    `spec.resources.workloadPriorityClass` names a Kueue WorkloadPriorityClass (None: not known).
+    The caller looks them up; this function stays pure.
     """
     problems: list[Problem] = []
     if not re.match(JOB_NAME_PATTERN, job.name):
@@ -150,6 +153,14 @@ def validate(
             Problem(
                 "spec.resources.priorityClassName",
                 f"no PriorityClass {job.spec.resources.priority_class_name!r} in the cluster",
+            )
+        )
+    if workload_priority_class_exists is False:
+        # Kueue cannot make a Workload of a class it does not have: the job would read Queued for ever.
+        problems.append(
+            Problem(
+                "spec.resources.workloadPriorityClass",
+                f"no Kueue WorkloadPriorityClass {job.spec.resources.workload_priority_class!r} in the cluster",
             )
         )
     problems += _batch_problems(job)

@@ -213,6 +213,12 @@ per-namespace Roles. Every rule says why it exists.
 - apiGroups: ["scheduling.k8s.io"]
   resources: ["priorityclasses"]
   verbs: ["get"]
+# Likewise a job's workloadPriorityClass must name a Kueue WorkloadPriorityClass, or Kueue never
+# admits its Workload and the job reads Queued for ever: looked up (by name, never listed) before
+# its first RayJob. Without Kueue installed the rule grants nothing and the check is skipped.
+- apiGroups: ["kueue.x-k8s.io"]
+  resources: ["workloadpriorityclasses"]
+  verbs: ["get"]
 {{- end }}
 # Events on GRPOJobs for every phase change and invalid spec; kopf posts new ones only. Listed
 # (Warning ones) while an attempt's pods do not start: the kubelet's FailedMount, KubeRay's

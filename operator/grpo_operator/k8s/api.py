@@ -86,6 +86,11 @@ _JOBS = (f"{GROUP}/{VERSION}", KIND)
 _RAYJOBS = ("ray.io/v1", "RayJob")
 
 
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSIONS = ("v1beta2", "v1beta1")
+"""Kueue's API versions that serve WorkloadPriorityClass, newest first (Kueue 0.15 serves both)."""
+
+
 class ApiError(Exception):
     """A request the API server answered with an error status."""
 
@@ -298,6 +303,29 @@ class Api:
                 return None
             raise
         return found is not None
+
+    async def workload_priority_class_exists(self, name: str) -> bool | None:
+        """Whether a Kueue WorkloadPriorityClass exists; None when it cannot be told.
+
+        None when the operator may not look (namespaced RBAC), and when no version of Kueue's API
+        that we know is served: Kueue is not installed, so no controller reads the job's
+        priority label, and a queued RayJob waits on Kueue whatever its class; refusing the job
+        for a class nobody would look up would be a failure of our own making. The served
+        version is asked first (discovery, open to every caller), so the object's 404 means the
+        class is missing and not that Kueue's resource is.
+        """
+        for version in KUEUE_VERSIONS:
+            group = f"/apis/{KUEUE_GROUP}/{version}"
+            if await self._get_or_none(group) is None:
+                continue  # this version is not served (Kueue absent, or older or newer)
+            try:
+                found = await self._get_or_none(f"{group}/workloadpriorityclasses/{name}")
+            except ApiError as error:
+                if error.code == 403:
+                    return None
+                raise
+            return found is not None
+        return None
 
     async def apply(self, manifest: dict[str, Any], *, first: bool = False) -> None:
         """Server-side apply: idempotent, and conflicts with other managers are ours to win.

@@ -27,6 +27,11 @@ OPERATOR_RULES = {
     ("", "events"): {"create", "list"},
     ("", "pods"): {"list"},
 }
+CLUSTER_WIDE_RULES = {
+    ("scheduling.k8s.io", "priorityclasses"): {"get"},
+    ("kueue.x-k8s.io", "workloadpriorityclasses"): {"get"},
+}
+"""What the operator reads only when installed cluster-wide: the classes a job names."""
 LEADER_RULES = [
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
     {
@@ -79,8 +84,9 @@ def test_cluster_wide_grants_exactly_what_the_operator_uses() -> None:
     docs = render()
     roles = _operator_roles(docs)
     assert [r["kind"] for r in roles] == ["ClusterRole"]
-    # Cluster-wide, the operator also checks that a job's priorityClassName exists.
-    assert _grants(roles[0]) == {**OPERATOR_RULES, ("scheduling.k8s.io", "priorityclasses"): {"get"}}
+    # Cluster-wide, the operator also checks that a job's priorityClassName and Kueue
+    # workloadPriorityClass exist.
+    assert _grants(roles[0]) == {**OPERATOR_RULES, **CLUSTER_WIDE_RULES}
     bindings = [d for d in of_kind(docs, "ClusterRoleBinding") if not _is_cleanup(d) and not _is_leader(d)]
     assert len(bindings) == 1
     assert bindings[0]["roleRef"] == {
@@ -109,7 +115,7 @@ def test_reading_secrets_is_granted_only_when_asked_for() -> None:
         roles = _operator_roles(render(values))
         assert roles
         for role in roles:
-            extra = {} if namespaced else {("scheduling.k8s.io", "priorityclasses"): {"get"}}
+            extra = {} if namespaced else CLUSTER_WIDE_RULES
             assert _grants(role) == {**OPERATOR_RULES, **extra, ("", "secrets"): {"get"}}
 
 
