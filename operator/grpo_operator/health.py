@@ -15,7 +15,7 @@ Who judges what (docs/architecture.md, "Training health"):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from .api.timestamps import parse_rfc3339
 from .api.v1alpha1 import GRPOJob
@@ -25,6 +25,11 @@ HEALTHY = "TrainingHealthy"
 STALLED = "Stalled"
 UNREADABLE = "UnreadableProgress"
 HEALTHY_MESSAGE = "training normally: finite rewards and losses, entropy above its floor, steps arriving"
+CLOCK_SKEW = timedelta(minutes=2)
+"""How far ahead of the operator's clock a trainer's `progress.lastStepAt` may be and still be read:
+nodes' clocks drift by seconds, not minutes. A step stamped further in the future says nothing of
+when the trainer last made progress (its node's clock runs ahead), and would keep a hung run
+`Healthy` for as long as the clock is ahead: it is read as unreadable (Unknown, and a Warning)."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,14 @@ def judge(job: GRPOJob, running_since: datetime | None, now: datetime) -> Verdic
         return Verdict(True, HEALTHY, HEALTHY_MESSAGE)
     if last_step is None or (running_since is not None and last_step < running_since):
         return None
+    if last_step - now > CLOCK_SKEW:
+        return Verdict(
+            None,
+            UNREADABLE,
+            f"status.progress.lastStepAt={progress.last_step_at!r} is {(last_step - now).total_seconds() / 60:.0f} "
+            "min ahead of the operator's clock (a node whose clock runs ahead?): no evidence of progress, "
+            "the stall check is off until the trainer writes a time that is not in the future",
+        )
     step_seconds = status.metrics.step_seconds if status.metrics else None
     allowed = max(limits.stall_factor * (step_seconds or 0.0), float(limits.stall_minimum_seconds))
     quiet = (now - last_step).total_seconds()

@@ -28,7 +28,9 @@ def parse_rfc3339(value: str | None) -> datetime | None:
     The operator writes metav1.Time, but others write the status too (the trainer, a person, a
     script): the API server admits every RFC 3339 form — fractional seconds of any length, an
     offset instead of `Z`, lower-case `t` and `z`, a leap second — and a few ISO 8601 ones (a space
-    for `T`, no seconds, no zone: read as UTC). ValueError for what is none of these.
+    for `T`, no seconds, no zone: read as UTC). ValueError for what is none of these, and for a
+    time that is one but has no UTC form in a datetime (`0001-01-01T00:00:00+00:01` falls before
+    year 1, `9999-12-31T23:59:59-00:01` after 9999): never an OverflowError, which no caller expects.
     """
     if not value:
         return None
@@ -37,7 +39,12 @@ def parse_rfc3339(value: str | None) -> datetime | None:
     if leap:  # 23:59:60 is RFC 3339's leap second; datetime has none, so it is read as :59
         text = text[: leap.start()] + ":59" + text[leap.end() :]
     moment = datetime.fromisoformat(text)
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError as error:
+        raise ValueError(f"{value!r} has no UTC time within the years 1 to 9999") from error
 
 
 def micro_rfc3339(moment: datetime) -> str:

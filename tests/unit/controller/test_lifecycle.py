@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 from grpo_operator.api.problem import Problem
+from grpo_operator.api.timestamps import parse_rfc3339, rfc3339
 from grpo_operator.api.v1alpha1 import GRPOJob
 from grpo_operator.api.v1alpha1.status import GRPOJobStatus, diff, readable, reason
 from grpo_operator.children.rayjob import build_rayjob
 from grpo_operator.config import Settings
-from grpo_operator.health import HEALTHY_MESSAGE
+from grpo_operator.health import CLOCK_SKEW, HEALTHY_MESSAGE
 from grpo_operator.lifecycle import (
     children_created,
     children_waiting,
@@ -757,6 +758,38 @@ def test_a_last_step_the_operator_cannot_read_is_a_warning_not_a_failing_reconci
     fixed = plan(GRPOJob.model_validate(body), _rayjob("Running", "RUNNING"), [], NOW)
     assert _healthy(fixed)["status"] == "True"
     assert fixed.events[-1][:2] == ("Normal", "Recovered")
+
+
+@pytest.mark.parametrize(
+    "written",
+    # Schema-valid (RFC 3339), but with no UTC time a datetime holds: before, OverflowError failed
+    # every reconcile of the running job (the parser promised ValueError, the check caught that).
+    ["0001-01-01T00:00:00+00:01", "9999-12-31T23:59:59-00:01"],
+)
+def test_a_last_step_outside_the_datetime_range_is_a_warning_not_a_failing_reconcile(written: str) -> None:
+    with pytest.raises(ValueError, match="no UTC time"):
+        parse_rfc3339(written)
+    result = plan(_training(last_step_at=written), _rayjob("Running", "RUNNING"), [], NOW)
+    condition = _healthy(result)
+    assert (condition["status"], condition["reason"]) == ("Unknown", "UnreadableProgress")
+    assert result.events[-1][:2] == ("Warning", "UnreadableProgress")
+
+
+def test_a_last_step_in_the_future_is_no_evidence_of_progress() -> None:
+    """A node whose clock runs ahead kept Healthy=True while no step came: beyond CLOCK_SKEW, the
+    time is read as unreadable, and the condition says so (Unknown, and a Warning)."""
+    ahead = rfc3339(NOW + CLOCK_SKEW + timedelta(minutes=8))
+    result = plan(_training(last_step_at=ahead), _rayjob("Running", "RUNNING"), [], NOW)
+    condition = _healthy(result)
+    assert (condition["status"], condition["reason"]) == ("Unknown", "UnreadableProgress")
+    assert "is 10 min ahead of the operator's clock" in condition["message"]
+    assert result.events[-1][:2] == ("Warning", "UnreadableProgress")
+
+
+def test_a_last_step_ahead_by_a_clock_skew_is_read() -> None:
+    ahead = rfc3339(NOW + CLOCK_SKEW - timedelta(seconds=1))
+    condition = _healthy(plan(_training(last_step_at=ahead), _rayjob("Running", "RUNNING"), [], NOW))
+    assert (condition["status"], condition["message"]) == ("True", HEALTHY_MESSAGE)
 
 
 def _at_generation(job: GRPOJob, generation: int) -> GRPOJob:
