@@ -15,10 +15,10 @@ an object that exists but lacks the key, or a reward file that does not parse, w
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .api import reward_source
 from .api.problem import Problem
 from .api.sources import parse_source
 from .api.v1alpha1 import GRPOJob
@@ -148,9 +148,12 @@ def _object_problem(job: GRPOJob, ref: Reference, obj: dict[str, Any]) -> Proble
 def reward_problem(job: GRPOJob, source: str | None) -> Problem | None:
     """Does the custom reward file parse, and define the function the job names?
 
-    Only the syntax and the top-level names: importing it would run the user's code in the
-    operator. What the import itself finds (a missing module) the trainer reports before Ray
-    starts (grpo-train prepare-data), as a configuration error naming the file.
+    Only the syntax and the module-level names (api/reward_source.py, which the trainer's own
+    check shares): importing it would run the user's code in the operator. What the import itself
+    finds (a missing module), and what the checker does not judge (a file too large or too deep
+    for it, a star import), the trainer reports before Ray starts (grpo-train prepare-data), as a
+    configuration error naming the file. Never raises: a file no reconcile can get past would
+    leave the job with no phase, condition or Event.
     """
     custom = job.spec.reward.custom
     if custom is None:
@@ -158,27 +161,13 @@ def reward_problem(job: GRPOJob, source: str | None) -> Problem | None:
     where = f"{custom.config_map}/{custom.key}"
     if source is None:
         return Problem("spec.reward.custom", f"{where} is binary data, not a Python file")
-    try:
-        tree = ast.parse(source, filename=custom.key)
-    except SyntaxError as error:
-        return Problem(
-            "spec.reward.custom",
-            f"{where} is not valid Python: {error.msg} at line {error.lineno}",
-        )
-    defined = {
-        node.name
-        for node in tree.body
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-    }
-    for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
-        defined |= {t.id for t in targets if isinstance(t, ast.Name)}
-        if isinstance(node, ast.ImportFrom | ast.Import):
-            defined |= {(a.asname or a.name).split(".")[0] for a in node.names}
-    if custom.function not in defined:
-        functions = sorted(n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef))
+    found = reward_source.read(source, custom.function, filename=custom.key)
+    if found.error:
+        at = f" at line {found.line}" if found.line else ""
+        return Problem("spec.reward.custom", f"{where} is not valid Python: {found.error}{at}")
+    if found.defined is False:
         return Problem(
             "spec.reward.custom.function",
-            f"{where} defines no {custom.function!r} (its functions: {', '.join(functions) or 'none'})",
+            f"{where} defines no {custom.function!r} (its functions: {', '.join(found.functions) or 'none'})",
         )
-    return None
+    return None  # defined, or not judged (found.why_unjudged): the trainer's import will tell

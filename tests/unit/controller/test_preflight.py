@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+from grpo_operator.api import reward_source
+from grpo_operator.api.problem import Problem
 from grpo_operator.lifecycle import plan
 from grpo_operator.preflight import UNREADABLE, judge, references
 from support.operator_inputs import job_from, minimal_body
@@ -128,3 +132,51 @@ def test_a_waiting_job_stays_pending_with_a_condition_and_one_warning() -> None:
     assert plan(waited, None, [], NOW, message).events == [], "one Warning, not one per reconcile"
     go = plan(waited, None, [], NOW, "")
     assert go.create_attempt == 1
+
+
+def _verdict_on(source: str) -> list[Problem]:
+    found = {**_all_there(), ("ConfigMap", "my-reward"): {"data": {"reward.py": source}}}
+    return judge(_everything(), found).problems
+
+
+DEEP = "x = " + "1+" * 200_000 + "1\n"
+"""A 400 KB file of one deep expression: ast.parse ends it in RecursionError (MemoryError for a
+chain of unary minus), which failed every reconcile, leaving the job no phase, condition or Event."""
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        DEEP,
+        DEEP[: reward_source.MAX_SOURCE_CHARS - 2] + "1\n",  # within the size read: the parser gives up
+        "x = " + "-" * 60_000 + "1\n",
+    ],
+    ids=["400KB", "deep-within-limit", "unary-chain"],
+)
+def test_a_file_the_parser_gives_up_on_is_not_judged_and_never_raises(source: str) -> None:
+    start = time.perf_counter()
+    assert _verdict_on(source) == []  # the trainer's import, in its sandbox, says what Python makes of it
+    assert time.perf_counter() - start < 1.0  # bounded (the reconcile budget itself is checked in CI timing)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "try:\n    from fastlib import compute_score\nexcept ImportError:\n"
+        "    def compute_score(*args):\n        return 0.0\n",
+        "import sys\nif sys.version_info >= (3, 12):\n    def compute_score(*a):\n        return 1.0\n"
+        "else:\n    def compute_score(*a):\n        return 0.0\n",
+        "if False:\n    pass\nelse:\n    compute_score = print\n",
+        "try:\n    import fastlib\nexcept ImportError:\n    fastlib = None\n"
+        "finally:\n    async def compute_score(*a):\n        return 1.0\n",
+    ],
+    ids=["try-except", "if-else", "else-assignment", "finally-async"],
+)
+def test_a_function_defined_under_a_module_level_if_or_try_counts(source: str) -> None:
+    assert _verdict_on(source) == []
+
+
+def test_a_star_import_gives_no_verdict_but_a_definition_in_a_function_body_is_not_one() -> None:
+    assert _verdict_on("from mylib.rewards import *\n") == []
+    [problem] = _verdict_on("def outer():\n    def compute_score():\n        return 1.0\n")
+    assert problem.message == "my-reward/reward.py defines no 'compute_score' (its functions: outer)"

@@ -41,7 +41,6 @@ registering it in `sys.modules`.
 
 from __future__ import annotations
 
-import ast
 import functools
 import hashlib
 import importlib.util
@@ -55,6 +54,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
+
+from grpo_operator.api import reward_source
 
 from grpo_trainer.failures import ConfigError
 from grpo_trainer.rewards.batching import adapt_batch, as_batch, rows
@@ -116,31 +117,24 @@ def check_defines(path: str, name: str) -> None:
 
     The engine checks this before it starts: the file is only parsed (its code runs in the
     sandbox's workers, never in the trainer), so a typo in `reward.custom.function` or a syntax
-    error fails the job at once, with the names the file does define.
+    error fails the job at once, with the names the file does define. The reading is the
+    operator's preflight's own (grpo_operator/api/reward_source.py): a file it cannot judge (too
+    large or deep for it, a star import) is left to the sandbox's import, which names the cause.
     """
     file = Path(path.removeprefix("file://")).expanduser()
     try:
-        tree = ast.parse(file.read_text(encoding="utf-8"), filename=str(file))
-    except OSError as exc:
-        raise ConfigError(
-            f"reward.custom: cannot read the reward file {str(file)!r}: {exc.strerror or exc}"
-        ) from exc
-    except SyntaxError as exc:
-        raise ConfigError(f"reward.custom: {file.name} line {exc.lineno}: {exc.msg}") from exc
-    defined: list[str] = []
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            defined.append(node.name)
-        elif isinstance(node, ast.Assign | ast.AnnAssign):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            defined += [t.id for t in targets if isinstance(t, ast.Name)]
-        elif isinstance(node, ast.ImportFrom | ast.Import):
-            defined += [(a.asname or a.name).split(".")[0] for a in node.names]
-    if name not in defined:
-        functions = [n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+        source = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise ConfigError(f"reward.custom: cannot read the reward file {str(file)!r}: {why}") from exc
+    found = reward_source.read(source, name, filename=str(file))
+    if found.error:
+        at = f" line {found.line}" if found.line else ""
+        raise ConfigError(f"reward.custom: {file.name}{at}: {found.error}")
+    if found.defined is False:
         raise ConfigError(
             f"reward.custom.function: {file.name} defines no {name!r} "
-            f"(its functions: {', '.join(functions) or 'none'})"
+            f"(its functions: {', '.join(found.functions) or 'none'})"
         )
 
 
