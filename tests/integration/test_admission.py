@@ -248,6 +248,15 @@ FIELD_CASES: list[tuple[str, Any, bool]] = [
     ("rollout.topK", -1, False),
     ("rollout.minP", 0.1, False),
     ("rollout.memoryBudget", "16G", False),
+    # Bounded quantities (issue 58): an exponent of at most two digits, a value of at most 1E, so
+    # no admitted spec asks the operator's exact arithmetic for 10**9999999.
+    ("resources.cpuPerNode", "1e2", True),
+    ("resources.cpuPerNode", "1e400", False),
+    ("resources.memoryPerNode", "1E", True),
+    ("resources.memoryPerNode", "1e99", False),
+    ("resources.memoryPerNode", "2E", False),
+    ("resources.sharedMemory", "1e9999999", False),
+    ("resources.extraResources", {"rdma/hca_shared_devices_a": "1e400"}, False),
 ]
 
 TRL_FIELD_CASES: list[tuple[str, Any, bool]] = [
@@ -260,7 +269,30 @@ TRL_FIELD_CASES: list[tuple[str, Any, bool]] = [
     ("rollout.memoryBudget", "512Mi", False),
     ("rollout.memoryBudget", "16 GB", False),
     ("rollout.memoryBudget", "0", False),
+    ("rollout.memoryBudget", "1e12", True),
+    ("rollout.memoryBudget", "1e9999999", False),
+    ("rollout.memoryBudget", "9Ei", False),
 ]
+
+
+@pytest.mark.parametrize(
+    ("stem", "path", "value"),
+    [
+        ("lora-single-gpu", "rollout.memoryBudget", "1e9999999"),
+        ("geo3k-ascend-910b", "resources.cpuPerNode", "1e400"),
+    ],
+)
+def test_a_quantity_with_a_huge_exponent_is_refused_at_admission_naming_the_field(
+    client: Client, namespace: str, stem: str, path: str, value: str
+) -> None:
+    """Issue 58: Kubernetes' quantity grammar and CEL took these (the API server compares them on a
+    bounded scale), and the operator's exact parse of 10**9999999 held its event loop for minutes."""
+    body = copy.deepcopy(example(stem))
+    body["metadata"] = {"name": "huge-exponent"}
+    section, name = path.split(".")
+    body["spec"].setdefault(section, {})[name] = value
+    answer = server_answer(client, namespace, body)
+    assert list(answer) == [f"spec.{path}"], answer
 
 
 @pytest.mark.parametrize(("path", "value", "accepted"), FIELD_CASES, ids=lambda v: str(v)[:40])

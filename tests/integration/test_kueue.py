@@ -21,9 +21,10 @@ from typing import Any
 
 import pytest
 from support.cluster import Cluster
-from support.jobs import apply_job, example, phase_is
+from support.jobs import apply_job, condition, example, phase_is
 from support.kueue import (
     API,
+    PLURALS,
     KueueProcess,
     admitted,
     cluster_queue,
@@ -103,8 +104,20 @@ def test_every_attempt_is_handed_to_kueue_suspended_with_its_queue_and_priority(
     labelled with the queue and the WorkloadPriorityClass, the job waits (Pending, then Restarting
     for a retry), and the operator leaves `suspend` to whoever admits it. The test unsuspends each RayJob as Kueue does
     on admission, and fails attempt 1 to see attempt 2 handed over the same way. It comes first in
-    this module: once the `kueue` fixture runs, Kueue would manage these RayJobs too."""
+    this module: once the `kueue` fixture runs, Kueue would manage these RayJobs too. Where Kueue's
+    API is served (its CRDs outlive an earlier run), the operator checks that the job's
+    WorkloadPriorityClass exists, so the test makes it; without Kueue it is not judged."""
     job_api.configure_namespace(namespace, RUNNING_FOREVER)
+    served = cluster.kubectl("get", "crd", PLURALS["WorkloadPriorityClass"], check=False).returncode == 0
+    if served:
+        cluster.apply(
+            {
+                "apiVersion": API,
+                "kind": "WorkloadPriorityClass",
+                "metadata": {"name": "research-high"},
+                "value": 1,
+            }
+        )
     queued = {"resources.queueName": "training", "resources.workloadPriorityClass": "research-high"}
     job = apply_job(
         cluster, namespace, example("geo3k-ascend-910b", **queued, **{"runPolicy.backoffLimit": 1})
@@ -230,3 +243,21 @@ def test_a_queued_job_runs_at_its_priority_and_a_retry_queues_anew_behind_a_wait
     finally:
         release(cluster, [namespace, other], cluster_scoped)
         delete_namespace(cluster, other)
+
+
+def test_a_workload_priority_class_that_does_not_exist_fails_the_job_naming_the_field(
+    cluster: Cluster, namespace: str, operator: OperatorProcess, kueue: KueueProcess
+) -> None:
+    """Issue 58: the class was copied into the RayJob's label unchecked; Kueue cannot make a
+    Workload of a class it does not have, and the job read Queued for ever. Now it fails before its
+    first RayJob, naming the field, as a missing priorityClassName does."""
+    missing = f"missing-{secrets.token_hex(3)}"
+    queued = {"resources.queueName": "training", "resources.workloadPriorityClass": missing}
+    job = apply_job(cluster, namespace, example("geo3k-ascend-910b", **queued))
+    failed = cluster.wait_for("grpojob", job, namespace, phase_is("Failed"), timeout=90, what="Failed")
+    found = condition(failed, "Failed") or {}
+    assert (found.get("reason"), found.get("message")) == (
+        "InvalidSpec",
+        f"spec.resources.workloadPriorityClass: no Kueue WorkloadPriorityClass {missing!r} in the cluster",
+    )
+    assert cluster.get("rayjob", f"{job}-1", namespace) is None
