@@ -83,8 +83,9 @@ class JobView:
     @property
     def healthy(self) -> bool | None:
         for condition in self.status.get("conditions") or []:
-            if condition.get("type") == "Healthy" and condition.get("status") in ("True", "False"):
-                return condition.get("status") == "True"
+            status: object = condition.get("status")
+            if condition.get("type") == "Healthy" and status in ("True", "False"):
+                return status == "True"
         return None
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -82,7 +82,9 @@ class Leader:
         return _LEASES.format(namespace=self.terms.namespace) + f"/{self.terms.name}"
 
     async def run(
-        self, on_leading: Callable[[], Awaitable[None]], on_lost: Callable[[], Awaitable[None]]
+        self,
+        on_leading: Callable[[], Coroutine[Any, Any, None]],
+        on_lost: Callable[[], Awaitable[None]],
     ) -> None:
         """Wait to acquire the Lease, call `on_leading`, renew it; call `on_lost` when it is lost."""
         while not await self._try():
@@ -104,8 +106,9 @@ class Leader:
             return
         self._valid_until = float("-inf")
         try:
+            # Never None here (that is `missing_ok`'s answer): a missing Lease raises ApiError.
             lease = await self.api.request("GET", self._path, guarded=False)
-            if (lease.get("spec") or {}).get("holderIdentity") != self.terms.identity:
+            if lease is None or (lease.get("spec") or {}).get("holderIdentity") != self.terms.identity:
                 return
             now = micro_rfc3339(datetime.now(UTC))
             lease["spec"].update({"holderIdentity": None, "leaseDurationSeconds": 1, "renewTime": now})

@@ -78,7 +78,8 @@ def proxy_for(server: str, environ: Mapping[str, str]) -> str | None:
         return None
     no_proxy = read("no_proxy")
     if no_proxy and (
-        urllib.request.proxy_bypass_environment(url.netloc, {"no": no_proxy})
+        # CPython's (undocumented, so absent from typeshed's urllib.request stub).
+        urllib.request.proxy_bypass_environment(url.netloc, {"no": no_proxy})  # type: ignore[attr-defined]
         or _in_cidr(url.hostname or "", no_proxy)
     ):
         return None
