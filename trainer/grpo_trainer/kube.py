@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+import httpx2
 from grpo_operator.api.v1alpha1 import GROUP, KIND, PLURAL, VERSION
 from lightkube import ApiError, Client, KubeConfig
 from lightkube.generic_resource import create_namespaced_resource
@@ -32,7 +33,7 @@ class KubeStatusWriter:
         self.name = name
         self.namespace = namespace
         self._client = Client(
-            config=config, namespace=namespace, field_manager=FIELD_MANAGER, timeout=timeout
+            config=config, namespace=namespace, field_manager=FIELD_MANAGER, timeout=httpx2.Timeout(timeout)
         )
 
     def patch_status(self, body: dict[str, Any]) -> None:

@@ -33,9 +33,10 @@ def content_key(files: Iterable[Path], salt: str) -> str:
 
 def read_manifest(folder: Path) -> dict[str, Any] | None:
     try:
-        return json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        manifest: dict[str, Any] = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    return manifest  # the object `write_manifest` wrote
 
 
 def materialize(final: Path, build: Callable[[Path], dict[str, Any]]) -> tuple[dict[str, Any], bool]:

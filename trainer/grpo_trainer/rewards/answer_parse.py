@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import Any
 
-Node = tuple
+Node = tuple[Any, ...]
+"""A tagged tree (see above): what follows the tag depends on the tag, so its items stay untyped."""
 
 MAX_ANSWER_CHARS = 256
 MAX_DEPTH = 32
@@ -136,7 +138,10 @@ def _mixed_number(whole: Node, fraction: Node) -> Node | None:
     """`7\\frac{3}{4}` is 7 3/4 (as mathruler reads it), not 7 x 3/4."""
 
     def is_integer(node: Node) -> bool:
-        return node[0] == "num" and node[1].isdigit()
+        if node[0] != "num":
+            return False
+        digits: str = node[1]
+        return digits.isdigit()
 
     if fraction[0] != "div" or not (is_integer(fraction[1]) and is_integer(fraction[2])):
         return None

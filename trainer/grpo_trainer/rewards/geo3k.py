@@ -137,6 +137,8 @@ def _sympy_needed(ground_truth: str, given: str) -> bool:
     raise _SympyNeededError
 
 
+_SYMPY_CHECK = "are_equal_under_sympy"
+"""mathruler.grader's sympy comparison, which the private copy of the grader gets in place of its own."""
 _grader: Any = None
 _grader_lock = threading.Lock()
 _IN_PROCESS_MAX_CHARS = 512
@@ -172,7 +174,7 @@ def _mathruler_without_sympy() -> Any:
                 raise ImportError("mathruler.grader cannot be loaded")
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
-            module.are_equal_under_sympy = _sympy_needed
+            setattr(module, _SYMPY_CHECK, _sympy_needed)
             _grader = module
     return _grader
 

@@ -42,12 +42,16 @@ class RewardSpec:
 
     def load(self) -> Callable[..., Any]:
         """The per-sample function verl calls."""
-        return getattr(importlib.import_module(self.module), self.function)
+        function: Callable[..., Any] = getattr(importlib.import_module(self.module), self.function)
+        return function
 
     def load_batch(self) -> Callable[..., list[Any]] | None:
         if self.batch_function is None:
             return None
-        return getattr(importlib.import_module(self.module), self.batch_function)
+        function: Callable[..., list[Any]] = getattr(
+            importlib.import_module(self.module), self.batch_function
+        )
+        return function
 
 
 BUILTIN_REWARDS: dict[str, RewardSpec] = {
