@@ -208,8 +208,9 @@ def rules(cfg: DictConfig) -> list[str]:
     return problems
 
 
-def _one_of(cfg: DictConfig, legacy: str, per_gpu: str, problems: list[str]) -> int | None:
-    """verl wants exactly one of a deprecated global micro-batch setting and its per-device form."""
+def _one_of(cfg: DictConfig, legacy: str, per_gpu: str, problems: list[str]) -> object:
+    """verl wants exactly one of a deprecated global micro-batch setting and its per-device form.
+    The one set (as the config holds it), None where not exactly one is."""
     a, b = select(cfg, legacy), select(cfg, per_gpu)
     if (a is None) == (b is None):
         problems.append(f"set exactly one of {legacy} and {per_gpu} (found {a!r} and {b!r})")

@@ -96,8 +96,7 @@ def export(job: ResolvedJob, run: Callable[[list[str]], Any] | None = None) -> E
         adapter_dir = staging / ADAPTER_DIR
         if lora and not adapter_dir.is_dir():
             raise ExportError(f"verl's merger wrote no {ADAPTER_DIR}/ for LoRA checkpoint {actor}")
-        if lora:
-            settings = job.spec.engine.lora
+        if (settings := job.spec.engine.lora) is not None:  # `lora`, with the settings
             for change in fix_adapter_config(adapter_dir, settings.rank, settings.alpha):
                 log.warning("verl's adapter_config.json lacked the job's LoRA setting: %s", change)
         model = None

@@ -204,6 +204,8 @@ def _as_reward(result: Any, batch_size: int) -> dict[str, Any]:
 class DataProtoAgentLoopManager(AgentLoopManager):
     """verl's DataProto agent loop manager (0.7, and 0.9 with trainer.use_v1=false), grouping rewards."""
 
+    reward_loop_worker_handles: list[Any] | None
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.reward_loop_worker_handles = routed(self.reward_loop_worker_handles)
@@ -233,12 +235,14 @@ def tensordict_group_sizes(prompts: Any, config: Any) -> list[int]:
 
 
 @functools.cache
-def transfer_queue_manager() -> type:
+def transfer_queue_manager() -> type[AgentLoopManager]:
     """verl 0.9's default (v1, TransferQueue) manager with the same additions; imported on demand."""
     import torch
     from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ
 
     class _TransferQueueManager(AgentLoopManagerTQ):
+        reward_loop_worker_handles: list[Any] | None
+
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.reward_loop_worker_handles = routed(self.reward_loop_worker_handles)
@@ -261,7 +265,7 @@ class GroupedAgentLoopManager:
     """What verl loads as its agent loop manager; `create` builds the one its trainer uses."""
 
     @classmethod
-    def manager_class(cls, config: Any) -> type:
+    def manager_class(cls, config: Any) -> type[AgentLoopManager]:
         return transfer_queue_manager() if uses_v1_trainer(config) else DataProtoAgentLoopManager
 
     @classmethod

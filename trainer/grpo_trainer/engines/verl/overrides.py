@@ -35,7 +35,16 @@ _VERL_REWARD_WORKERS = 8
 _QWEN3_VL_NAME = re.compile(r"qwen3[-_.]?vl|qwen3\.5", re.IGNORECASE)
 _QWEN3_VL_TYPES = frozenset({"qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"})
 _KWARG = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_DEFAULT_MICRO_BATCH = DEFAULT_MICRO_BATCH["verl"]
+
+
+def _verl_micro_batch() -> int:
+    micro = DEFAULT_MICRO_BATCH["verl"]
+    if micro is None:
+        raise AssertionError("api/batch.py's DEFAULT_MICRO_BATCH names verl's default micro batch")
+    return micro
+
+
+_DEFAULT_MICRO_BATCH = _verl_micro_batch()
 """verl's micro-batch when the spec gives none (api/batch.py, which the checks read too)."""
 _VLLM_DEFAULT_BATCHED_TOKENS = 8192
 VLLM_EXECUTOR_KEY = "actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend"
@@ -551,7 +560,7 @@ def _worker_setup() -> Override:
 
 
 def _user(job: ResolvedJob) -> list[Override]:
-    out = []
+    out: list[Override] = []
     for raw in job.spec.engine.overrides:
         key, sep, value = raw.partition("=")
         if not sep or not key.strip():

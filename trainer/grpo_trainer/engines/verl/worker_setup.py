@@ -116,15 +116,19 @@ def _normalizing_no_padding(original: Callable[[Any], Any]) -> Callable[[Any], A
     return left_right_2_no_padding
 
 
+_FIX_3D_POSITION_IDS = "maybe_fix_3d_position_ids"
+_NO_PADDING = "left_right_2_no_padding"
+
+
 def _patch_tensordict_utils(module: ModuleType) -> None:
-    if hasattr(module, "maybe_fix_3d_position_ids"):
-        module.maybe_fix_3d_position_ids = normalize_position_ids
+    if hasattr(module, _FIX_3D_POSITION_IDS):
+        setattr(module, _FIX_3D_POSITION_IDS, normalize_position_ids)
 
 
 def _patch_padding(module: ModuleType) -> None:
-    original = getattr(module, "left_right_2_no_padding", None)
+    original = getattr(module, _NO_PADDING, None)
     if original is not None and not getattr(original, _PATCHED, False):
-        module.left_right_2_no_padding = _normalizing_no_padding(original)
+        setattr(module, _NO_PADDING, _normalizing_no_padding(original))
 
 
 def detached(node: Any) -> Any:
@@ -224,7 +228,7 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
 
 
 class _PatchingLoader(importlib.abc.Loader):
-    def __init__(self, loader: Any, patch: Callable[[ModuleType], None]) -> None:
+    def __init__(self, loader: importlib.abc.Loader, patch: Callable[[ModuleType], None]) -> None:
         self.loader, self.patch = loader, patch
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
