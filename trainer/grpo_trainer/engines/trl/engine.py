@@ -87,8 +87,8 @@ class TrlEngine:
             )
         resume = inputs.resume
         if resume.checkpoint is not None:
-            why = "spec.checkpoint.resume" if resume.named else "the latest complete checkpoint"
-            settings.append(Setting("resume_from_checkpoint", resume.checkpoint.path, why))
+            resume_why = "spec.checkpoint.resume" if resume.named else "the latest complete checkpoint"
+            settings.append(Setting("resume_from_checkpoint", resume.checkpoint.path, resume_why))
         return RunPlan(
             engine="trl",
             title=f"TRL GRPOTrainer + peft LoRA on one device ({_versions()})",

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ...failures import ConfigError
@@ -144,13 +144,17 @@ def _check_plain_lora(layer: Any) -> None:
         )
 
 
+_INIT_VLLM = "_init_vllm"
+"""TRL's VLLMGeneration method that starts vLLM (and, colocated, puts it to sleep)."""
+
+
 @contextlib.contextmanager
 def vllm_start_parked() -> Iterator[None]:
     """While a GRPOTrainer is built: vLLM starts (loads its weights, sizes its KV cache) with the
     policy parked, and the parked policy stays on the VLLMGeneration for `install`."""
     from trl.generation.vllm_generation import VLLMGeneration
 
-    original = VLLMGeneration._init_vllm
+    original: Callable[[Any], None] = getattr(VLLMGeneration, _INIT_VLLM)  # TRL leaves it unannotated
 
     def init_parked(generation: Any) -> None:
         policy = ParkedPolicy(generation.model)
@@ -165,11 +169,11 @@ def vllm_start_parked() -> Iterator[None]:
             policy.restore()
         generation.parked_policy = policy
 
-    VLLMGeneration._init_vllm = init_parked
+    setattr(VLLMGeneration, _INIT_VLLM, init_parked)
     try:
         yield
     finally:
-        VLLMGeneration._init_vllm = original
+        setattr(VLLMGeneration, _INIT_VLLM, original)
 
 
 def install(trainer: Any) -> ParkedPolicy:
