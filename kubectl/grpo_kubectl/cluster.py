@@ -62,7 +62,8 @@ class NoVerdictError(PluginError):
     """No verdict from the cluster; the same rules can still run offline."""
 
 
-def one_line(error: BaseException) -> str:
+def one_line(error: object) -> str:
+    """An error (or the API server's message) on one line; an empty one by its type's name."""
     return " ".join(str(error).split()) or type(error).__name__
 
 
@@ -75,6 +76,8 @@ class Cluster:
         try:
             config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
             single = config.get(context_name=context)
+            if single is None:  # only where a `default` is passed: without one, a missing context raises
+                raise ConfigError("no current context")
         except ConfigError as error:
             raise PluginError(
                 f"no cluster to talk to: {one_line(error)} (set $KUBECONFIG or --kubeconfig)"
@@ -135,8 +138,10 @@ class Cluster:
         """The pods of this namespace with these labels; None where the user may not list pods
         (then the caller leaves it to kubectl to say what it can)."""
         try:
+            # A copy as lightkube's selector type (a dict of wider values; dict is invariant).
             found = self._call(
-                "listing pods", lambda: list(self.client.list(Pod, namespace=self.namespace, labels=labels))
+                "listing pods",
+                lambda: list(self.client.list(Pod, namespace=self.namespace, labels=dict(labels))),
             )
         except ApiError as error:
             if error.status.code == 403:
@@ -305,7 +310,7 @@ class Cluster:
             time.sleep(1.0)
 
 
-def _status_message(response: Any) -> str:
+def _status_message(response: httpx.Response) -> str:
     try:
         return str(response.json().get("message") or response.text)
     except ValueError:
