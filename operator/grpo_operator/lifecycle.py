@@ -9,7 +9,7 @@ carry the plan out, so every transition — retries, suspend, deadlines — is u
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -50,7 +50,7 @@ _SIGNATURE = re.compile(contract.SIGNATURE_PATTERN)
 class Outcome:
     """What the current attempt's RayJob says."""
 
-    state: Literal["starting", "queued", "running", "succeeded", "failed"]
+    state: Literal["starting", "queued", "running", "succeeded", "failed", "yielded"]
     reason: str = ""
     message: str = ""
     retryable: bool = False
@@ -70,6 +70,10 @@ class Plan:
     on_created: list[tuple[str, str, str]] = field(default_factory=list)
     """Events that say `create_attempt`'s RayJob exists: posted once it does, never before (a
     build or a create that fails drops them)."""
+    keep_driver: bool = False
+    """`delete_rayjob` is a planned stop that saves first: the RayJob goes without KubeRay's stop of
+    the Ray job, so its pods' preStop hooks and grace period let the trainer save
+    (k8s/api.py, delete_rayjob)."""
 
 
 def observe_rayjob(rayjob: dict[str, Any]) -> Outcome:
@@ -81,6 +85,10 @@ def observe_rayjob(rayjob: dict[str, Any]) -> Outcome:
         retryable = seen.deployment != "ValidationFailed" and contract.is_retryable(seen.message)
         code = contract.exit_code_in(seen.message)
         told = contract.failure_in(seen.message)
+        if code == contract.YIELDED or (told is not None and told.get("exitCode") == contract.YIELDED):
+            # A planned stop: the trainer saved and ended as its pods asked (stopping.py).
+            said = told.get("message", "") if told is not None else contract.describe_exit(code or 0)
+            return Outcome("yielded", "Yielded", f"trainer: {said}".strip(), True)
         if told is not None:
             # The trainer said what went wrong (OutOfMemory, CollectiveTimeout, ConfigError...).
             signature = told.get("signature")
@@ -195,8 +203,21 @@ class _Status:
         if seen.dashboard_url:
             self.fields["dashboardURL"] = cut(seen.dashboard_url, NAME_LIMIT)
 
-    def plan(self, *, create_attempt: int | None = None, delete_rayjob: str | None = None) -> Plan:
-        return Plan(self.observed(), create_attempt, delete_rayjob, self.events, self.on_created)
+    def plan(
+        self,
+        *,
+        create_attempt: int | None = None,
+        delete_rayjob: str | None = None,
+        keep_driver: bool = False,
+    ) -> Plan:
+        return Plan(
+            self.observed(),
+            create_attempt,
+            delete_rayjob,
+            self.events,
+            self.on_created,
+            keep_driver and bool(delete_rayjob),
+        )
 
     def observed(self) -> dict[str, Any]:
         """The fields, stamped with the generation they were computed from."""
@@ -218,6 +239,61 @@ class _Status:
         else:
             fields.pop("eta", None)
         return fields
+
+
+DISRUPTION_CAUSES = {
+    "EvictionByEvictionAPI": "Evicted",
+    "PreemptionByScheduler": "Preempted",
+    "DeletionByTaintManager": "NodeTainted",
+    "TerminationByKubelet": "NodeShutdown",
+}
+"""A pod's DisruptionTarget condition reason (set by Kubernetes on the pods it stops) -> the cause
+a planned stop's Event names."""
+
+
+def stop_cause(disruption: str) -> str:
+    """The cause of a stop the pods' DisruptionTarget reason names ("" when none did)."""
+    return (
+        DISRUPTION_CAUSES.get(disruption, reason(disruption, "PodsStopped")) if disruption else "PodsStopped"
+    )
+
+
+def _last_stop(job: GRPOJob, attempt: int) -> dict[str, Any] | None:
+    """The trainer's account of attempt `attempt`'s planned stop (status.checkpoint.lastStop)."""
+    checkpoint = job.status.checkpoint
+    stop = checkpoint.last_stop if checkpoint is not None else None
+    if stop is None or stop.attempt != attempt:
+        return None
+    return {"step": stop.step, "lost": stop.steps_lost, "seconds": stop.save_seconds, "why": stop.reason}
+
+
+def _stop_words(attempt: int, stop: dict[str, Any], cause: str) -> tuple[str, str]:
+    """(the condition's sentence, the Event's message) for a planned stop the trainer reported."""
+    if stop["lost"]:
+        saved = f"could not save before stop ({stop['why']}): resumes from step {stop['step']}, {stop['lost']} step(s) lost"
+        return f"attempt {attempt} {saved}", f"{saved} ({cause})"
+    took = f" in {stop['seconds']:.1f} s" if stop["seconds"] is not None else ""
+    return (
+        f"attempt {attempt} saved step {stop['step']}{took} before its pods stopped ({cause}); 0 steps lost",
+        f"saved step {stop['step']} before stop ({cause})",
+    )
+
+
+def _tell_stop(
+    st: _Status, job: GRPOJob, attempt: int, ctype: str, status: bool, why: str, message: str, cause: str
+) -> None:
+    """Set condition `ctype`, adding the trainer's account of attempt `attempt`'s planned stop
+    once it has one; one Normal Event `SavedBeforeStop` the first time the condition says it."""
+    stop = _last_stop(job, attempt)
+    if stop is None:
+        st.condition(ctype, status, why, message)
+        return
+    sentence, event = _stop_words(attempt, stop, cause)
+    before = next((c for c in st.fields["conditions"] if c["type"] == ctype), None)
+    full = f"{message}; {sentence}"
+    st.condition(ctype, status, why, full)
+    if before is None or sentence not in before.get("message", ""):
+        st.events.append(("Normal", "SavedBeforeStop", event))
 
 
 def _start_attempt(st: _Status, job: GRPOJob, attempt: int) -> int:
@@ -293,6 +369,24 @@ def _fail_attempt(
     return st.plan()
 
 
+def _yield_attempt(
+    st: _Status, job: GRPOJob, attempt: int, outcome: Outcome, rayjob: dict[str, Any], cause: str
+) -> Plan:
+    """A planned stop the operator did not make (an eviction, a drain, a preemption of the pods):
+    the next attempt resumes after the saved step. Not a failure: no retry of backoffLimit, no
+    failedAttempts entry."""
+    gone = cluster_ttl(job) or not kuberay_finished(rayjob)
+    lingering = rayjob_name(job.name, attempt) if gone else None
+    nxt = _start_attempt(st, job, attempt + 1)
+    message = f"attempt {attempt} yielded ({cut(outcome.message, 300)}); starting attempt {nxt}, resuming after its last step"
+    if st.fields.get("phase") != "Restarting":
+        st.events.append(("Normal", "Yielded", message))
+    st.fields["phase"] = "Restarting"
+    _tell_stop(st, job, attempt, "Restarting", True, "Yielded", message, cause)
+    st.clear("Running", reason="Yielded", message=f"attempt {attempt} yielded ({cause})")
+    return st.plan(create_attempt=nxt, delete_rayjob=lingering)
+
+
 def _repeats_previous(failed: list[dict[str, Any]], attempt: int, outcome: Outcome) -> int | None:
     """The attempt before this one, when it failed with this crash's signature (a deterministic
     crash: the same exception at the same place, whatever the sizes in its message)."""
@@ -319,6 +413,11 @@ def _health(st: _Status, job: GRPOJob, now: datetime) -> None:
         st.events.append(("Warning", reason(verdict.reason), verdict.message))
     elif now != was and now == "True" and before is not None:
         st.events.append(("Normal", "Recovered", verdict.message))
+
+
+def saves_on_stop(job: GRPOJob) -> bool:
+    """Whether the job's pods save before a planned stop (spec.checkpoint.saveOnStop.enabled)."""
+    return job.spec.checkpoint.save_on_stop.enabled
 
 
 def holds_cluster(rayjob: dict[str, Any] | None) -> bool:
@@ -400,19 +499,21 @@ def plan(
     now: datetime,
     waiting: str = "",
     trouble: Trouble | None = None,
+    disruption: str = "",
 ) -> Plan:
     """The next status and action for `job`, given its current attempt's RayJob.
 
     `waiting`: what the job's first attempt waits for (preflight.py: a claim, ConfigMap or
     Secret it names that does not exist yet); the RayJob is not made until it is there.
     `trouble`: what keeps the current attempt's pods from running (startup.py), while its Ray
-    cluster starts."""
+    cluster starts. `disruption`: the DisruptionTarget reason on the current attempt's pods (a
+    stop the operator did not make), once the trainer has reported a planned stop."""
     st = _Status(job, now)
     phase = st.fields.get("phase")
     attempt = st.fields.get("attempt") or 0
     current = rayjob_name(job.name, attempt) if attempt else None
     if phase in TERMINAL:
-        return _end(st, job, current, rayjob)
+        return _ended(st, job, attempt, current, rayjob)
     if problems:
         st.finish("Failed", "InvalidSpec", describe(problems))
         return _end(st, job, current, rayjob)
@@ -422,15 +523,19 @@ def plan(
     over = _over_deadline(st, job, now)
     if over:
         st.finish("Failed", "DeadlineExceeded", over)
-        return _end(st, job, current, rayjob)
+        ended = _end(st, job, current, rayjob)
+        return replace(ended, keep_driver=saves_on_stop(job) and bool(ended.delete_rayjob))
 
     if run_policy.suspend:
         message = "runPolicy.suspend is true: the Ray cluster is torn down and the checkpoints are kept"
         st.fields.pop("dashboardURL", None)
         st.phase("Suspended", "Suspended", message)
-        st.condition("Suspended", True, "Suspended", message)
+        _tell_stop(st, job, attempt, "Suspended", True, "Suspended", message, "Suspended")
         st.clear("Running", "Restarting", reason="Suspended", message=message)
-        return st.plan(delete_rayjob=current if rayjob is not None and not being_deleted(rayjob) else None)
+        return st.plan(
+            delete_rayjob=current if rayjob is not None and not being_deleted(rayjob) else None,
+            keep_driver=saves_on_stop(job),
+        )
 
     if phase == "Suspended":
         nxt = _start_attempt(st, job, attempt + 1)
@@ -459,19 +564,55 @@ def plan(
         return _end(st, job, current, rayjob)
     if outcome.state == "failed":
         return _fail_attempt(st, job, attempt, outcome, rayjob)
+    if outcome.state == "yielded":
+        return _yield_attempt(st, job, attempt, outcome, rayjob, stop_cause(disruption))
     if outcome.state == "running":
-        message = f"attempt {attempt} is training"
-        st.phase("Running", "Running", message)
-        st.condition("Running", True, "RayJobRunning", message)
-        st.clear("Restarting", reason="AttemptRunning", message=message)
-        st.clear("Suspended", reason="Resumed", message=message)
-        _health(st, job, now)
-        return st.plan()
+        return _running(st, job, attempt, now, stop_cause(disruption))
+    return _waiting(st, job, attempt, phase, outcome, rayjob, trouble, now)
+
+
+def _waiting(
+    st: _Status,
+    job: GRPOJob,
+    attempt: int,
+    phase: str | None,
+    outcome: Outcome,
+    rayjob: dict[str, Any],
+    trouble: Trouble | None,
+    now: datetime,
+) -> Plan:
+    """An attempt whose Ray job is not running: its cluster starts, or Kueue holds its RayJob."""
     # starting or queued: keep Restarting while a retry spins up, Pending otherwise
     if phase != "Restarting":
         st.phase("Pending", outcome.reason, outcome.message)
+    if outcome.state == "queued" and _last_stop(job, attempt) is not None:
+        # Kueue suspended the attempt's RayJob (a preemption) and its pods saved before they went.
+        _tell_stop(st, job, attempt, "Running", False, "Queued", outcome.message, "PreemptedByKueue")
     if outcome.state == "starting":
         return _starting(st, job, attempt, rayjob, trouble, now)
+    return st.plan()
+
+
+def _ended(
+    st: _Status, job: GRPOJob, attempt: int, current: str | None, rayjob: dict[str, Any] | None
+) -> Plan:
+    """A finished job; one that ran out of time says what its last attempt saved on the way out."""
+    phase = st.fields["phase"]
+    ended = next((c for c in st.fields["conditions"] if c["type"] == phase), None)
+    if ended is not None and ended["reason"] == "DeadlineExceeded":
+        message = ended["message"].split("; attempt ")[0]
+        _tell_stop(st, job, attempt, phase, True, "DeadlineExceeded", message, "DeadlineExceeded")
+    return _end(st, job, current, rayjob)
+
+
+def _running(st: _Status, job: GRPOJob, attempt: int, now: datetime, cause: str) -> Plan:
+    message = f"attempt {attempt} is training"
+    st.phase("Running", "Running", message)
+    # A head pod stopped alone (an eviction) comes back, and KubeRay runs the attempt again.
+    _tell_stop(st, job, attempt, "Running", True, "RayJobRunning", message, cause)
+    st.clear("Restarting", reason="AttemptRunning", message=message)
+    st.clear("Suspended", reason="Resumed", message=message)
+    _health(st, job, now)
     return st.plan()
 
 

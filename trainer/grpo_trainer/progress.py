@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from grpo_operator.api.contract import YieldRecord
 from grpo_operator.api.timestamps import rfc3339
 from grpo_operator.api.v1alpha1.status import (
     HISTORY_LIMIT,
@@ -26,6 +27,7 @@ from grpo_operator.api.v1alpha1.status import (
     TRAINER_STATUS_FIELDS,
     CheckpointStatus,
     History,
+    LastStop,
     Metrics,
     Progress,
     TrainerHealth,
@@ -130,6 +132,8 @@ class TrainingState:
     """When this attempt's trainer started (seconds since the epoch): its start-up counts from here."""
     startup_seconds: int | None = None
     """This attempt's start-up, known once its first step is read (status.progress.startupSeconds)."""
+    last_stop: dict[str, Any] | None = None
+    """This attempt's planned stop (its yield record), once it has one (status.checkpoint.lastStop)."""
 
     def add_line(
         self,
@@ -203,9 +207,25 @@ class TrainingState:
     def _verdict(self, healthy: bool, reason: str, message: str, step: int) -> None:
         self.health = {"healthy": healthy, "reason": reason, "message": message, "step": step}
 
-    def add_checkpoint(self, step: int, path: str, saved_at: str) -> None:
+    def add_checkpoint(self, step: int, path: str, saved_at: str, save_seconds: float | None = None) -> None:
         if self.checkpoint is None or step >= self.checkpoint["step"]:
-            self.checkpoint = {"step": step, "path": path, "saved_at": saved_at}
+            self.checkpoint = {"step": step, "path": path, "saved_at": saved_at, "save_seconds": save_seconds}
+
+    def add_yield(self, record: YieldRecord) -> None:
+        """The attempt's yield record: what a planned stop saved (status.checkpoint.lastStop)."""
+        self.last_stop = {
+            "attempt": self.attempt,
+            "step": record.step,
+            "steps_lost": record.steps_lost,
+            "save_seconds": None if record.save_seconds is None else round(record.save_seconds, 3),
+            "requested_at": _time(record.requested_at),
+            "saved_at": _time(record.saved_at),
+            "reason": record.reason,
+        }
+
+
+def _time(seconds: float | None) -> str | None:
+    return None if seconds is None else rfc3339(datetime.fromtimestamp(seconds, UTC))
 
 
 def downsample(history: dict[int, dict[str, float]], limit: int = HISTORY_LIMIT) -> list[dict[str, Any]]:
@@ -299,11 +319,14 @@ def status_patch(state: TrainingState) -> dict[str, Any]:
         # by key, and a column left from an earlier patch would not line up with the new steps.
         "history": {wire: None for wire in HISTORY_SERIES} | History.of(downsample(state.history)).to_wire(),
     }
+    saved = state.checkpoint or {}
     checkpoint = CheckpointStatus(
-        latest_step=state.checkpoint["step"] if state.checkpoint else None,
-        path=state.checkpoint["path"] if state.checkpoint else None,
-        saved_at=state.checkpoint["saved_at"] if state.checkpoint else None,
+        latest_step=saved.get("step"),
+        path=saved.get("path"),
+        saved_at=saved.get("saved_at"),
+        save_seconds=saved.get("save_seconds"),
         resumed_from_step=state.resumed_from_step,
+        last_stop=LastStop(**state.last_stop) if state.last_stop else None,
     ).to_wire()
     if checkpoint:
         status["checkpoint"] = checkpoint

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from grpo_operator.api.contract import YieldRecord, yield_record_file
 from grpo_operator.api.timestamps import rfc3339
 
 from .engines.base import Checkpoint
@@ -91,6 +92,9 @@ class Reporter:
         self.not_before = time.time() if not_before is None else not_before
         self._metrics = Tail(metrics_file)
         self._events = Tail(events_file)
+        # A planned stop's yield record (contract.yield_record_file): read once it is written.
+        self._yield_file = Path(yield_record_file(str(metrics_file)))
+        self._yield_seen: float | None = None
         self._latest_seen: tuple[float, int] | None = None
         self._dirty = True
         self._next_send = 0.0
@@ -122,6 +126,7 @@ class Reporter:
         for line in self._events.lines():
             changed |= self._checkpoint_event(line)
         changed |= self._latest()
+        changed |= self._yielded()
         self._dirty |= changed
         return changed
 
@@ -129,9 +134,29 @@ class Reporter:
         try:
             event = json.loads(line)
             step, path, saved_at = int(event["step"]), str(event["path"]), str(event["savedAt"])
+            seconds = event.get("saveSeconds")
+            save_seconds = float(seconds) if isinstance(seconds, int | float) else None
         except (ValueError, KeyError, TypeError):
             return False
-        return self._new_checkpoint(step, path, saved_at)
+        return self._new_checkpoint(step, path, saved_at, save_seconds)
+
+    def _yielded(self) -> bool:
+        """The attempt's yield record, when it appears or changes."""
+        try:
+            mtime = self._yield_file.stat().st_mtime
+        except OSError:
+            return False
+        if mtime == self._yield_seen or mtime < self.not_before:
+            return False
+        try:
+            record = YieldRecord.parse(self._yield_file.read_text(encoding="utf-8"))
+        except OSError:
+            return False
+        if record is None:
+            return False
+        self._yield_seen = mtime
+        self.state.add_yield(record)
+        return True
 
     def _latest(self) -> bool:
         if self.latest_checkpoint is None:
@@ -150,11 +175,11 @@ class Reporter:
             latest.step, latest.path, rfc3339(datetime.fromtimestamp(latest.saved_at, UTC))
         )
 
-    def _new_checkpoint(self, step: int, path: str, saved_at: str) -> bool:
+    def _new_checkpoint(self, step: int, path: str, saved_at: str, save_seconds: float | None = None) -> bool:
         current = self.state.checkpoint
         if current is not None and current["step"] >= step:
             return False
-        self.state.add_checkpoint(step, self.pod_path(path), saved_at)
+        self.state.add_checkpoint(step, self.pod_path(path), saved_at, save_seconds)
         if self.on_checkpoint is not None:
             try:
                 self.on_checkpoint(step)

@@ -11,6 +11,10 @@ is missing, also appended to the attempt's log.
 
 Signals the entrypoint gets (a stopped Ray job, Ctrl-C) are passed on to the attempt; an attempt
 killed by a signal ends the entrypoint with the same signal, so Ray reports what it always did.
+
+A planned stop (`stopping.py`): before the attempt starts, a stop request or exit record left by an
+earlier run of the same attempt is removed; once it has ended, however it ended, the exit record
+says so, which is what the stopping pods' hooks wait for.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from grpo_operator.api.v1alpha1 import ResolvedJob
 
 from .attempt import fail, log_file, unfinished
 from .spec import Attempt
+from .stopping import AttemptFiles
 
 ATTEMPT_PROCESS_FLAG = "--attempt-process"
 """`grpo-train run` with this flag runs the attempt itself: what the supervisor starts."""
@@ -36,6 +41,8 @@ _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 def supervise(argv: Sequence[str], job: ResolvedJob, attempt: Attempt) -> int:
     """Run `grpo-train run argv` as a child and return what the attempt really achieved."""
+    files = AttemptFiles(attempt.metrics_file)
+    files.clear_stale()
     child = subprocess.Popen([sys.executable, "-c", _CHILD, *argv, ATTEMPT_PROCESS_FLAG])
 
     def forward(signum: int, _frame: object) -> None:
@@ -49,13 +56,15 @@ def supervise(argv: Sequence[str], job: ResolvedJob, attempt: Attempt) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if code < 0:  # killed by a signal: end the same way, so Ray sees what it saw before
+        files.write_exit(128 - code)
         with contextlib.suppress(OSError, ValueError):  # SIGKILL and SIGSTOP have no handler to reset
             signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
         return 128 - code
-    if code != OK:
-        return code
-    return judge_exit_0(job, attempt)
+    if code == OK:
+        code = judge_exit_0(job, attempt)
+    files.write_exit(code)
+    return code
 
 
 def judge_exit_0(job: ResolvedJob, attempt: Attempt) -> int:

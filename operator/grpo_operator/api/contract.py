@@ -12,7 +12,7 @@ What is here:
 - the failure line: its format (`Failure.line`) and how the operator reads it back;
 - environment variable names;
 - paths on the pods: mounts, the spec file, the layout of a job's folder, per-attempt files (metrics,
-  checkpoint events, the attempt's log);
+  checkpoint events, the attempt's log, the stop request and the yield record of a planned stop);
 - the accelerator device types the trainer can be asked to run on.
 """
 
@@ -36,6 +36,10 @@ DATA_ERROR = 4
 """The dataset is missing or malformed. Never retried."""
 RETRYABLE = 75
 """A transient fault the trainer recognised (EX_TEMPFAIL): device OOM, a collective timeout, a lost node."""
+YIELDED = 76
+"""A planned stop, not a failure: asked to stop (its pods are going: a suspension, a deadline, an
+eviction, a preemption), the trainer saved the step it was on, wrote the attempt's yield record
+and ended. The next attempt resumes after that step; it costs no retry of backoffLimit."""
 
 NOT_RETRYABLE = frozenset({USAGE, CONFIG_ERROR, DATA_ERROR})
 
@@ -46,6 +50,7 @@ _EXIT_NAMES = {
     CONFIG_ERROR: "configuration error",
     DATA_ERROR: "data error",
     RETRYABLE: "transient failure (OOM, collective timeout or lost node)",
+    YIELDED: "yielded: saved its last step and stopped as asked",
 }
 
 
@@ -236,14 +241,119 @@ LOG_MAX_BYTES = 64 << 20
 ROTATED_SUFFIX = ".1"
 
 
+def _beside_metrics(metrics_file_path: str, suffix: str) -> str:
+    stem, dot, _ = metrics_file_path.rpartition(".")
+    return f"{stem if dot else metrics_file_path}{suffix}"
+
+
 def checkpoint_events_file(metrics_file_path: str) -> str:
     """Where the engine appends checkpoint save events for the reporter: beside the metrics file.
 
     Derived from the metrics file, so an engine process on any node (which sees only the pod's
     environment) and the reporter agree without another variable.
     """
-    stem, dot, _ = metrics_file_path.rpartition(".")
-    return f"{stem if dot else metrics_file_path}.checkpoints.jsonl"
+    return _beside_metrics(metrics_file_path, ".checkpoints.jsonl")
+
+
+# --- a planned stop: save, then yield ----------------------------------------------------------
+#
+# Whatever stops an attempt's pods gracefully (runPolicy.suspend, activeDeadlineSeconds, Kueue,
+# an eviction) runs each Ray pod's preStop hook first, `grpo-train yield`, which writes the
+# attempt's stop request on the checkpoint volume and waits. The attempt's driver sees it at the
+# end of the step it is on, saves that step, writes the yield record and exits YIELDED; the
+# supervisor then writes the exit record, and the hooks return. Every file is per attempt, so a
+# request for one attempt never stops the next. The driver always runs on the head pod, which
+# mounts the volume: the channel works in every RayJob submission mode.
+
+
+YIELD_COMMAND = ("grpo-train", "yield", "--timeout")
+"""Every Ray pod's preStop hook, with the seconds it may wait appended (api/stop_bound.py)."""
+
+
+def stop_request_file(metrics_file_path: str) -> str:
+    """`attempt-N.stop.json`: an attempt is asked to save and stop (StopRequest)."""
+    return _beside_metrics(metrics_file_path, ".stop.json")
+
+
+def yield_record_file(metrics_file_path: str) -> str:
+    """`attempt-N.yield.json`: the attempt saved (or could not save) its last step and stopped
+    (YieldRecord), written by the driver once its checkpoint is complete."""
+    return _beside_metrics(metrics_file_path, ".yield.json")
+
+
+def exit_record_file(metrics_file_path: str) -> str:
+    """`attempt-N.exit.json`: the attempt's process has ended ({"exitCode", "endedAt"}), written by
+    `grpo-train run`'s supervisor; a stopping pod's hook waits for nothing more."""
+    return _beside_metrics(metrics_file_path, ".exit.json")
+
+
+@dataclass(frozen=True)
+class StopRequest:
+    """What the stop request file holds."""
+
+    requested_at: float
+    """Seconds since the epoch when the first pod asked."""
+    deadline: float
+    """When the pods are killed (the hook's own timeout): a save that cannot end by then is not
+    begun, and the previous checkpoint stands."""
+    by: str = ""
+    """Who asked: the pod's name (the head's, or a worker's)."""
+
+    def to_json(self) -> str:
+        return json.dumps({"requestedAt": self.requested_at, "deadline": self.deadline, "by": self.by})
+
+    @classmethod
+    def parse(cls, text: str) -> StopRequest | None:
+        """The request in `text`; None for anything else (a partial write reads as no request yet)."""
+        try:
+            data = json.loads(text)
+            return cls(float(data["requestedAt"]), float(data["deadline"]), str(data.get("by") or ""))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+
+@dataclass(frozen=True)
+class YieldRecord:
+    """What the yield record holds: the trainer's account of a planned stop."""
+
+    step: int
+    """The newest complete checkpoint when the attempt stopped: the next attempt resumes after it."""
+    steps_lost: int
+    """Steps trained after that checkpoint, which the next attempt trains again (0 when it saved)."""
+    requested_at: float
+    saved_at: float | None = None
+    """When the save on stop was complete; None when none was made."""
+    save_seconds: float | None = None
+    reason: str = "SavedOnStop"
+    """SavedOnStop, or SaveWouldNotFit (the save would not end before the pods' deadline)."""
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "step": self.step,
+                "stepsLost": self.steps_lost,
+                "requestedAt": self.requested_at,
+                "savedAt": self.saved_at,
+                "saveSeconds": self.save_seconds,
+                "reason": self.reason,
+            }
+        )
+
+    @classmethod
+    def parse(cls, text: str) -> YieldRecord | None:
+        try:
+            data = json.loads(text)
+            saved, seconds = data.get("savedAt"), data.get("saveSeconds")
+            return cls(
+                step=int(data["step"]),
+                steps_lost=int(data["stepsLost"]),
+                requested_at=float(data["requestedAt"]),
+                saved_at=None if saved is None else float(saved),
+                save_seconds=None if seconds is None else float(seconds),
+                reason=str(data.get("reason") or "SavedOnStop"),
+            )
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
 
 
 def under_workdir(path: str, workdir: str | None) -> str:

@@ -9,6 +9,7 @@ from ..api import contract, quantity
 from ..api.contract import CHECKPOINT_MOUNT, REWARD_MOUNT_DIR, SPEC_FILE, SPEC_KEY, SPEC_MOUNT_DIR, Env
 from ..api.problem import Problem, ProblemError
 from ..api.sources import parse_source
+from ..api.stop_bound import StopBound, stop_bound
 from ..api.v1alpha1 import GRPOJob
 from ..config import AcceleratorProfile, Settings
 from .meta import (
@@ -221,6 +222,15 @@ def _pod_template(
         "nodeSelector": _node_selector(job, profile),
         "tolerations": pool_tolerations(job, profile),
     }
+    bound = save_on_stop_bound(job)
+    if bound is not None:
+        # Save, then yield: whatever stops the pod gracefully (KubeRay on a suspension or a
+        # deadline, Kueue, a drain) runs this first, and the trainer saves the step it is on
+        # while the hook waits; a worker's hook keeps its pod serving until the driver has saved.
+        container["lifecycle"] = {
+            "preStop": {"exec": {"command": [*contract.YIELD_COMMAND, str(bound.hook_seconds)]}}
+        }
+        pod["terminationGracePeriodSeconds"] = bound.grace_seconds
     if affinity:
         pod["affinity"] = affinity
     if job.spec.resources.priority_class_name:
@@ -296,6 +306,18 @@ def _submitter(job: GRPOJob, profile: AcceleratorProfile, attempt: int, settings
             },
         }
     }
+
+
+def save_on_stop_bound(job: GRPOJob) -> StopBound | None:
+    """The job's planned-stop bound (api/stop_bound.py), sized from what its status measured so
+    far; None when `checkpoint.saveOnStop` is off (the pods then keep Kubernetes' 30 s grace)."""
+    wanted = job.spec.checkpoint.save_on_stop
+    if not wanted.enabled:
+        return None
+    status = job.status
+    measured_save = status.checkpoint.save_seconds if status.checkpoint else None
+    measured_step = status.metrics.step_seconds if status.metrics else None
+    return stop_bound(job.spec.engine.name, wanted.timeout_seconds, measured_save, measured_step)
 
 
 def cluster_ttl(job: GRPOJob) -> int:

@@ -94,6 +94,7 @@ def plan_with_children(
     *,
     waiting: str = "",
     trouble: Trouble | None = None,
+    disruption: str = "",
     due: Callable[[Plan], bool],
 ) -> tuple[Plan, AttemptChildren | None, list[Problem]]:
     """The pass's plan, and its attempt's children built before any status names them (when
@@ -103,14 +104,14 @@ def plan_with_children(
     field): the plan is made again with it, and fails the job with `InvalidSpec`, so no status
     or Event claims a RayJob that was never created and no later pass fails on the same build.
     """
-    result = plan(job, rayjob, problems, now, waiting, trouble)
+    result = plan(job, rayjob, problems, now, waiting, trouble, disruption)
     if not due(result):
         return result, None, problems
     try:
         return result, build_children(job, settings, int(result.status["attempt"])), problems
     except ProblemError as error:
         problems = [*problems, error.problem]
-        return plan(job, rayjob, problems, now, waiting, trouble), None, problems
+        return plan(job, rayjob, problems, now, waiting, trouble, disruption), None, problems
 
 
 def _kind_name(manifest: dict[str, Any]) -> str:
@@ -231,6 +232,7 @@ class Reconciler:
             problems, waiting = await self._preflight(job)
         rayjob = await self._current_rayjob(job, event_rayjob, watched=seen is not None)
         trouble = await self._startup_trouble(job, rayjob) if not terminal else None
+        disruption = await self._disruption(job) if not terminal else ""
         now = self.clock()
         result, children, problems = plan_with_children(
             job,
@@ -240,6 +242,7 @@ class Reconciler:
             self.settings,
             waiting=waiting,
             trouble=trouble,
+            disruption=disruption,
             due=lambda planned: self._children_due(job, planned, now),
         )
         phase = result.status.get("phase", "Pending")
@@ -363,6 +366,24 @@ class Reconciler:
         )
         return found
 
+    async def _disruption(self, job: GRPOJob) -> str:
+        """Why Kubernetes stopped the current attempt's pods (their DisruptionTarget condition:
+        an eviction, a preemption, a tainted node), read only once the trainer has reported a
+        planned stop of that attempt and while no cause of the operator's own explains it."""
+        attempt = job.status.attempt or 0
+        checkpoint = job.status.checkpoint
+        stop = checkpoint.last_stop if checkpoint is not None else None
+        if stop is None or stop.attempt != attempt or job.spec.run_policy.suspend:
+            return ""
+        if any(f"attempt {attempt} " in c.message and "before" in c.message for c in job.status.conditions):
+            return ""  # told already (lifecycle._tell_stop): the cause is in that condition
+        pods = await self.api.attempt_pods(job.namespace, f"{JOB_LABEL}={job.name},{ATTEMPT_LABEL}={attempt}")
+        for pod in pods:
+            for condition in (pod.get("status") or {}).get("conditions") or []:
+                if condition.get("type") == "DisruptionTarget" and condition.get("status") == "True":
+                    return str(condition.get("reason") or "")
+        return ""
+
     async def _preflight(self, job: GRPOJob) -> tuple[list[Problem], str]:
         """Before the first RayJob: what the job names, read (preflight.py judges it)."""
         found: dict[tuple[str, str], Any] = {}
@@ -423,7 +444,7 @@ class Reconciler:
         orphan the status never named."""
         status = await self._write(job, body, result)
         if result.delete_rayjob:
-            await self.api.delete_rayjob(job.namespace, result.delete_rayjob)
+            await self.api.delete_rayjob(job.namespace, result.delete_rayjob, keep_driver=result.keep_driver)
         events = list(result.events)
         try:
             if children is not None:

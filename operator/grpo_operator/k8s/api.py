@@ -84,6 +84,9 @@ def request_kind(method: str, path: str, content_type: str = "application/json")
 
 _JOBS = (f"{GROUP}/{VERSION}", KIND)
 _RAYJOBS = ("ray.io/v1", "RayJob")
+KUBERAY_STOP_FINALIZER = "ray.io/rayjob-finalizer"
+"""KubeRay's finalizer on a RayJob: it stops the Ray job (Ray's 3-second SIGTERM, then SIGKILL)
+before the RayJob goes."""
 
 
 KUEUE_GROUP = "kueue.x-k8s.io"
@@ -173,7 +176,7 @@ class Api:
         method: str,
         path: str,
         *,
-        body: dict[str, Any] | None = None,
+        body: dict[str, Any] | list[Any] | None = None,
         content_type: str = "application/json",
         params: dict[str, str] | None = None,
         first: bool = False,
@@ -354,16 +357,44 @@ class Api:
         """The object of a manifest's kind, namespace and name as stored; None when there is none."""
         return await self._get_or_none(_object_path(manifest))
 
-    async def delete_rayjob(self, namespace: str, name: str) -> None:
+    async def delete_rayjob(self, namespace: str, name: str, *, keep_driver: bool = False) -> None:
+        """Delete an attempt's RayJob and, through it, its Ray cluster.
+
+        `keep_driver` (a planned stop that saves first): without KubeRay's stop of the Ray job.
+        KubeRay answers a RayJob being deleted by stopping its Ray job, which SIGTERMs the driver
+        and everything it started and SIGKILLs them 3 s later (Ray's RAY_JOB_STOP_WAIT_TIME_S),
+        mid-step and mid-save. Its finalizer is released first and the RayJob deleted in the
+        background, so it is gone before KubeRay looks; its Ray cluster's pods then stop through
+        their preStop hook and grace period (children/rayjob.py), which let the trainer save.
+        """
+        path = f"{collection_path(*_RAYJOBS, namespace)}/{name}"
+        propagation = "Foreground"
         try:
+            if keep_driver:
+                await self._release_stop_finalizer(path)
+                propagation = "Background"
             await self._request(
                 "DELETE",
-                f"{collection_path(*_RAYJOBS, namespace)}/{name}",
-                body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Foreground"},
+                path,
+                body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation},
             )
         except ApiError as error:
             if error.code != 404:
                 raise
+
+    async def _release_stop_finalizer(self, path: str) -> None:
+        stored = await self._get_or_none(path)
+        finalizers = ((stored or {}).get("metadata") or {}).get("finalizers") or []
+        if KUBERAY_STOP_FINALIZER not in finalizers:
+            return
+        index = finalizers.index(KUBERAY_STOP_FINALIZER)
+        at = f"/metadata/finalizers/{index}"
+        await self._request(
+            "PATCH",
+            path,
+            body=[{"op": "test", "path": at, "value": KUBERAY_STOP_FINALIZER}, {"op": "remove", "path": at}],
+            content_type="application/json-patch+json",
+        )
 
     async def patch_job_status(
         self, namespace: str, name: str, patch: dict[str, Any], *, resource_version: str | None = None

@@ -626,6 +626,22 @@ class PodsSpec(ApiModel):
     """The scheduler that places the pods (e.g. a gang scheduler); the cluster's default when unset."""
 
 
+class SaveOnStopSpec(ApiModel):
+    """Save, then yield: when the job's pods are stopped gracefully (runPolicy.suspend,
+    activeDeadlineSeconds, Kueue's preemption, a drain or another eviction), the trainer finishes
+    the step it is on, saves it and stops; the next attempt resumes after that step. The pods'
+    termination grace period is this save's bound plus the time to finish a step plus a margin
+    (`grpo-train plan` shows the sum and where each part came from)."""
+
+    enabled: bool = True
+    """Save on a planned stop. Off: a stop loses the steps since the latest periodic checkpoint."""
+    timeout_seconds: Annotated[int, Field(ge=1, le=86400)] | None = None
+    """How long the save may take. Unset: twice the job's last measured save
+    (status.checkpoint.saveSeconds) plus 30 s, else the engine's default (trl 120 s, verl 900 s).
+    A save that would not end in time is not begun: the previous checkpoint stands, and
+    status.checkpoint.lastStop says how many steps that loses."""
+
+
 class CheckpointSpec(ApiModel):
     """Where checkpoints live and how many are kept."""
 
@@ -664,6 +680,9 @@ class CheckpointSpec(ApiModel):
     """How the first attempt starts: latest (from the newest complete checkpoint, when there is one),
     none (from scratch; an earlier run's checkpoints are not continued), or an absolute path to a
     checkpoint folder written by the job's engine. A retried attempt always continues from the latest."""
+    save_on_stop: SaveOnStopSpec = Field(default_factory=SaveOnStopSpec)
+    """Save the step in progress before the job's pods stop (a suspension, a deadline, a preemption,
+    an eviction)."""
 
 
 class EvaluationSpec(ApiModel):

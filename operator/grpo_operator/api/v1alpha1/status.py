@@ -280,6 +280,28 @@ def latest_response_length(status: dict[str, Any]) -> float | None:
     return value if isinstance(value, float) else None
 
 
+class LastStop(ApiModel):
+    """The trainer's account of the latest planned stop (save, then yield): the step it saved, how
+    long the save took, and the steps a next attempt trains again. Why the pods were stopped is
+    the operator's to say (the job's conditions and a Normal Event `SavedBeforeStop`)."""
+
+    attempt: int
+    """The attempt that stopped."""
+    step: int
+    """The newest complete checkpoint when it stopped: the next attempt resumes after it."""
+    steps_lost: int = 0
+    """Steps trained after that checkpoint (0 when the save on stop was made)."""
+    save_seconds: float | None = None
+    """How long the save on stop took; empty when none was made."""
+    requested_at: Timestamp | None = None
+    """When the first of the attempt's pods asked it to stop."""
+    saved_at: Timestamp | None = None
+    """When the save on stop was complete."""
+    reason: Reason = "SavedOnStop"
+    """SavedOnStop, or SaveWouldNotFit (the save could not end before the pods' deadline, so the
+    previous checkpoint stands)."""
+
+
 class CheckpointStatus(ApiModel):
     """The newest checkpoint, written by the trainer."""
 
@@ -289,8 +311,12 @@ class CheckpointStatus(ApiModel):
     """Its folder on the checkpoint volume."""
     saved_at: Timestamp | None = None
     """When it was complete."""
+    save_seconds: float | None = None
+    """How long the newest save took (the operator sizes the save-on-stop bound from it)."""
     resumed_from_step: int | None = None
     """The checkpoint this attempt resumed from, if any."""
+    last_stop: LastStop | None = None
+    """The latest planned stop, when the trainer saved (or could not save) before it."""
 
 
 class GRPOJobStatus(ApiModel):

@@ -125,8 +125,11 @@ class MetricsFile:
     def event(self, event: str, step: int, **fields: Any) -> None:
         self.write({"event": event, "step": step, **fields})
 
-    def checkpoint(self, step: int, path: str | os.PathLike[str]) -> None:
-        self.write({"step": step, "path": str(path), "savedAt": rfc3339()}, path=self.events_path)
+    def checkpoint(self, step: int, path: str | os.PathLike[str], save_seconds: float | None = None) -> None:
+        record: dict[str, Any] = {"step": step, "path": str(path), "savedAt": rfc3339()}
+        if save_seconds is not None:
+            record["saveSeconds"] = round(save_seconds, 3)
+        self.write(record, path=self.events_path)
 
 
 def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:

@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grpo_operator.api.contract import UNKNOWN, Failure
+from grpo_operator.api.contract import UNKNOWN, Failure, YieldRecord
 
 from ...failures import ConfigError, DataError, classify_exception
+from ...stopping import AttemptFiles, yielded
 from ..base import Checkpoint, ExportResult
 from . import parking
-from .checkpoints import remove_incomplete
+from .checkpoints import latest_checkpoint, remove_incomplete
 from .export import ExportPlan, export_event, export_policy
 from .generation import ban_image_token
 from .generation import configure as configure_generation
@@ -63,6 +64,8 @@ class RunResult:
     dropped_prompts: int
     exported: ExportResult | None
     trainer: Any
+    yielded: YieldRecord | None = None
+    """Training stopped early on the attempt's stop request (and nothing was exported)."""
 
 
 def load_policy(model_path: str, *, bf16: bool) -> tuple[Any, Any]:
@@ -104,7 +107,7 @@ def make_trainer(
 
 def train(request: RunRequest) -> RunResult:
     """Train to the end (resuming when a checkpoint exists) and export; raises on failure."""
-    from .callbacks import ProgressCallback
+    from .callbacks import ProgressCallback, StopCallback
 
     settings = request.settings
     output_dir = Path(settings.output_dir)
@@ -141,6 +144,8 @@ def train(request: RunRequest) -> RunResult:
         )
     eval_rows, _ = _fit(request.eval_rows, processor, settings, "validation")
     progress = ProgressCallback(metrics, keep=settings.keep_checkpoints, group_size=settings.num_generations)
+    # The stop request lies beside the metrics file the attempt writes (contract.stop_request_file).
+    stop = StopCallback(AttemptFiles(Path(metrics.path)), progress)
     parked = settings.generation == "vllm" and settings.vllm_park_policy
     with parking.vllm_start_parked() if parked else contextlib.nullcontext():
         trainer = make_trainer(
@@ -149,7 +154,7 @@ def train(request: RunRequest) -> RunResult:
             model,
             processor,
             rows,
-            [progress, *request.callbacks],
+            [progress, stop, *request.callbacks],
             eval_rows=eval_rows if grpo_kwargs.get("eval_strategy", "no") != "no" else None,
         )
     if parked:
@@ -168,6 +173,18 @@ def train(request: RunRequest) -> RunResult:
     if checkpoint is not None:
         metrics.event("resumed", checkpoint.step, path=checkpoint.path)
     trainer.train(resume_from_checkpoint=checkpoint.path if checkpoint else None)
+    if stop.request is not None:
+        record = _yield_record(stop, output_dir, trainer.state.global_step)
+        stop.files.write_yield(record)
+        metrics.event("yielded", record.step, stepsLost=record.steps_lost, reason=record.reason)
+        return RunResult(
+            global_step=trainer.state.global_step,
+            resumed_from=checkpoint.step if checkpoint else None,
+            dropped_prompts=dropped,
+            exported=None,
+            trainer=trainer,
+            yielded=record,
+        )
 
     exported: ExportResult | None = None
     if request.export_dir and request.export.anything:
@@ -181,6 +198,28 @@ def train(request: RunRequest) -> RunResult:
         dropped_prompts=dropped,
         exported=exported,
         trainer=trainer,
+    )
+
+
+def _yield_record(stop: Any, output_dir: Path, trained: int) -> YieldRecord:
+    """What the attempt stopped with: the step it saved on request, else the newest complete
+    checkpoint and the steps trained since (which the next attempt trains again)."""
+    assert stop.request is not None
+    if stop.saved_step is not None:
+        return YieldRecord(
+            step=stop.saved_step,
+            steps_lost=trained - stop.saved_step,
+            requested_at=stop.request.requested_at,
+            saved_at=stop.saved_at,
+            save_seconds=stop.progress.last_save_seconds,
+        )
+    latest = latest_checkpoint(output_dir)
+    step = latest.step if latest is not None else 0
+    return YieldRecord(
+        step=step,
+        steps_lost=trained - step,
+        requested_at=stop.request.requested_at,
+        reason=stop.reason if stop.reason != "SavedOnStop" else "SaveFailed",
     )
 
 
@@ -232,7 +271,7 @@ def _fit(
 def run(request: RunRequest) -> Failure | None:
     """`train`, with a failure classified for the operator (None when training succeeded)."""
     try:
-        train(request)
+        result = train(request)
     except Exception as error:
         failure = classify_exception(error)
         log.exception("TRL engine failed (exit %d, %s)", failure.code, failure.reason)
@@ -243,4 +282,6 @@ def run(request: RunRequest) -> Failure | None:
         # read as Succeeded with no model), and worth another attempt from the last checkpoint.
         log.exception("TRL engine: sys.exit during training")
         return Failure(UNKNOWN, "EngineExited", f"training stopped early: sys.exit({error.code!r})")
+    if result.yielded is not None:
+        return yielded(result.yielded)
     return None

@@ -29,6 +29,13 @@ class StatusCheckpointCallback:
 
     def __init__(self, config: Any = None) -> None:
         self.config = config
+        # verl builds this in its driver before training: the place to hook the planned stop.
+        metrics_file = os.environ.get(Env.METRICS_FILE)
+        if metrics_file:
+            from .stop_hook import install
+
+            if not install(metrics_file):
+                log.warning("this verl has no trainer to hook: a planned stop will not save first")
 
     def on_save(
         self,

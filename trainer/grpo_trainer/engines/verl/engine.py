@@ -12,6 +12,7 @@ from grpo_operator.api.v1alpha1 import ResolvedJob
 from ...failures import ConfigError
 from ...rewards.custom import check_defines, check_imports
 from ...spec import Attempt
+from ...stopping import AttemptFiles, yielded
 from ..base import (
     Checkpoint,
     EngineOptions,
@@ -133,7 +134,13 @@ class VerlEngine:
         write_overrides(launch, attempt.metrics_file.with_suffix(".command.txt"))
         print("engine command:", " ".join(launch.command), flush=True)
         session.start_reporting()
-        return run_engine(launch)
+        failure = run_engine(launch)
+        if failure is not None:
+            # verl's driver ended on the attempt's stop request (stop_hook.py): a yield, no crash.
+            record = AttemptFiles(attempt.metrics_file).read_yield()
+            if record is not None:
+                return yielded(record)
+        return failure
 
     def latest_checkpoint(self, job: ResolvedJob) -> Checkpoint | None:
         return checkpoints.latest(job.paths.checkpoint_dir)

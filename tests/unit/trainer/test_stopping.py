@@ -1,0 +1,72 @@
+"""`grpo-train yield` (every Ray pod's preStop) and the supervisor's records, in real processes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from grpo_operator.api.contract import StopRequest
+from grpo_trainer.stopping import AttemptFiles
+
+HOOK = "import sys; from grpo_trainer.stopping import hook_main; sys.exit(hook_main(sys.argv[1], float(sys.argv[2])))"
+
+
+def _started(tmp_path: Path) -> AttemptFiles:
+    files = AttemptFiles(tmp_path / "metrics" / "attempt-2.jsonl")
+    files.log.parent.mkdir(parents=True)
+    files.log.write_text("grpo-train attempt 2\n")  # the driver has started
+    return files
+
+
+def _hook(files: AttemptFiles, timeout: float) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", HOOK, str(files.metrics_file), str(timeout)], stdout=subprocess.PIPE, text=True
+    )
+
+
+def test_the_hook_asks_and_waits_until_the_attempt_has_ended(tmp_path: Path) -> None:
+    files = _started(tmp_path)
+    hook = _hook(files, 60)
+    deadline = time.monotonic() + 20
+    while files.stop_requested() is None:
+        assert time.monotonic() < deadline, "no stop request written"
+        time.sleep(0.05)
+    request = files.stop_requested()
+    assert request is not None
+    assert 55 < request.deadline - request.requested_at <= 60
+    time.sleep(1.0)
+    assert hook.poll() is None, "the hook returned before the attempt ended: a worker would go mid-save"
+    files.write_exit(76)
+    out, _ = hook.communicate(timeout=10)
+    assert hook.returncode == 0
+    assert "ended" in out
+
+
+def test_the_hook_gives_up_after_its_timeout(tmp_path: Path) -> None:
+    files = _started(tmp_path)
+    began = time.monotonic()
+    out, _ = _hook(files, 1.5).communicate(timeout=30)
+    assert 1.5 <= time.monotonic() - began < 15
+    assert "timed out" in out
+
+
+def test_the_hook_returns_at_once_for_an_attempt_that_never_started_here(tmp_path: Path) -> None:
+    files = AttemptFiles(tmp_path / "metrics" / "attempt-1.jsonl")
+    began = time.monotonic()
+    out, _ = _hook(files, 60).communicate(timeout=30)
+    assert time.monotonic() - began < 15
+    assert "not started" in out
+    assert files.stop_requested() is None
+
+
+def test_the_first_request_stands_and_stale_ones_are_cleared(tmp_path: Path) -> None:
+    files = _started(tmp_path)
+    first = files.request_stop(30, by="head", now=1000.0)
+    assert files.request_stop(90, by="worker", now=1005.0) == first
+    assert files.stop_requested() == StopRequest(1000.0, 1030.0, "head")
+    files.write_exit(0)
+    assert set(files.clear_stale()) == {files.stop_request, files.exit_record}
+    assert files.stop_requested() is None
+    assert not files.exit_record.exists()
