@@ -34,6 +34,7 @@ from support.colour_lives import (
     colour_job,
     complete_checkpoints,
     phase_is,
+    step_at_least,
     wait_status,
 )
 from support.life import apply_example, ray_job_id, wait_condition, writers
@@ -445,6 +446,137 @@ def test_suspend_stops_the_ray_pods_and_resume_continues_from_the_checkpoint(
     assert done["checkpoint"]["resumedFromStep"] >= saved
     assert done["progress"]["step"] == KILL_STEPS
     assert_history_covers_every_step_once(done, KILL_STEPS)
+
+
+def _steps_in_metrics_files(folder: Path) -> list[int]:
+    """Every trained step of every attempt, from the metrics files on the volume, in file order."""
+    steps = []
+    for path in sorted((folder / "metrics").glob("attempt-*.jsonl")):
+        for line in path.read_text().splitlines():
+            record = json.loads(line) if line.strip() else {}
+            if "data" in record and not any(k.startswith("val-") for k in record["data"]):
+                steps.append(int(record["step"]))
+    return steps
+
+
+def _saved_before_stop(cluster: Cluster, namespace: str, name: str) -> list[str]:
+    events = cluster.get("events", namespace=namespace)["items"]
+    return [
+        e["message"]
+        for e in events
+        if e["involvedObject"].get("name") == name
+        and e["reason"] == "SavedBeforeStop"
+        and e["type"] == "Normal"
+    ]
+
+
+def _stop_step() -> int:
+    """A random step to stop at, not one the periodic save (every SAVE_EVERY) would save anyway."""
+    return secrets.choice([s for s in range(2, KILL_STEPS - 2) if s % SAVE_EVERY])
+
+
+def test_a_job_suspended_at_a_random_step_saves_it_and_resumes_with_no_step_lost(
+    cluster: Cluster, release: Release, training: str, real_node: str
+) -> None:
+    """Save, then yield: suspended mid-run, the trainer saves the step it is on before its pods go
+    (their preStop hook); resumed, attempt 2 starts at the next step. Without the feature the
+    suspension loses the steps since the periodic checkpoint, which attempt 2 trains again."""
+    name = f"yield-{secrets.token_hex(2)}"
+    at = _stop_step()
+    cluster.apply(_colour_job(name, steps=KILL_STEPS, paced=True), training)
+    wait_status(cluster, training, name, step_at_least(at), f"step {at}", timeout=600)
+    asked = time.monotonic()
+    suspend = {"spec": {"runPolicy": {"suspend": True}}}
+    cluster.kubectl("patch", "grpojob", name, "-n", training, "--type=merge", "-p", json.dumps(suspend))
+
+    def told(status: dict[str, Any]) -> bool:
+        stop = (status.get("checkpoint") or {}).get("lastStop") or {}
+        return status.get("phase") == "Suspended" and stop.get("attempt") == 1
+
+    suspended = wait_status(cluster, training, name, told, "Suspended with its stop reported", timeout=300)
+    stop = suspended["checkpoint"]["lastStop"]
+    assert stop["stepsLost"] == 0, stop
+    assert stop["reason"] == "SavedOnStop", stop
+    assert stop["step"] >= at
+    deadline = time.monotonic() + 300
+    while [p for p in _left_of(cluster, training, name) if p.startswith("pod/")]:
+        assert time.monotonic() < deadline, "pods of the suspended job stay"
+        time.sleep(1)
+    gone = time.monotonic() - asked
+    folder = _job_folder(cluster, training, name)
+    assert stop["step"] in complete_checkpoints(folder)
+    assert f"saved step {stop['step']} before stop (Suspended)" in _saved_before_stop(cluster, training, name)
+    assert gone < 300
+
+    resume = {"spec": {"runPolicy": {"suspend": False}}}
+    cluster.kubectl("patch", "grpojob", name, "-n", training, "--type=merge", "-p", json.dumps(resume))
+    done = wait_status(cluster, training, name, phase_is("Succeeded", "Failed"), "a final phase", timeout=900)
+    assert done["phase"] == "Succeeded", done.get("conditions")
+    assert done["checkpoint"]["resumedFromStep"] == stop["step"]
+    assert _steps_in_metrics_files(folder) == list(range(1, KILL_STEPS + 1)), "every step exactly once"
+
+
+def test_an_evicted_job_saves_before_its_pods_go(
+    cluster: Cluster, release: Release, training: str, real_node: str
+) -> None:
+    """The Eviction API (what a drain and the cluster autoscaler use) on the head pod while the
+    job trains: its preStop hook has the trainer save the step it is on; the job goes on from
+    there (a new attempt, or the same one on a new head) with no step trained twice."""
+    name = f"evict-{secrets.token_hex(2)}"
+    at = _stop_step()
+    cluster.apply(_colour_job(name, steps=KILL_STEPS, paced=True), training)
+    wait_status(cluster, training, name, step_at_least(at), f"step {at}", timeout=600)
+    head = _ray_pods(cluster, training, name)["head"]["metadata"]["name"]
+    eviction = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": head, "namespace": training},
+    }
+    cluster.kubectl(
+        "create",
+        "--raw",
+        f"/api/v1/namespaces/{training}/pods/{head}/eviction",
+        "-f",
+        "-",
+        input=json.dumps(eviction),
+    )
+    done = wait_status(cluster, training, name, phase_is("Succeeded", "Failed"), "a final phase", timeout=900)
+    assert done["phase"] == "Succeeded", done.get("conditions")
+    stop = done["checkpoint"]["lastStop"]
+    assert (stop["attempt"], stop["stepsLost"], stop["reason"]) == (1, 0, "SavedOnStop"), stop
+    assert stop["step"] >= at
+    folder = _job_folder(cluster, training, name)
+    assert _steps_in_metrics_files(folder) == list(range(1, KILL_STEPS + 1)), "every step exactly once"
+    assert any(
+        f"saved step {stop['step']} before stop" in m for m in _saved_before_stop(cluster, training, name)
+    )
+
+
+def test_a_deadline_that_expires_mid_run_saves_the_step_in_progress(
+    cluster: Cluster, release: Release, training: str, real_node: str
+) -> None:
+    """runPolicy.activeDeadlineSeconds running out mid-run fails the job DeadlineExceeded, and its
+    pods' hooks have the trainer save the step it is on first."""
+    name = f"deadline-{secrets.token_hex(2)}"
+    at = _stop_step()
+    cluster.apply(_colour_job(name, steps=KILL_STEPS, paced=True), training)
+    wait_status(cluster, training, name, step_at_least(at), f"step {at}", timeout=600)
+    expire = {"spec": {"runPolicy": {"activeDeadlineSeconds": 1}}}
+    cluster.kubectl("patch", "grpojob", name, "-n", training, "--type=merge", "-p", json.dumps(expire))
+
+    def told(status: dict[str, Any]) -> bool:
+        return status.get("phase") == "Failed" and bool((status.get("checkpoint") or {}).get("lastStop"))
+
+    failed = wait_status(cluster, training, name, told, "Failed with its stop reported", timeout=300)
+    reason = next(c for c in failed["conditions"] if c["type"] == "Failed")["reason"]
+    assert reason == "DeadlineExceeded"
+    stop = failed["checkpoint"]["lastStop"]
+    assert (stop["stepsLost"], stop["reason"]) == (0, "SavedOnStop"), stop
+    assert stop["step"] >= at
+    assert stop["step"] in complete_checkpoints(_job_folder(cluster, training, name))
+    assert f"saved step {stop['step']} before stop (DeadlineExceeded)" in _saved_before_stop(
+        cluster, training, name
+    )
 
 
 def test_kubectl_grpo_logs_reads_a_running_a_finished_and_a_deleted_job(
