@@ -18,7 +18,9 @@ from __future__ import annotations
 import enum
 import functools
 import math
+import operator
 import time
+from collections.abc import Callable
 
 from grpo_trainer.rewards.answer_parse import Node, free_symbols, normalize, parse, squash
 from grpo_trainer.rewards.sympy_pool import SympyPool, default_pool
@@ -109,40 +111,44 @@ def numeric_verdict(a: Node, b: Node, rel_tol: float = DEFAULT_REL_TOL) -> Verdi
     return None
 
 
+_BINARY: dict[str, Callable[[float, float], float]] = {
+    "add": operator.add,
+    "sub": operator.sub,
+    "mul": operator.mul,
+    "div": operator.truediv,
+    "pow": math.pow,
+}
+"""The two-operand nodes, by kind: one table instead of a branch each."""
+
+
 def evaluate(node: Node, env: dict[str, float]) -> float:
     """Real value of a tree; raises ArithmeticError / ValueError outside the reals or on overflow."""
-    kind = node[0]
-    if kind == "num":
-        value = float(node[1])
-    elif kind == "sym":
-        value = env[node[1]]
-    elif kind == "pi":
-        value = math.pi
-    elif kind == "neg":
-        value = -evaluate(node[1], env)
-    elif kind == "sqrt":
-        value = math.sqrt(evaluate(node[1], env))
-    elif kind == "root":
-        value = _root(evaluate(node[2], env), evaluate(node[1], env))
-    elif kind == "fn":
-        value = _MATH[node[1]](evaluate(node[2], env))
-    else:
-        left, right = evaluate(node[1], env), evaluate(node[2], env)
-        if kind == "add":
-            value = left + right
-        elif kind == "sub":
-            value = left - right
-        elif kind == "mul":
-            value = left * right
-        elif kind == "div":
-            value = left / right
-        elif kind == "pow":
-            value = math.pow(left, right)
-        else:
-            raise ValueError(f"unknown node {kind!r}")
+    value = _value(node, env)
     if not math.isfinite(value):
         raise OverflowError("not finite")
     return value
+
+
+def _value(node: Node, env: dict[str, float]) -> float:
+    kind = node[0]
+    if kind == "num":
+        return float(node[1])
+    if kind == "sym":
+        return env[node[1]]
+    if kind == "pi":
+        return math.pi
+    if kind == "neg":
+        return -evaluate(node[1], env)
+    if kind == "sqrt":
+        return math.sqrt(evaluate(node[1], env))
+    if kind == "root":
+        return _root(evaluate(node[2], env), evaluate(node[1], env))
+    if kind == "fn":
+        return _MATH[node[1]](evaluate(node[2], env))
+    binary = _BINARY.get(kind)
+    if binary is None:
+        raise ValueError(f"unknown node {kind!r}")
+    return binary(evaluate(node[1], env), evaluate(node[2], env))
 
 
 def _root(value: float, index: float) -> float:
