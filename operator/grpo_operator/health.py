@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from .api.timestamps import parse_rfc3339
 from .api.v1alpha1 import GRPOJob
@@ -94,6 +95,15 @@ def judge(job: GRPOJob, running_since: datetime | None, now: datetime) -> Verdic
     # A healthy attempt has no trainer verdict (an older trainer wrote one with healthy: true).
     # The message names no step, so the condition does not change with every step.
     return Verdict(True, HEALTHY, HEALTHY_MESSAGE)
+
+
+def at_rest(healthy: dict[str, Any] | None, why: str) -> Verdict | None:
+    """The Healthy condition of a job no attempt trains now (suspended): a True verdict said
+    "steps arriving", which is no longer so. It stays True (nothing was sick) and says that it is
+    not judged; a False or Unknown one stays as it was, the evidence of the attempt that ended."""
+    if healthy is None or healthy.get("status") != "True":
+        return None
+    return Verdict(True, HEALTHY, f"{why}: no attempt is training, so none is judged; none was sick")
 
 
 def _trained(progress: Progress, attempt: int | None) -> bool:

@@ -32,7 +32,7 @@ from .api.v1alpha1.status import (
 from .children.meta import rayjob_name
 from .children.paths import job_paths
 from .children.rayjob import cluster_ttl
-from .health import judge
+from .health import at_rest, judge
 from .rayjob_status import DEPLOYMENT_FAILED, FINISHED_JOB, RayJobStatus
 from .startup import Trouble
 from .validation import describe
@@ -532,6 +532,9 @@ def plan(
         st.phase("Suspended", "Suspended", message)
         _tell_stop(st, job, attempt, "Suspended", True, "Suspended", message, "Suspended")
         st.clear("Running", "Restarting", reason="Suspended", message=message)
+        healthy = next((c for c in st.fields["conditions"] if c["type"] == "Healthy"), None)
+        if (rest := at_rest(healthy, "suspended")) is not None:
+            st.condition("Healthy", rest.healthy, rest.reason, rest.message)
         return st.plan(
             delete_rayjob=current if rayjob is not None and not being_deleted(rayjob) else None,
             keep_driver=saves_on_stop(job),

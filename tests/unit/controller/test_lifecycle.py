@@ -947,3 +947,36 @@ def test_an_attempt_that_trained_its_last_step_is_healthy_through_its_export() -
     assert "Healthy" not in _conditions(
         plan(GRPOJob.model_validate(body), _rayjob("Running", "RUNNING"), [], NOW).status
     )
+
+
+def test_a_suspended_job_does_not_say_steps_are_arriving() -> None:
+    """`kubectl grpo status` of a suspended job showed `Healthy True TrainingHealthy: training
+    normally: ... steps arriving`: the verdict of the attempt that trained stays True, and says
+    that no attempt is judged while none trains; a resumed attempt is judged again."""
+    running = plan(_training(), _rayjob("Running", "RUNNING"), [], NOW)
+    assert _healthy(running)["message"] == HEALTHY_MESSAGE
+    body = _training().model_dump(by_alias=True, exclude_none=True, mode="json")
+    body["status"]["conditions"] = running.status["conditions"]
+    body["spec"]["runPolicy"] = {"suspend": True}
+    suspended = plan(GRPOJob.model_validate(body), _rayjob("Running", "RUNNING"), [], NOW)
+    condition = _healthy(suspended)
+    assert suspended.status["phase"] == "Suspended"
+    assert condition["status"] == "True"
+    assert "steps arriving" not in condition["message"]
+    assert condition["message"].startswith("suspended: no attempt is training")
+    assert condition["lastTransitionTime"] == _healthy(running)["lastTransitionTime"]
+    assert not [e for e in suspended.events if e[1] in ("Recovered", "TrainingHealthy")]
+
+
+def test_a_sick_verdict_stays_when_the_job_is_suspended() -> None:
+    sick = plan(
+        _training({"healthy": False, "reason": "EntropyCollapse", "message": "low"}),
+        _rayjob("Running", "RUNNING"),
+        [],
+        NOW,
+    )
+    body = _training().model_dump(by_alias=True, exclude_none=True, mode="json")
+    body["status"]["conditions"] = sick.status["conditions"]
+    body["spec"]["runPolicy"] = {"suspend": True}
+    suspended = plan(GRPOJob.model_validate(body), _rayjob("Running", "RUNNING"), [], NOW)
+    assert (_healthy(suspended)["status"], _healthy(suspended)["message"]) == ("False", "low")
