@@ -5,12 +5,14 @@
     kubectl grpo plan (-f JOB.yaml | JOB)             every setting the trainer will use, and why
     kubectl grpo status JOB [-o json|yaml]            phase, progress, metrics, health, checkpoint, log
     kubectl grpo logs JOB [-f] [--attempt N]          an attempt's output, also after its Ray cluster is gone
-    kubectl grpo plot JOB [--png FILE] [-o json]      reward, validation score, response length
+    kubectl grpo plot JOB [--png FILE] [--baseline V] reward (moving average), validation, length, entropy, KL
     kubectl grpo suspend JOB | resume JOB             tear the Ray cluster down, keep the checkpoints; resume
     kubectl grpo checkpoints JOB                      the checkpoints on the job's volume
     kubectl grpo dashboard JOB [--port N]             the job's Ray dashboard on localhost
+    kubectl grpo completion bash|zsh                  a shell completion script
 
-kubectl's flags (-n, -A, --context, --kubeconfig, -o) go before or after the command. Files on
+kubectl's flags (-n, --context, --kubeconfig; -A and -o where a command has them) go before or
+after the command; each command's --help lists what it takes. Files on
 the job's volume (logs, metrics, checkpoints) are read through a short-lived Pod that mounts it
 read-only, or, with `--workdir DIR`, from a folder whose `grpo/` is the pods' /grpo tree; after the
 job is deleted, `--claim CLAIM` reads the volume it left (`logs`, `checkpoints`, `plot`). Errors
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import sys
@@ -41,9 +44,10 @@ from grpo_operator.api.contract import (
     attempt_log_file,
     job_dir,
 )
-from grpo_operator.api.documents import DocumentError, grpojob_manifest
+from grpo_operator.api.documents import DocumentError, decode, grpojob_manifest
 from grpo_operator.api.v1alpha1 import GROUP, VERSION, GRPOJob, JobPaths
 from grpo_operator.api.v1alpha1.status import history_points
+from grpo_operator.children.meta import checkpoint_claim_name
 from grpo_operator.config import Settings
 from grpo_operator.preflight import judge as preflight_judge
 from grpo_operator.preflight import references
@@ -52,8 +56,9 @@ from grpo_operator.verdict import manifest_problems, parse
 from grpo_trainer.arguments import positive_int
 from lightkube import ApiError
 
-from . import drawing, listing, portforward
-from .cluster import Cluster, NoVerdictError, PluginError, one_line, stored_job
+from . import completion, drawing, listing, portforward
+from .cluster import Cluster, JobNotFoundError, NoVerdictError, PluginError, one_line, stored_job
+from .companions import companions
 from .history import history_from_metrics, steps_in
 from .portforward import RAY_DASHBOARD_PORT
 from .reader import DEFAULT_IMAGE, ReadTarget
@@ -73,8 +78,11 @@ EXIT_CODES = """exit codes:
 
 
 def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     try:
-        args = _parser().parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:  # named with the command's help, which lists what it takes
+            completion.commands(parser)[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     except SystemExit as done:  # --help, --version, or a usage error already printed in one line
         return int(done.code or 0)
     try:
@@ -120,34 +128,64 @@ class _Parser(argparse.ArgumentParser):
         self.exit(USAGE, f"error: {message} (see {self.prog} --help)\n")
 
 
-def _global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
+def complete(argv: list[str] | None = None) -> int:
+    """`kubectl_complete-grpo`: what kubectl runs for `kubectl grpo <TAB>` (completion.py)."""
+    return completion.main(argv, build_parser)
+
+
+def _global_options(
+    parser: argparse.ArgumentParser,
+    *,
+    top: bool,
+    all_namespaces: bool = False,
+    outputs: tuple[str, ...] = (),
+) -> None:
     """kubectl's flags, accepted before or after the command (`kubectl grpo -n ns status x` and
-    `kubectl grpo status x -n ns`). The command's copy has no default, so it never undoes the
-    top level's."""
+    `kubectl grpo status x -n ns`). A command offers only the ones it acts on (-A for `list`, the
+    outputs it has); its copy has no default, so it never undoes the top level's."""
 
     def default(value: Any) -> Any:
         return value if top else argparse.SUPPRESS
 
     parser.add_argument("-n", "--namespace", default=default(None), help="namespace (default: the context's)")
-    parser.add_argument(
-        "-A", "--all-namespaces", action="store_true", default=default(False), help="every namespace (list)"
-    )
+    if top or all_namespaces:
+        parser.add_argument(
+            "-A",
+            "--all-namespaces",
+            action="store_true",
+            default=default(False),
+            help="every namespace (list only)" if top else "every namespace",
+        )
     parser.add_argument(
         "--kubeconfig", default=default(None), help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)"
     )
     parser.add_argument(
         "--context", default=default(None), help="kubeconfig context (default: the current one)"
     )
-    parser.add_argument(
-        "-o", "--output", choices=OUTPUTS, default=default(None), help="output format: " + "|".join(OUTPUTS)
-    )
+    if top or outputs:
+        choices = OUTPUTS if top else outputs
+        parser.add_argument(
+            "-o",
+            "--output",
+            choices=choices,
+            default=default(None),
+            help="output format: "
+            + "|".join(choices)
+            + (" (each command's --help says which it has)" if top else ""),
+        )
 
 
 def _version() -> str:
     return f"kubectl-grpo {plugin_version()} (GRPOJob API {GROUP}/{VERSION})"
 
 
-def _parser() -> argparse.ArgumentParser:
+Command = Callable[..., argparse.ArgumentParser]
+"""Adds a subcommand: name, handler, help; `outputs` its -o formats, `cluster=False` none of kubectl's flags."""
+
+JOB_HELP = "the GRPOJob's name"
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="kubectl grpo",
         description=__doc__.split("\n\n")[0],
@@ -159,7 +197,13 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
     def command(
-        name: str, handler: Callable[[argparse.Namespace], int], help_: str
+        name: str,
+        handler: Callable[[argparse.Namespace], int],
+        help_: str,
+        *,
+        outputs: tuple[str, ...] = (),
+        all_namespaces: bool = False,
+        cluster: bool = True,
     ) -> argparse.ArgumentParser:
         cmd = sub.add_parser(
             name,
@@ -168,27 +212,26 @@ def _parser() -> argparse.ArgumentParser:
             epilog=EXIT_CODES,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        _global_options(cmd, top=False)
-        cmd.set_defaults(handler=handler)
+        if cluster:
+            _global_options(cmd, top=False, all_namespaces=all_namespaces, outputs=outputs)
+        cmd.set_defaults(handler=handler, formats=outputs)
         return cmd
 
-    def volume_options(cmd: argparse.ArgumentParser) -> None:
-        cmd.add_argument(
-            "--workdir",
-            help="read the job's volume from this folder (its grpo/ is the pods' /grpo tree) instead of a pod",
-        )
-        cmd.add_argument("--image", help=f"image of the reader pod (default: {DEFAULT_IMAGE})")
-        cmd.add_argument("--claim", help="read this claim (a deleted job's kept volume) instead of the job's")
-        cmd.add_argument(
-            "--job",
-            dest="folder",
-            metavar="NAME-UID8",
-            help="with --claim or --workdir: the job's folder there (default: the one folder named after JOB)",
-        )
+    _looking_commands(command)
+    _volume_commands(command)
+    _steering_commands(command)
+    return parser
 
-    listing = command("list", _list, "the GRPOJobs of a namespace (-A: of every namespace)")
-    listing.set_defaults(formats=("wide", "json", "yaml", "name"))
 
+def _looking_commands(command: Command) -> None:
+    """list, validate, plan, status: what is there, and what a file would be."""
+    command(
+        "list",
+        _list,
+        "the GRPOJobs of a namespace (-A: of every namespace)",
+        outputs=("wide", "json", "yaml", "name"),
+        all_namespaces=True,
+    )
     check = command("validate", _validate, "the cluster's verdict on a GRPOJob, before applying it")
     check.add_argument(
         "-f", "--filename", required=True, help="the GRPOJob manifest (YAML or JSON; - for stdin)"
@@ -197,25 +240,53 @@ def _parser() -> argparse.ArgumentParser:
         "--offline", action="store_true", help="do not ask the cluster; the same rules run here"
     )
 
-    plan = command("plan", _plan, "every setting the trainer will use for a job, and why")
+    plan = command("plan", _plan, "every setting the trainer will use for a job, and why", outputs=("json",))
     plan.add_argument("job", nargs="?", help="a GRPOJob in the cluster (or give -f)")
     plan.add_argument("-f", "--filename", help="a GRPOJob manifest")
     plan.add_argument("--verl-version", help="verl jobs: plan for this verl release")
     plan.add_argument("--attempt", type=positive_int, help="plan this attempt (default: 1)")
     plan.add_argument("--json", action="store_true", help="machine-readable output (same as -o json)")
-    plan.set_defaults(formats=("json",))
 
-    status = command("status", _status, "a job's phase, progress, metrics, health and where its log is")
-    status.add_argument("job")
-    status.set_defaults(formats=("json", "yaml"))
+    status = command(
+        "status",
+        _status,
+        "a job's phase, progress, metrics, health and where its log is",
+        outputs=("json", "yaml"),
+    )
+    status.add_argument("job", help=JOB_HELP)
 
+
+def _volume_options(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument(
+        "--workdir",
+        help="read the job's volume from this folder (its grpo/ is the pods' /grpo tree) instead of a pod",
+    )
+    cmd.add_argument("--image", help=f"image of the reader pod (default: {DEFAULT_IMAGE})")
+    cmd.add_argument("--claim", help="read this claim (a deleted job's kept volume) instead of the job's")
+    cmd.add_argument(
+        "--job",
+        dest="folder",
+        metavar="NAME-UID8",
+        help="with --claim or --workdir: the job's folder there (default: the one folder named after JOB)",
+    )
+
+
+def _volume_commands(command: Command) -> None:
+    """logs, plot, checkpoints: the job's files on its volume."""
+    kept = "the GRPOJob's name (with --claim: its name, the job may be gone)"
     logs = command("logs", _logs, "an attempt's output, kept on the job's volume")
-    logs.add_argument("job", nargs="?", help="the GRPOJob (with --claim: its name, the job may be gone)")
+    logs.add_argument("job", nargs="?", help=kept)
     logs.add_argument("-f", "--follow", action="store_true", help="keep printing as the trainer writes")
     logs.add_argument("--attempt", type=positive_int, help="which attempt (default: the current one)")
-    volume_options(logs)
+    _volume_options(logs)
 
-    plot = command("plot", _plot, "reward, validation score and response length: a PNG and a terminal chart")
+    plot = command(
+        "plot",
+        _plot,
+        "reward (with its moving average), validation score, response length, entropy and KL: "
+        "a PNG and a terminal chart",
+        outputs=("json", "yaml"),
+    )
     plot.add_argument(
         "job", nargs="?", help="a GRPOJob (its status.history, or its metrics files with --full)"
     )
@@ -223,22 +294,30 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("--full", action="store_true", help="every step, from the metrics files on the volume")
     plot.add_argument("--png", help="the PNG (default: <job>-curves.png; 'none' for none)")
     plot.add_argument("--no-terminal", action="store_true", help="do not draw in the terminal")
-    plot.set_defaults(formats=("json", "yaml"))
-    volume_options(plot)
-
-    suspend = command("suspend", _suspend, "tear the job's Ray cluster down and keep its checkpoints")
-    suspend.add_argument("job")
-    resume = command("resume", _resume, "start a suspended job again, from its latest checkpoint")
-    resume.add_argument("job")
+    plot.add_argument(
+        "--baseline",
+        type=_number,
+        metavar="VALUE",
+        help="a reward to compare with, drawn as a dashed line (e.g. 0.25, the chance of a 4-way answer)",
+    )
+    _volume_options(plot)
 
     ckpts = command("checkpoints", _checkpoints, "the checkpoints on the job's volume")
-    ckpts.add_argument("job", nargs="?", help="the GRPOJob (with --claim: its name, the job may be gone)")
-    volume_options(ckpts)
+    ckpts.add_argument("job", nargs="?", help=kept)
+    _volume_options(ckpts)
+
+
+def _steering_commands(command: Command) -> None:
+    """suspend, resume, dashboard, completion."""
+    suspend = command("suspend", _suspend, "tear the job's Ray cluster down and keep its checkpoints")
+    suspend.add_argument("job", help=JOB_HELP)
+    resume = command("resume", _resume, "start a suspended job again, from its latest checkpoint")
+    resume.add_argument("job", help=JOB_HELP)
 
     dashboard = command(
         "dashboard", _dashboard, "the job's Ray dashboard on localhost (kubectl port-forward)"
     )
-    dashboard.add_argument("job")
+    dashboard.add_argument("job", help=JOB_HELP)
     dashboard.add_argument(
         "--port",
         type=_port,
@@ -248,7 +327,27 @@ def _parser() -> argparse.ArgumentParser:
     dashboard.add_argument(
         "--address", default="127.0.0.1", help="local address to listen on (default: %(default)s)"
     )
-    return parser
+
+    shell = command(
+        "completion",
+        _completion,
+        "a shell completion script for kubectl-grpo (`kubectl grpo` completes through "
+        "kubectl_complete-grpo, installed beside it)",
+        cluster=False,
+    )
+    shell.add_argument(
+        "shell", choices=completion.SHELLS, help="the shell: " + " or ".join(completion.SHELLS)
+    )
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
 
 
 def _port(text: str) -> int:
@@ -318,16 +417,21 @@ def _cluster(args: argparse.Namespace) -> Cluster:
     return Cluster(args.kubeconfig, args.context, args.namespace)
 
 
-def _read_manifest(path: str) -> dict[str, Any]:
+def _read_file(path: str) -> tuple[dict[str, Any], str]:
+    """The GRPOJob manifest of a file that may also hold its ConfigMap, and the file's text."""
+    source = "standard input" if path == "-" else path
     try:
         data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except OSError as error:
         raise PluginError(f"cannot read {path}: {error.strerror or error}") from error
     try:
-        # The GRPOJob of a file that may also hold its ConfigMap.
-        return grpojob_manifest(data, "standard input" if path == "-" else path)
+        return grpojob_manifest(data, source), decode(data, source)
     except DocumentError as error:
         raise PluginError(str(error)) from error
+
+
+def _read_manifest(path: str) -> dict[str, Any]:
+    return _read_file(path)[0]
 
 
 def _job_folder(name: str, body: dict[str, Any] | None) -> str:
@@ -422,7 +526,7 @@ def _attempts_on_volume(source: _Source) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    manifest = _read_manifest(args.filename)
+    manifest, text = _read_file(args.filename)
     problems: list[str]
     if args.offline:
         how = "offline"
@@ -442,37 +546,30 @@ def _validate(args: argparse.Namespace) -> int:
             job, schema = parse(manifest, cluster.namespace)
             if job is None:  # the server accepted what the models, its source, refuse: say what
                 return _verdict(
-                    [str(p) for p in schema], "the API server accepts it; the operator's models do not"
+                    [str(p) for p in schema],
+                    ok="",
+                    refused="the API server accepts it (dry run), but the operator's models refuse it",
                 )
             modes = None
             if job.spec.checkpoint.claim_name and job.spec.resources.nodes > 1:
                 modes = cluster.claim_access_modes(job.spec.checkpoint.claim_name)
             problems = [str(p) for p in validate(job, Settings(), claim_access_modes=modes)]
-            problems += _preflight(cluster, job, _sent_along(args.filename))
+            # What create(path) would apply with the job counts as there; nothing else does.
+            along = companions(text, args.filename, cluster.namespace).present()
+            problems += _preflight(cluster, job, along)
             return _verdict(
-                problems, "the API server accepts it (dry run); the operator's checks and what the job names"
+                problems,
+                ok="the API server accepts it (dry run), it passes the operator's checks, and what it "
+                "names is there",
+                refused="the API server accepts it (dry run), but the operator would fail it or keep it "
+                "waiting",
             )
     problems = [str(p) for p in manifest_problems(manifest)]
-    return _verdict(problems, f"checked {how}: the CRD's schema and CEL rules, then the operator's checks")
-
-
-def _sent_along(path: str) -> dict[tuple[str, str], dict[str, Any]]:
-    """The objects of the file beside its GRPOJob (an example with its reward ConfigMap): applied
-    with it, so they count as there."""
-    if path == "-":
-        return {}
-    try:
-        documents = list(yaml.safe_load_all(Path(path).read_text(encoding="utf-8")))
-    except (OSError, yaml.YAMLError):
-        return {}
-    return {
-        (d["kind"], d["metadata"]["name"]): d
-        for d in documents
-        if isinstance(d, dict)
-        and d.get("kind") in ("ConfigMap", "Secret", "PersistentVolumeClaim")
-        and isinstance(d.get("metadata"), dict)
-        and d["metadata"].get("name")
-    }
+    return _verdict(
+        problems,
+        ok=f"checked {how}: it passes the CRD's schema and CEL rules and the operator's checks",
+        refused=f"checked {how}: the CRD's schema and CEL rules or the operator's checks refuse it",
+    )
 
 
 def _preflight(cluster: Cluster, job: GRPOJob, along: dict[tuple[str, str], dict[str, Any]]) -> list[str]:
@@ -492,13 +589,14 @@ def _preflight(cluster: Cluster, job: GRPOJob, along: dict[tuple[str, str], dict
     return problems
 
 
-def _verdict(problems: list[str], checked: str) -> int:
+def _verdict(problems: list[str], *, ok: str, refused: str) -> int:
+    """The problems, then one sentence: what accepted the job, or what refuses it."""
     for problem in problems:
         print(f"problem: {problem}")
     if problems:
-        print(f"{len(problems)} problem(s); {checked}", file=sys.stderr)
+        print(f"{len(problems)} problem(s); {refused}", file=sys.stderr)
         return CONFIG_ERROR
-    print(f"ok: {checked} pass" if "operator's checks" in checked else f"ok: {checked}")
+    print(f"ok: {ok}")
     return 0
 
 
@@ -522,7 +620,10 @@ def _plan(args: argparse.Namespace) -> int:
     else:
         body = _cluster(args).job_body(args.job)
         manifest = {k: body[k] for k in ("apiVersion", "kind", "spec")}
-        manifest["metadata"] = {"name": body["metadata"]["name"], "namespace": body["metadata"]["namespace"]}
+        # The uid too: the job's folder on its volume carries it (contract.job_dir).
+        manifest["metadata"] = {
+            k: body["metadata"][k] for k in ("name", "namespace", "uid") if k in body["metadata"]
+        }
     with tempfile.TemporaryDirectory(prefix="kubectl-grpo-") as tmp:
         spec = Path(tmp) / "job.yaml"
         spec.write_text(yaml.safe_dump(manifest), encoding="utf-8")
@@ -546,16 +647,25 @@ def _list(args: argparse.Namespace) -> int:
         print(f"No GRPOJobs found in {where}.", file=sys.stderr)
     else:
         print(listing.table(bodies, namespaces=args.all_namespaces, wide=args.output == "wide"))
+    _tell_no_operator(cluster)
     return 0
+
+
+def _tell_no_operator(cluster: Cluster) -> None:
+    """A stale operator Lease, on stderr: jobs show `not reconciled yet` and nothing else says why."""
+    if (absent := cluster.no_operator()) is not None:
+        print(f"note: {absent}", file=sys.stderr)
 
 
 def _status(args: argparse.Namespace) -> int:
     """Text for a person; -o json|yaml the status object itself (`kubectl get -o yaml` has the rest)."""
-    body = _cluster(args).job_body(args.job)
+    cluster = _cluster(args)
+    body = cluster.job_body(args.job)
     if args.output:
         print(_dump(body.get("status") or {}, args.output))
     else:
         print(describe(body))
+    _tell_no_operator(cluster)
     return 0
 
 
@@ -565,11 +675,23 @@ def _job_if_reachable(args: argparse.Namespace) -> tuple[Cluster, dict[str, Any]
     folder is found on the copy."""
     try:
         cluster = _cluster(args)
-        return cluster, cluster.job_body(args.job)
+        return cluster, _kept_job_body(cluster, args.job)
     except PluginError:
         if args.workdir:
             return None
         raise
+
+
+def _kept_job_body(cluster: Cluster, name: str) -> dict[str, Any]:
+    """The job, for a command that reads its volume: a deleted job's claim may still be there,
+    and the not-found error says how to read it."""
+    try:
+        return cluster.job_body(name)
+    except JobNotFoundError as error:
+        raise JobNotFoundError(
+            f"{error}; if it was deleted and its claim kept, --claim {checkpoint_claim_name(name)} "
+            "(or the claim its spec named) reads its files"
+        ) from error
 
 
 def _logs(args: argparse.Namespace) -> int:
@@ -652,7 +774,7 @@ def _plot(args: argparse.Namespace) -> int:
             )
         cluster = _cluster(args)
         title = f"{cluster.namespace}/{args.job}"
-        history = history_points(cluster.job_body(args.job).get("status") or {})
+        history = history_points(_kept_job_body(cluster, args.job).get("status") or {})
     if args.output:  # the points themselves, for a notebook or a spreadsheet
         print(_dump(history, args.output))
         return 0
@@ -713,6 +835,11 @@ def _checkpoints(args: argparse.Namespace) -> int:
         step = int(re.sub(r"\D", "", name) or 0)
         saved = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(stamp))
         print(f"{step:>8}  {saved:<20}  {folder}/{name}")
+    return 0
+
+
+def _completion(args: argparse.Namespace) -> int:
+    print(completion.script(args.shell), end="")
     return 0
 
 

@@ -22,12 +22,13 @@ from __future__ import annotations
 import functools
 import os
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from grpo_operator.api.contract import attempt_log_file, job_dir
-from grpo_operator.api.documents import DocumentError, grpojob_manifest
+from grpo_operator.api.documents import DocumentError, decode, grpojob_manifest
 from grpo_operator.api.v1alpha1 import GROUP, KIND, VERSION, GRPOJob, JobPaths
 from grpo_operator.api.v1alpha1.status import history_points, latest_response_length
 from grpo_trainer.kube import GRPOJobResource
@@ -43,6 +44,7 @@ from .client_errors import (
     WaitTimeoutError,
 )
 from .cluster import Cluster, PluginError, one_line, stored_job
+from .companions import companions
 from .history import history_from_metrics
 from .reader import DEFAULT_IMAGE, ReadTarget
 from .version import extra_for
@@ -121,8 +123,13 @@ class GRPOClient:
 
     @_client_errors
     def create(self, job: str | Path | dict[str, Any] | GRPOJob, *, name: str | None = None) -> Job:
-        """Creates a job from a YAML/JSON file, a manifest dict or the pydantic model."""
-        manifest = _manifest(job)
+        """Creates a job from a YAML/JSON file, a manifest dict or the pydantic model.
+
+        A file's ConfigMaps, Secrets and claims beside the job (an example's reward ConfigMap)
+        are applied with it, as `kubectl apply -f` would: server-side, in this client's
+        namespace, once the API server has accepted the job in a dry run; a file holding any
+        other kind is refused in one sentence and nothing is created."""
+        manifest, along = _manifest(job, self.namespace)
         meta = dict(manifest.get("metadata") or {})
         if name is not None:
             meta["name"] = check.name(name, "name")
@@ -137,22 +144,35 @@ class GRPOClient:
             )
         meta["namespace"] = self.namespace
         manifest = {"apiVersion": f"{GROUP}/{VERSION}", **manifest, "kind": KIND, "metadata": meta}
+        resource = GRPOJobResource.from_dict(manifest)
+        if along:  # the job's verdict first: a refused job leaves no ConfigMap behind
+            self._create(resource, meta["name"], dry_run=True)
+            for document in along:
+                self.cluster.apply(document)
+        self._create(resource, meta["name"])
+        if (absent := self.operator_problem()) is not None:  # it will wait, and nothing else says why
+            warnings.warn(f"grpojob {meta['name']} is created, but {absent}", RuntimeWarning, stacklevel=3)
+        return Job(self, meta["name"])
+
+    def _create(self, resource: Any, name: str, *, dry_run: bool = False) -> None:
         try:
-            self.cluster._call(
-                "creating the job", self.cluster.client.create, GRPOJobResource.from_dict(manifest)
-            )
+            self.cluster._call("creating the job", self.cluster.client.create, resource, dry_run=dry_run)
         except ApiError as error:
             if error.status.code == 409:
                 raise GRPOClientError(
-                    f'grpojob "{meta["name"]}" already exists in namespace "{self.namespace}": '
+                    f'grpojob "{name}" already exists in namespace "{self.namespace}": '
                     "get(name) it, or delete it first"
                 ) from error
             if error.status.code in (400, 422):
                 raise JobRefusedError(one_line(error.status.message)) from error
             raise GRPOClientError(
-                f"cannot create grpojob {self.namespace}/{meta['name']}: {error.status.message}"
+                f"cannot create grpojob {self.namespace}/{name}: {error.status.message}"
             ) from error
-        return Job(self, meta["name"])
+
+    def operator_problem(self) -> str | None:
+        """ "no operator is running (its Lease was last renewed N min ago)" when the operator's
+        leader Lease is stale, else None (also when these credentials may not read it)."""
+        return self.cluster.no_operator()
 
     @_client_errors
     def get(self, name: str) -> Job:
@@ -294,9 +314,11 @@ class Job:
                     f"grpojob {self.name} has finished (Succeeded): it will not be {condition}"
                 )
             if time.monotonic() > deadline:
+                absent = self.client.operator_problem()
                 raise WaitTimeoutError(
                     f"grpojob {self.name} is not {condition} after {timeout:g} s "
                     f"(phase {status.get('phase') or 'not reconciled yet'})"
+                    + (f": {absent}" if absent else "")
                 )
             time.sleep(poll)
 
@@ -375,12 +397,15 @@ class Job:
         return PodVolume(self.client.cluster, target, self.client.reader_image)
 
 
-def _manifest(job: str | Path | dict[str, Any] | GRPOJob) -> dict[str, Any]:
+def _manifest(
+    job: str | Path | dict[str, Any] | GRPOJob, namespace: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The job's manifest, and a file's objects to apply with it (none for a dict or a model)."""
     if isinstance(job, GRPOJob):
         # Only what the user set: the API server applies the defaults, as for a YAML file.
-        return job.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"status"})
+        return job.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"status"}), []
     if isinstance(job, dict):
-        return check.manifest(job, "the manifest")
+        return check.manifest(job, "the manifest"), []
     if isinstance(job, bool) or not isinstance(job, str | os.PathLike):
         raise GRPOClientError(
             f"create(job): expected a file path, a manifest dict or a GRPOJob model, got {check.shown(job)}"
@@ -391,6 +416,10 @@ def _manifest(job: str | Path | dict[str, Any] | GRPOJob) -> dict[str, Any]:
     except OSError as error:
         raise GRPOClientError(f"cannot read {path}: {error.strerror or error}") from error
     try:
-        return check.manifest(grpojob_manifest(data, str(path)), str(path))
+        manifest = check.manifest(grpojob_manifest(data, str(path)), str(path))
     except DocumentError as error:
         raise GRPOClientError(str(error)) from error
+    along = companions(decode(data, str(path)), str(path), namespace)
+    if along.refused:
+        raise GRPOClientError(along.refused)
+    return manifest, along.objects

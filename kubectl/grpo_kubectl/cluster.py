@@ -8,8 +8,10 @@ privileges of its own. Errors become `PluginError`s with one line a person can a
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +23,9 @@ from grpo_operator.children.meta import checkpoint_claim_name
 from grpo_operator.preflight import UNREADABLE
 from grpo_operator.verdict import schema_problems
 from grpo_trainer.kube import GRPOJobResource
-from lightkube import ApiError, Client, KubeConfig
+from lightkube import ApiError, Client, KubeConfig, codecs
 from lightkube.core.exceptions import ConfigError
+from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import ConfigMap, PersistentVolumeClaim, Pod, Secret
 from lightkube.types import PatchType
 from pydantic import ValidationError
@@ -30,6 +33,11 @@ from pydantic import ValidationError
 from .reader import CONTAINER, ReadTarget, build_reader_pod
 
 FIELD_MANAGER = "kubectl-grpo"
+OPERATOR_LEASE = "grpo-system/grpo-operator"
+"""The operator's leader Lease as the chart installs it (release grpo-operator in grpo-system,
+settings.leaseName/leaseNamespace); $KUBECTL_GRPO_OPERATOR_LEASE=NAMESPACE/NAME names another."""
+LEASE_SLACK = 15.0
+"""Seconds past a Lease's duration before it counts as stale (clocks of two machines differ)."""
 
 
 class PluginError(Exception):
@@ -56,6 +64,10 @@ def stored_job(body: dict[str, Any]) -> GRPOJob:
             f"grpojob {meta.get('namespace', '')}/{name}: this version cannot read its spec ({problems}); "
             f"its files are on claim {claim} (--claim {claim} reads them)"
         ) from error
+
+
+class JobNotFoundError(PluginError):
+    """No GRPOJob of that name in the namespace."""
 
 
 class NoVerdictError(PluginError):
@@ -108,6 +120,25 @@ class Cluster:
 
     # --- the job ------------------------------------------------------------------------------
 
+    def no_operator(self, now: datetime | None = None) -> str | None:
+        """ "no operator is running (...)" when the operator's leader Lease has not been renewed
+        within its duration: jobs are then not reconciled, and nothing else says so. None when
+        it is fresh, or when it cannot be read with these credentials or is not there (another
+        release name, leader election off): then nothing is known, and nothing is said."""
+        namespace, _, name = os.environ.get("KUBECTL_GRPO_OPERATOR_LEASE", OPERATOR_LEASE).partition("/")
+        try:
+            lease = self.client.get(Lease, name, namespace=namespace)
+        except (ApiError, httpx.HTTPError):
+            return None
+        spec = lease.spec
+        if spec is None or spec.renewTime is None:
+            return None
+        age = ((now or datetime.now(UTC)) - spec.renewTime).total_seconds()
+        if spec.holderIdentity and age <= (spec.leaseDurationSeconds or 15) + LEASE_SLACK:
+            return None
+        ago = f"{age:.0f} s" if age < 90 else f"{age / 60:.0f} min"
+        return f"no operator is running (its Lease {namespace}/{name} was last renewed {ago} ago)"
+
     def job_body(self, name: str) -> dict[str, Any]:
         try:
             found = self._call(
@@ -115,7 +146,9 @@ class Cluster:
             )
         except ApiError as error:
             if error.status.code == 404:
-                raise PluginError(f'grpojob "{name}" not found in namespace "{self.namespace}"') from error
+                raise JobNotFoundError(
+                    f'grpojob "{name}" not found in namespace "{self.namespace}"'
+                ) from error
             raise PluginError(
                 f"cannot read grpojob {self.namespace}/{name}: {error.status.message}"
             ) from error
@@ -186,6 +219,12 @@ class Cluster:
         server, no CRD, no right to create GRPOJobs here): the caller checks offline instead."""
         body = {**manifest, "metadata": {**(manifest.get("metadata") or {}), "namespace": self.namespace}}
         try:
+            # lightkube's private generic client, on purpose: its public `create(..., dry_run=True)`
+            # sends `dryRun=All` but no `fieldValidation` (lightkube 1.0 has no parameter for it, and
+            # no public call takes extra query parameters), and without `Strict` the API server
+            # drops an unknown or misspelt field with a warning lightkube does not surface, so a
+            # spec `kubectl apply` refuses would pass here. tests/unit/kubectl pins this call's
+            # shape against the installed lightkube.
             self.client._client.request(
                 "post",
                 res=GRPOJobResource,
@@ -212,6 +251,17 @@ class Cluster:
         if code in (400, 422):
             return message
         raise NoVerdictError(f"the dry run failed: {code} {message}")
+
+    def apply(self, document: dict[str, Any]) -> None:
+        """Server-side apply of a ConfigMap, Secret or claim of this namespace, under the plugin's
+        field manager (`kubectl apply --server-side` without --force: a field another manager
+        owns with another value is a conflict, named, not taken over)."""
+        meta = document["metadata"]
+        what = f"{document['kind']} {self.namespace}/{meta['name']}"
+        try:
+            self._call(f"applying {what}", self.client.apply, codecs.from_dict(document))
+        except ApiError as error:
+            raise PluginError(f"cannot apply {what}: {one_line(error.status.message)}") from error
 
     def read_object(self, kind: str, name: str) -> Any:
         """A claim, ConfigMap or Secret of this namespace as a dict; None when it does not exist,

@@ -12,6 +12,8 @@ from pydantic import BaseModel
 def duration(seconds: float | None) -> str:
     if seconds is None:
         return "-"
+    if seconds < 10 and seconds != int(seconds):
+        return f"{seconds:.1f}s"  # a step of 0.62 s is "0.6s", not "0s"
     seconds = int(seconds)
     days, rest = divmod(seconds, 86400)
     hours, rest = divmod(rest, 3600)

@@ -259,7 +259,9 @@ def test_a_file_that_is_not_a_grpojob_is_one_line(tmp_path, capsys, no_cluster):
 
 def test_plan_of_a_manifest_is_the_trainers_plan(capsys, no_cluster):
     assert main(["plan", "-f", str(EXAMPLE)]) == 0
-    assert capsys.readouterr().out.startswith("# TRL GRPOTrainer + peft LoRA on one device")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("# image: ghcr.io/grpo-operator/trainer-cuda:0.1.0")
+    assert lines[1].startswith("# TRL GRPOTrainer + peft LoRA on one device")
 
 
 # --- pieces ------------------------------------------------------------------------------------
@@ -420,6 +422,10 @@ def test_list_table_with_namespaces_and_wide_columns():
         (["statu", "x"], "error: argument COMMAND: invalid choice: 'statu'"),
         (
             ["logs", "x", "-o", "yaml"],
+            "error: unrecognized arguments: -o yaml (see kubectl grpo logs --help)",
+        ),
+        (
+            ["-o", "yaml", "logs", "x"],
             "error: -o yaml: not an output of `kubectl grpo logs` (it prints text only)",
         ),
         (["-A", "status", "x"], "error: -A: `kubectl grpo status` works on one job; give -n NAMESPACE"),
