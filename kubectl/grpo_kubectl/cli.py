@@ -782,13 +782,15 @@ def _plot(args: argparse.Namespace) -> int:
     if not found:
         raise PluginError(f"no points to plot yet for {title}: the trainer has not reported a step")
     if not args.no_terminal:
-        print(title)
+        print(f"{title}: {drawing.headline(found)}" if drawing.headline(found) else title)
         for curve in found:
             print()
-            print(drawing.terminal_chart(curve))
+            reward = curve.name == "reward"
+            print(drawing.terminal_chart(curve, smooth=reward, baseline=args.baseline if reward else None))
     if (args.png or "").lower() != "none":
         name = re.sub(r"[^A-Za-z0-9_.-]+", "-", args.job or "metrics")
-        path = drawing.write_png(found, _png_path(args.png, f"{name}-curves.png"), title)
+        where = _png_path(args.png, f"{name}-curves.png")
+        path = drawing.write_png(found, where, title, baseline=args.baseline)
         print(f"wrote {path}", file=sys.stderr)
     return 0
 

@@ -234,8 +234,12 @@ class Job:
         return history_from_metrics(lines)
 
     @_client_errors
-    def plot(self, path: str | Path | None = None, *, full: bool = False) -> Path:
-        """The reward, validation score and response-length curves as a PNG; its path."""
+    def plot(
+        self, path: str | Path | None = None, *, full: bool = False, baseline: float | None = None
+    ) -> Path:
+        """The curves as a PNG (what `kubectl grpo plot` draws: the reward with its moving average
+        and an optional `baseline`, validation score, response length; entropy and KL with
+        `full=True`); its path."""
         from . import drawing  # matplotlib, only when drawing
 
         target = Path(f"{self.name}-curves.png") if path is None else check.path(path, "path")
@@ -245,7 +249,8 @@ class Job:
                 f"no points to plot yet for {self.name}: the trainer has not reported a step"
             )
         try:
-            return drawing.write_png(found, target, f"{self.client.namespace}/{self.name}")
+            title = f"{self.client.namespace}/{self.name}"
+            return drawing.write_png(found, target, title, baseline=check.number(baseline, "baseline"))
         except ModuleNotFoundError as error:
             if extra_for(error.name) != "plot":
                 raise

@@ -95,6 +95,15 @@ def seconds(value: Any, what: str, *, positive: bool = False) -> float:
     return float(value)
 
 
+def number(value: Any, what: str) -> float | None:
+    """An optional finite number (a plot's baseline)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise GRPOClientError(f"{what}: expected a finite number, got {shown(value)}")
+    return float(value)
+
+
 def attempt(value: Any) -> int | None:
     if value is None:
         return None

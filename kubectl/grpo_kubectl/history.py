@@ -11,20 +11,35 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from grpo_trainer.progress import TrainingState, parse_line
+from grpo_trainer.progress import TrainingState, parse_line, step_metrics
 
-_WIRE = {"reward": "reward", "val_score": "valScore", "response_length": "responseLength"}
+_WIRE = {
+    "reward": "reward",
+    "val_score": "valScore",
+    "response_length": "responseLength",
+    "entropy": "entropy",
+    "kl": "kl",
+}
 
 
 def history_from_metrics(lines: Iterable[str]) -> list[dict[str, Any]]:
-    """Every step of metrics-file lines, as status.history points (camelCase keys)."""
+    """Every step of metrics-file lines, as status.history points (camelCase keys), with the
+    step's entropy and KL too (the status keeps no series of them; the files have every step)."""
     state = TrainingState()
+    extra: dict[int, dict[str, float]] = {}
     for line in lines:
         parsed = parse_line(line)
         if parsed:
             state.add_line(*parsed)
+            values = step_metrics(parsed[1])
+            # The newest line of a step is its truth, as the reporter folds them (a retry's).
+            extra[state.step] = {_WIRE[k]: values[k] for k in ("entropy", "kl") if k in values}
     return [
-        {"step": step, **{_WIRE[name]: value for name, value in state.history[step].items()}}
+        {
+            "step": step,
+            **{_WIRE[name]: value for name, value in state.history[step].items()},
+            **extra.get(step, {}),
+        }
         for step in sorted(state.history)
     ]
 

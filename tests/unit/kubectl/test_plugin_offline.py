@@ -110,9 +110,9 @@ def test_plot_from_metrics_files_writes_a_png_and_draws_the_curves(tmp_path, cap
     files = [str(metrics / "attempt-1.jsonl"), str(metrics / "attempt-2.jsonl")]
     assert main(["plot", "--metrics-file", files[0], "--metrics-file", files[1], "--png", str(png)]) == 0
     out = capsys.readouterr().out
-    assert "step 1 .. 40   reward: last 0.4" in out
-    assert "step 5 .. 40   validation score: last 0.2" in out
-    assert "step 1 .. 40   response length: last 240" in out
+    assert "step 1 .. 40   reward (mean per response): last 0.4" in out
+    assert "step 5 .. 40   validation score (mean accuracy): last 0.2" in out
+    assert "step 1 .. 40   response length (tokens): last 240" in out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert png.stat().st_size > 10_000
 
