@@ -7,6 +7,7 @@ itself; outside a cluster it uses $KUBECONFIG (or an explicit kubeconfig file).
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Protocol
 
 import httpx2
@@ -16,6 +17,9 @@ from lightkube.generic_resource import create_namespaced_resource
 from lightkube.types import PatchType
 
 FIELD_MANAGER = "grpo-trainer"
+QUIET_LOGGERS = ("httpx", "httpx2")
+"""The HTTP clients under lightkube log every request at INFO ("HTTP Request: PATCH ..."), which
+the engines' INFO logging lets into the attempt's log: one line per status report. Warnings stay."""
 GRPOJobResource = create_namespaced_resource(GROUP, VERSION, KIND, PLURAL)
 
 
@@ -30,6 +34,9 @@ class KubeStatusWriter:
 
     def __init__(self, name: str, namespace: str, kubeconfig: str | None = None, timeout: float = 10.0):
         config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
+        for logger in QUIET_LOGGERS:
+            quiet = logging.getLogger(logger)
+            quiet.setLevel(max(quiet.level, logging.WARNING))
         self.name = name
         self.namespace = namespace
         self._client = Client(

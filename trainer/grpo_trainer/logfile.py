@@ -41,6 +41,8 @@ class RotatingSink:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._handle = open(path, "ab")  # noqa: SIM115  (held open for the attempt's life)
         self._size = self._handle.tell()
+        self.ends_line = True
+        """Whether the last byte written ends a line (a progress bar redraws with `\r` only)."""
 
     def write(self, data: bytes) -> None:
         with self._lock:
@@ -54,6 +56,8 @@ class RotatingSink:
             self._handle.write(data)
             self._handle.flush()
             self._size += len(data)
+            if data:
+                self.ends_line = data.endswith(b"\n")
 
     def close(self) -> None:
         with self._lock:
@@ -128,6 +132,11 @@ class AttemptLog:
             thread.join(timeout=_JOIN_SECONDS)
         for saved in self._saved.values():
             os.close(saved)
+        if not self.sink.ends_line:
+            # An attempt stopped mid-progress-bar (a suspend's SIGTERM): the next output appended,
+            # and a reader of the file, start on a line of their own.
+            with contextlib.suppress(OSError):
+                self.sink.write(b"\n")
         self.sink.close()
 
 
