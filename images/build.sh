@@ -13,6 +13,7 @@
 #                          the CUDA and Ascend images only if their pinned base is in the engine
 #   BASE_IMAGES=auto       (default) registry when the pinned base is already in the engine,
 #                          debian otherwise; with no image named, skips those it cannot build
+# PYTHON (default python3) writes each trainer image's manifest first (images/manifest.py).
 # PIP_CERT (or SSL_CERT_FILE), when set, names a CA bundle that pip in the build stages trusts
 # (never copied into a final image).
 # The legacy builder (DOCKER_BUILDKIT=0) is used when the docker client has no buildx.
@@ -153,13 +154,23 @@ fi
 LOG_DIR="${GRPO_STATE_DIR:-$REPO_ROOT/.cache}/images"
 BUILD_CA="$(build_ca_image)"
 
+# The trainer package's manifest of a trainer image, written from the same pins the image is built
+# from (images/manifest.py) before its build copies the package in: `grpo-train plan` plans from
+# it and the image checks it against what it installed at start-up.
+manifest() {  # manifest <flavour>
+  [[ $DRY_RUN == 1 ]] || "${PYTHON:-python3}" "$IMAGES_DIR/manifest.py" write "$1" >&2
+}
+
 build_one() {
   case "$1" in
     operator) build "$REGISTRY/operator:$TAG" images/operator/Dockerfile PYTHON_IMAGE python OPERATOR_ ;;
-    cpu) build "$REGISTRY/trainer-cpu:$TAG" Dockerfile.cuda BASE_IMAGE debian --target cpu CUDA_ CPU_ ;;
-    cuda) build "$REGISTRY/trainer-cuda:$TAG" Dockerfile.cuda BASE_IMAGE "" --target cuda CUDA_ ;;
-    ascend) build "$REGISTRY/trainer-ascend:$TAG" Dockerfile.ascend CANN_BASE_IMAGE "" ASCEND_ ;;
-    ascend-a2-seed) build "$REGISTRY/trainer-ascend:$TAG-a2-seed" Dockerfile.ascend CANN_BASE_IMAGE "" ASCEND_ SEED_A2_ ;;
+    cpu) manifest cpu && build "$REGISTRY/trainer-cpu:$TAG" Dockerfile.cuda BASE_IMAGE debian --target cpu CUDA_ CPU_ ;;
+    cuda) manifest cuda && build "$REGISTRY/trainer-cuda:$TAG" Dockerfile.cuda BASE_IMAGE "" --target cuda CUDA_ ;;
+    ascend) manifest ascend && build "$REGISTRY/trainer-ascend:$TAG" Dockerfile.ascend CANN_BASE_IMAGE "" ASCEND_ ;;
+    ascend-a2-seed)
+      manifest ascend-a2-seed &&
+        build "$REGISTRY/trainer-ascend:$TAG-a2-seed" Dockerfile.ascend CANN_BASE_IMAGE "" ASCEND_ SEED_A2_
+      ;;
   esac
 }
 
