@@ -11,6 +11,7 @@ a finished training goes straight to export.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sys
@@ -25,7 +26,8 @@ from grpo_operator.api.timestamps import rfc3339
 from grpo_operator.api.v1alpha1 import ResolvedJob
 from grpo_operator.api.v1alpha1.status import GgufOutputs, LogStatus, Outputs
 
-from .engines.base import Engine, EngineOptions, ExportResult, RunInputs, engine_for
+from . import trainer_image
+from .engines.base import Engine, EngineOptions, ExportResult, RunInputs, engine_for, plan_text
 from .failures import TrainerError
 from .inputs import decide_resume, prepare_inputs
 from .kube import KubeStatusWriter, StatusWriter
@@ -72,7 +74,9 @@ def _run(
     started: float,
 ) -> int:
     try:
-        engine = engine_for(job.spec.engine.name, options.engine)
+        image = trainer_image.running(job)
+        check_image(image)
+        engine = engine_for(job.spec.engine.name, dataclasses.replace(options.engine, image=image))
         if writer is None and options.report:
             writer = status_writer(attempt, options.kubeconfig)
         if writer is not None:
@@ -84,6 +88,11 @@ def _run(
         engine.preflight(job, resume)
         prune(engine, job)
         inputs = prepare_inputs(job, resume, progress=options.engine.progress)
+        # The plan `grpo-train plan` prints for this job, made from this image's manifest as it was
+        # outside, now with the attempt's own inputs (the model's weights, the checkpoint resumed).
+        plan = plan_text(engine.plan(job, attempt, inputs), image)
+        print(f"grpo-train: the plan of attempt {attempt.number}:\n{plan}")
+        print(PLAN_END, flush=True)
         session = _Session(job, attempt, writer, engine, inputs, started)
         try:
             failure = engine.run(job, attempt, inputs, session)
@@ -99,6 +108,32 @@ def _run(
     except Exception as exc:  # a bug or an unforeseen fault: still one line the operator can read
         log.exception("the attempt failed")
         return fail(Failure(UNKNOWN, "TrainerCrashed", f"{type(exc).__name__}: {exc}"))
+
+
+PLAN_END = "grpo-train: end of the plan"
+"""The line after the plan an attempt prints at start-up (its log holds both)."""
+
+
+def check_image(image: trainer_image.TrainerImage) -> list[str]:
+    """Say loudly, before anything runs, where this environment differs from the manifest its plans
+    are made from: a plan made outside (and the one printed below) would not be what runs."""
+    for warning in image.warnings:
+        log.warning(warning)
+    found = trainer_image.differences(image.manifest, trainer_image.installed_packages())
+    if found:
+        log.error(
+            "THIS ENVIRONMENT DIFFERS FROM THE MANIFEST OF %s (%s), which every plan of this job is made "
+            "from: %d difference(s); rebuild the image with images/build.sh, or expect this run to "
+            "differ from its plan where they matter",
+            image.manifest.image,
+            image.why,
+            len(found),
+        )
+        for line in found:
+            log.error("  %s", line)
+    else:
+        log.info("the installed packages are those of the %s manifest (%s)", image.manifest.image, image.why)
+    return found
 
 
 def prune(engine: Engine, job: ResolvedJob) -> list[int]:

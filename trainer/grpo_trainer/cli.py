@@ -18,8 +18,6 @@ import argparse
 import json
 import logging
 import os
-import re
-import shlex
 import signal
 import sys
 import threading
@@ -31,11 +29,11 @@ from grpo_operator.api.v1alpha1 import GRPOJob, ResolvedJob
 from grpo_operator.config import Settings
 from grpo_operator.verdict import job_problems
 
-from . import data
+from . import data, trainer_image
 from .arguments import positive_int
 from .attempt import Options, start_reporter
 from .attempt import run as run_attempt
-from .engines.base import Engine, EngineOptions, RunPlan, engine_for
+from .engines.base import Engine, EngineOptions, RunPlan, engine_for, plan_json, plan_text
 from .engines.verl.versions import version_argument  # also `kubectl grpo plan`'s check
 from .failures import ConfigError, TrainerError
 from .inputs import planned_inputs
@@ -43,10 +41,9 @@ from .kube import KubeStatusWriter
 from .rewards.custom import check_defines
 from .spec import Attempt, load_job, localise_environment
 from .supervisor import ATTEMPT_PROCESS_FLAG, supervise
+from .trainer_image import TrainerImage
 
 log = logging.getLogger("grpo_trainer")
-_SAFE_WORD = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
-_DOUBLE_QUOTE_SPECIAL = re.compile(r'["$`\\!]')
 # The commands that only read what an attempt left under --workdir.
 _READS_WORKDIR = frozenset({"plan", "validate", "export"})
 
@@ -161,24 +158,34 @@ def _folder(text: str) -> Path:
     return path
 
 
-def _attempt(args: argparse.Namespace, number: int | None = None) -> tuple[Attempt, Engine, ResolvedJob]:
+def _attempt(
+    args: argparse.Namespace, number: int | None = None, *, planning: bool = False
+) -> tuple[Attempt, Engine, ResolvedJob, TrainerImage | None]:
+    """The job, its attempt and its engine; `planning`: the engine plans for the trainer image the
+    job will run in (trainer_image.for_job), else for the image this process runs in."""
     job = load_job(args.spec, args.workdir)
     env = dict(os.environ)
     if number is not None:
         env[Env.ATTEMPT] = str(number)
         env.pop(Env.METRICS_FILE, None)
+    image = trainer_image.for_job(job) if planning else None
+    verl_version = getattr(args, "verl_version", None)
     options = EngineOptions(
-        verl_version=getattr(args, "verl_version", None),
+        # verl plans for the image's verl unless --verl-version names another release.
+        verl_version=verl_version or (image.version("verl") if image else None),
         verl_config_dir=str(args.config_dir) if getattr(args, "config_dir", None) else None,
         progress=not getattr(args, "no_progress", False),
+        image=image,
     )
-    return Attempt.from_env(job, env), engine_for(job.spec.engine.name, options), job
+    return Attempt.from_env(job, env), engine_for(job.spec.engine.name, options), job, image
 
 
-def _planned(args: argparse.Namespace) -> tuple[RunPlan, Engine, ResolvedJob]:
-    """The engine's plan of a job the cluster would accept; ConfigError (after printing every
+def _planned(args: argparse.Namespace) -> tuple[RunPlan, Engine, ResolvedJob, TrainerImage]:
+    """The engine's plan of a job the cluster would accept, made for the trainer image the job
+    will run in (its manifest, never this machine's packages); ConfigError (after printing every
     problem) for one the API server or the operator would refuse."""
-    attempt, engine, job = _attempt(args, getattr(args, "attempt", None))
+    attempt, engine, job, image = _attempt(args, getattr(args, "attempt", None), planning=True)
+    assert image is not None
     problems = spec_problems(job)
     if problems:
         # validate's verdict is its output; plan's output is the plan, so its problems go to stderr.
@@ -186,7 +193,7 @@ def _planned(args: argparse.Namespace) -> tuple[RunPlan, Engine, ResolvedJob]:
         for problem in problems:
             print(f"problem: {problem}", file=stream)
         raise ConfigError(f"{len(problems)} problem(s) in the job: the cluster would refuse it")
-    return engine.plan(job, attempt, planned_inputs(job, attempt.number, engine)), engine, job
+    return engine.plan(job, attempt, planned_inputs(job, attempt.number, engine)), engine, job, image
 
 
 def spec_problems(job: ResolvedJob) -> list[str]:
@@ -204,50 +211,18 @@ def spec_problems(job: ResolvedJob) -> list[str]:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    plan, _, _ = _planned(args)
+    plan, _, _, image = _planned(args)
     if args.json:
-        payload = {
-            "engine": plan.engine,
-            "title": plan.title,
-            "command": plan.command,
-            "env": plan.env,
-            "settings": [{"key": s.key, "value": s.value, "why": s.why} for s in plan.settings],
-            "warnings": plan.warnings,
-            **plan.facts,
-        }
-        print(json.dumps(payload, indent=2, default=str))
+        print(json.dumps(plan_json(plan, image), indent=2, default=str))
         return OK
-    if plan.command:
-        print(f"# {plan.title}; environment of the engine and every Ray worker:")
-        for key, value in sorted(plan.env.items()):
-            print(f"#   {key}={value}")
-        words = [_shell_word(word) for word in plan.command]
-        print(" \\\n    ".join([" ".join(words[:3]), *words[3:]]))
-        print("\n# why:")
-        for setting in plan.settings:
-            if setting.why:
-                print(f"#   {setting.key}: {setting.why}")
-    else:
-        print(f"# {plan.title}")
-        width = max((len(s.key) for s in plan.settings), default=0)
-        for setting in plan.settings:
-            print(f"{setting.key:<{width}}  {json.dumps(setting.value, default=str)}  # {setting.why}")
-    for warning in plan.warnings:
+    print(plan_text(plan, image))
+    for warning in [*image.warnings, *plan.warnings]:
         print(f"warning: {warning}", file=sys.stderr)
     return OK
 
 
-def _shell_word(word: str) -> str:
-    """Shell quoting that stays readable: double quotes for Hydra's single-quoted values."""
-    if _SAFE_WORD.fullmatch(word):
-        return word
-    if not _DOUBLE_QUOTE_SPECIAL.search(word):
-        return f'"{word}"'
-    return shlex.quote(word)
-
-
 def _validate(args: argparse.Namespace) -> int:
-    plan, engine, job = _planned(args)
+    plan, engine, job, _ = _planned(args)
     findings = engine.check(job, plan)
     if findings.checked:
         print(findings.checked)
@@ -310,14 +285,14 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    _, engine, job = _attempt(args)
+    _, engine, job, _ = _attempt(args)
     result = engine.export(job)
     print(json.dumps(result.__dict__ if result else {"skipped": "the spec asks for no export"}, indent=2))
     return OK
 
 
 def _report(args: argparse.Namespace) -> int:
-    attempt, engine, job = _attempt(args)
+    attempt, engine, job, _ = _attempt(args)
     try:
         writer = KubeStatusWriter(attempt.job_name, attempt.namespace, args.kubeconfig)
         found = writer.exists()

@@ -9,6 +9,7 @@ import yaml
 from grpo_trainer.cli import main
 from grpo_trainer.engines.verl.configs import CACHE_ENV
 from grpo_trainer.failures import CONFIG_ERROR
+from support.examples import example_document
 from support.trainer_inputs import EXAMPLES, VERL_CONFIG_CACHE, example_job
 
 
@@ -78,8 +79,9 @@ def test_validate_reports_what_verl_would_reject(tmp_path, capsys):
 def test_plan_prints_the_trl_plan_with_reasons(capsys):
     assert main(["plan", "--spec", str(EXAMPLES / "lora-single-gpu.yaml")]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("# TRL GRPOTrainer + peft LoRA on one device")
-    settings = {line.split()[0]: line for line in lines[1:]}
+    assert lines[0].startswith("# image: ghcr.io/grpo-operator/trainer-cuda:0.1.0")
+    assert lines[1].startswith("# TRL GRPOTrainer + peft LoRA on one device")
+    settings = {line.split()[0]: line for line in lines[2:]}
     assert settings["learning_rate"].endswith("# spec.algorithm.learningRate")
     assert '"dr_grpo"' in settings["loss_type"]
     assert "the single-GPU LoRA recipe" in settings["adam_beta2"]
@@ -138,12 +140,27 @@ def without_verl(monkeypatch):
     monkeypatch.setattr(engine, "installed_config_dir", lambda: None)
 
 
-def test_plan_without_verl_installed_is_for_the_newest_supported_release(capsys, without_verl):
-    """The README's own `grpo-train plan --spec examples/safegrpo-nvidia.yaml`, on a laptop without verl."""
-    assert main(["plan", "--spec", str(EXAMPLES / "safegrpo-nvidia.yaml")]) == 0
-    out, err = capsys.readouterr()
-    assert "-m verl.trainer.main_ppo" in out
-    assert "warning: verl is not installed here: this is the plan for verl 0.9.1" in err
+def test_plan_without_verl_installed_is_for_the_images_verl(capsys, without_verl, tmp_path):
+    """The README's own `grpo-train plan --spec examples/safegrpo-nvidia.yaml`, on a laptop without
+    verl: the plan is for the verl of the image the job runs in, the CUDA image's 0.9.1."""
+    assert main(["plan", "--spec", str(EXAMPLES / "safegrpo-nvidia.yaml"), "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["verlVersion"] == "0.9.1"
+    assert plan["image"]["manifest"] == "trainer-cuda:0.1.0"
+    assert not plan["warnings"]
+    # The Ascend seed stack's image holds verl 0.7.1, and a job that names it is planned for that.
+    seed = example_document("geo3k-ascend-910b")
+    seed["spec"]["image"] = "registry.local/trainer-ascend:0.1.0-a2-seed"
+    spec = tmp_path / "seed.yaml"
+    spec.write_text(yaml.safe_dump(seed))
+    assert main(["plan", "--spec", str(spec), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["verlVersion"] == "0.7.1"
+    # An image without verl (the CPU image): the newest release the trainer supports, said so.
+    cpu = example_document("safegrpo-nvidia")
+    cpu["spec"]["image"] = "ghcr.io/grpo-operator/trainer-cpu:0.1.0"
+    spec.write_text(yaml.safe_dump(cpu))
+    assert main(["plan", "--spec", str(spec)]) == 0
+    assert "warning: verl is not installed here: this is the plan for verl 0.9.1" in capsys.readouterr().err
 
 
 def test_validate_fetches_verls_configuration_into_the_users_cache(

@@ -30,6 +30,8 @@ def _trl_job_without_data(tmp_path: Path) -> str:
     manifest = yaml.safe_load((EXAMPLES / "lora-single-gpu.yaml").read_text())
     manifest["spec"]["dataset"]["train"] = [str(tmp_path / "missing.parquet")]
     manifest["spec"]["model"]["source"] = str(tmp_path / "model")
+    # Planned for the CPU image, whose stack a workstation's is (no bitsandbytes: adamw_torch).
+    manifest["spec"]["image"] = "ghcr.io/grpo-operator/trainer-cpu:0.1.0"
     spec = tmp_path / "job.yaml"
     spec.write_text(yaml.safe_dump(manifest))
     return str(spec)

@@ -23,12 +23,13 @@ from grpo_trainer.testing.lora import adapted_policy
 
 
 def test_auto_is_compiled_on_cuda_and_eager_elsewhere() -> None:
-    assert resolve("auto", "cuda", vllm_available=False)[0] == "compiled"
-    assert resolve("auto", "cpu")[0] == "eager"
-    assert resolve("auto", "npu")[0] == "eager"
-    assert resolve("vllm", "cpu") == ("vllm", "spec.rollout.generation")
+    assert resolve("auto", "cuda", vllm=None)[0] == "compiled"
+    assert resolve("auto", "cuda", vllm="0.24.0")[0] == "compiled"  # the policy samples its own rollouts
+    assert resolve("auto", "cpu", vllm="0.24.0")[0] == "eager"
+    assert resolve("auto", "npu", vllm="0.23.0")[0] == "eager"
+    assert resolve("vllm", "cpu", vllm=None)[0] == "vllm"
     with pytest.raises(ValueError, match=r"rollout\.generation"):
-        resolve("fast", "cuda")
+        resolve("fast", "cuda", vllm=None)
     assert trl_config("eager", max_prompt_length=8, max_completion_length=2, gpu_memory_utilization=0.3) == {}
 
 

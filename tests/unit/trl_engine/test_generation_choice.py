@@ -1,4 +1,8 @@
-"""`rollout.generation: auto`: vLLM where it is installed and the whole process fits the budget."""
+"""`rollout.generation`: auto keeps the policy sampling its own rollouts; vllm is sized to the budget.
+
+The memory arithmetic (memory.py) sizes an explicit `generation: vllm`: both copies of the weights
+on the device, or the policy's parked in host memory while vLLM generates.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from grpo_trainer.engines.trl.memory import (
 )
 from grpo_trainer.engines.trl.settings import build_trl_config
 from grpo_trainer.spec import resolve_manifest
+from grpo_trainer.trainer_image import manifest, running
 
 # bf16 weights, as the GPU benchmark measured them; keys and values of 36 layers x 8 heads x 128.
 QWEN3_VL_4B = ModelFootprint(8.3, 2 * 36 * 8 * 128 * 2)
@@ -36,10 +41,7 @@ def test_a_4b_model_fits_the_recipes_16_gb_only_with_its_weights_taking_turns() 
     assert two_copies.total > RECIPE_BUDGET_GIB  # 2 x 8.3 GiB of weights alone are 16.6
     laid_out = vllm_layout(two_copies, RECIPE_BUDGET_GIB)
     assert laid_out.parked
-    path, why = choose_auto("cuda", vllm_available=True, need=laid_out, budget_gib=RECIPE_BUDGET_GIB)
-    assert path == "vllm"
-    assert "with the policy's weights in host memory while it generates" in why
-    assert f"would need ~{two_copies.total:.1f}" in why
+    assert f"~{two_copies.total:.1f}" not in laid_out.describe()
     # The larger of the two phases: the policy training beside a sleeping vLLM.
     assert laid_out.total == pytest.approx(8.3 + TRAINER_OVERHEAD_GIB + VLLM_ASLEEP_GIB)
     assert laid_out.generating == pytest.approx(PARKED_RESIDENT_GIB + two_copies.vllm)
@@ -47,20 +49,14 @@ def test_a_4b_model_fits_the_recipes_16_gb_only_with_its_weights_taking_turns() 
     assert vllm_gib(laid_out, RECIPE_BUDGET_GIB) == pytest.approx(two_copies.vllm + PARKED_VLLM_HEADROOM_GIB)
 
 
-def test_a_model_too_large_even_taking_turns_compiles_and_says_both_phases() -> None:
+def test_a_model_too_large_even_taking_turns_is_refused_naming_both_phases() -> None:
     laid_out = vllm_layout(need(ModelFootprint(12.0, QWEN3_VL_4B.kv_bytes_per_token)), RECIPE_BUDGET_GIB)
-    path, why = choose_auto("cuda", vllm_available=True, need=laid_out, budget_gib=RECIPE_BUDGET_GIB)
-    assert path == "compiled"
-    assert "while vLLM generates" in why
-    assert "while the policy trains, policy 12.0" in why
-    assert "14.9 GiB" in why
+    assert "while the policy trains, policy 12.0" in laid_out.describe()
     with pytest.raises(ValueError, match="cannot hold colocated vLLM"):
         vllm_gib(laid_out, RECIPE_BUDGET_GIB)
 
 
-def test_a_small_model_with_vllm_installed_gets_vllm_sized_to_the_budget() -> None:
-    path, why = choose_auto("cuda", vllm_available=True, need=need(SMALL), budget_gib=RECIPE_BUDGET_GIB)
-    assert (path, why.split(":")[0]) == ("vllm", "rollout.generation=auto")
+def test_a_small_model_gets_vllm_sized_to_the_budget() -> None:
     gib = vllm_gib(need(SMALL), RECIPE_BUDGET_GIB)
     # vLLM's GiB plus the policy and the trainer's own stay within the budget.
     assert gib + 2.0 + TRAINER_OVERHEAD_GIB == pytest.approx(RECIPE_BUDGET_GIB)
@@ -68,21 +64,24 @@ def test_a_small_model_with_vllm_installed_gets_vllm_sized_to_the_budget() -> No
 
 
 @pytest.mark.parametrize(
-    ("device", "available", "weights", "expected"),
+    ("device", "vllm", "expected"),
     [
-        ("cpu", True, 1.0, "eager"),
-        ("npu", True, 1.0, "eager"),
-        ("cuda", False, 1.0, "compiled"),
-        ("cuda", True, None, "compiled"),
+        ("cpu", "0.24.0", "eager"),
+        ("npu", "0.23.0", "eager"),
+        ("cuda", None, "compiled"),
+        ("cuda", "0.24.0", "compiled"),
     ],
 )
-def test_auto_falls_back_with_a_reason(
-    device: str, available: bool, weights: float | None, expected: str
+def test_auto_keeps_the_policy_sampling_its_own_rollouts(
+    device: str, vllm: str | None, expected: str
 ) -> None:
-    model = None if weights is None else need(ModelFootprint(weights))
-    path, why = resolve("auto", device, vllm_available=available, need=model)
+    """LoRA jobs (every TRL job) never get vLLM's merged sampler by default: it changes the loss."""
+    path, why = resolve("auto", device, vllm=vllm)
     assert path == expected
     assert why.startswith("rollout.generation=auto")
+    assert choose_auto(device, vllm=vllm) == (path, why)
+    if vllm and device == "cuda":
+        assert f"the image's vLLM {vllm} is left to rollout.generation: vllm" in why
 
 
 def test_a_budget_in_gib_becomes_vllms_share_of_the_device() -> None:
@@ -113,11 +112,12 @@ def test_the_plan_says_which_path_and_why(tmp_path) -> None:
             },
         }
     )
-    settings = settings_from_job(job, QWEN3_VL_4B)
-    assert settings.generation in ("compiled", "vllm")
-    if settings.generation == "compiled":  # vLLM not installed here
-        assert "use_vllm" not in build_trl_config(settings)[0]
-    else:  # installed: a 4B model fits 16 GB with its weights taking turns
-        assert settings.vllm_park_policy
-        assert build_trl_config(settings)[0]["vllm_enable_sleep_mode"] is True
-    assert reasons(job, QWEN3_VL_4B)["cache_implementation"].startswith("rollout.generation=auto")
+    cuda = running(job, {"GRPO_IMAGE_FLAVOUR": "cuda"})
+    assert cuda.manifest == manifest("cuda")
+    assert cuda.has("vllm")
+    settings = settings_from_job(job, QWEN3_VL_4B, image=cuda)
+    assert settings.generation == "compiled"  # vLLM is in the image, and auto does not take it
+    grpo = build_trl_config(settings)[0]
+    assert "use_vllm" not in grpo
+    assert grpo["vllm_importance_sampling_correction"] is False
+    assert reasons(job, QWEN3_VL_4B, image=cuda)["cache_implementation"].startswith("rollout.generation=auto")

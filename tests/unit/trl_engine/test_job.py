@@ -121,13 +121,15 @@ def test_the_plan_says_how_rollouts_are_generated_and_what_is_exported() -> None
     from grpo_trainer.engines.trl.engine import TrlEngine
     from grpo_trainer.inputs import planned_inputs
     from grpo_trainer.spec import Attempt
+    from grpo_trainer.trainer_image import for_job
 
     job = load_job(EXAMPLE)
-    engine = TrlEngine(EngineOptions())
+    engine = TrlEngine(EngineOptions(image=for_job(job)))  # as `grpo-train plan` does
     plan = engine.plan(job, Attempt("t", "default", 1, Path("/tmp/m.jsonl")), planned_inputs(job, 1, engine))
     settings = {s.key: s for s in plan.settings}
     assert settings["generation"].value == "compiled"
     assert "CUDA-graph" in settings["generation"].why
     assert settings["cache_implementation"].value == "static"
     assert settings["export.gguf"].value == "q4_k_m + mmproj f16"
-    assert settings["export.sample"].value == "row 0"
+    assert settings["export.sample"].value.startswith("row 0: 512 new tokens")
+    assert settings["export.gguf"].why.endswith("in /opt/llama.cpp in the trainer-cuda:0.1.0 image")

@@ -17,8 +17,7 @@ from typing import Any
 import pytest
 from grpo_trainer.engines.base import EngineOptions
 from grpo_trainer.engines.trl.engine import TrlEngine
-from grpo_trainer.engines.trl.generation import resolve as resolve_generation
-from grpo_trainer.engines.trl.job import memory_budget, settings_from_job, vllm_layout_of, vllm_sizing
+from grpo_trainer.engines.trl.job import settings_from_job, vllm_layout_of, vllm_sizing
 from grpo_trainer.engines.trl.memory import (
     GIB,
     PARKED_RESIDENT_GIB,
@@ -149,25 +148,18 @@ def test_two_copies_that_do_not_fit_take_turns_and_the_plan_says_so(tmp_path: Pa
     assert roomy.vllm_memory_gib == pytest.approx(24 - 8.3 - 3.0)
 
 
-def test_auto_weighs_the_jobs_budget_not_only_the_recipes(tmp_path: Path) -> None:
+def test_vllm_is_laid_out_for_the_jobs_budget_not_only_the_recipes(tmp_path: Path) -> None:
     model = footprint(str(model_folder(tmp_path, 8.3)))
-
-    def auto(target: Any) -> tuple[str, str]:
-        budget, _ = memory_budget(target)
-        need = vllm_layout_of(target, model)
-        return resolve_generation("auto", "cuda", need=need, budget_gib=budget, vllm_available=True)
-
     # A 4B model fits the recipe's 16 GB with vLLM only if the two copies take turns...
-    chosen, why = auto(job("auto"))
-    assert chosen == "vllm"
-    assert "policy's weights in host memory" in why
+    assert settings_from_job(job(budget="16G"), model).vllm_park_policy
     # ...a budget that holds both keeps both...
-    chosen, why = auto(job("auto", budget="40Gi"))
-    assert chosen == "vllm"
-    assert "40.0 GiB budget" in why
-    assert "host memory" not in why
-    # ...and one that holds neither compiles.
-    assert auto(job("auto", budget="10Gi"))[0] == "compiled"
+    assert not settings_from_job(job(budget="40Gi"), model).vllm_park_policy
+    assert not vllm_layout_of(job(budget="40Gi"), model).parked
+    # ...one that holds neither is refused, naming the field...
+    with pytest.raises(ConfigError, match=r"^rollout\.memoryBudget: 9\.3 GiB cannot hold colocated vLLM"):
+        settings_from_job(job(budget="10G"), model)
+    # ...and `auto` never sizes vLLM at all: the policy samples its own rollouts.
+    assert settings_from_job(job("auto", budget="40Gi"), model).generation == "compiled"
 
 
 def test_without_a_budget_explicit_vllm_keeps_the_spec_share(tmp_path: Path) -> None:

@@ -22,12 +22,16 @@ from the driver reaches it through `Session`.
 from __future__ import annotations
 
 import importlib
+import json
+import re
+import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from grpo_operator.api.contract import Failure
 
 from ..failures import ConfigError
+from ..trainer_image import TrainerImage
 
 if TYPE_CHECKING:
     from grpo_operator.api.v1alpha1 import ResolvedJob
@@ -61,6 +65,51 @@ class RunPlan:
     """Engine-specific fields of `grpo-train plan --json` (verl: its version and raw overrides)."""
     detail: Any = None
     """The engine's own form of the plan, for its `check`."""
+
+
+def plan_text(plan: RunPlan, image: TrainerImage) -> str:
+    """A plan as `grpo-train plan` prints it and the pod logs it at start-up: the image it is for,
+    then the engine's command and every setting with its reason."""
+    lines = [f"# image: {image.describe()}"]
+    if plan.command:
+        lines.append(f"# {plan.title}; environment of the engine and every Ray worker:")
+        lines += [f"#   {key}={value}" for key, value in sorted(plan.env.items())]
+        words = [_shell_word(word) for word in plan.command]
+        lines.append(" \\\n    ".join([" ".join(words[:3]), *words[3:]]))
+        lines.append("\n# why:")
+        lines += [f"#   {s.key}: {s.why}" for s in plan.settings if s.why]
+    else:
+        lines.append(f"# {plan.title}")
+        width = max((len(s.key) for s in plan.settings), default=0)
+        lines += [f"{s.key:<{width}}  {json.dumps(s.value, default=str)}  # {s.why}" for s in plan.settings]
+    return "\n".join(lines)
+
+
+_SAFE_WORD = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
+_DOUBLE_QUOTE_SPECIAL = re.compile(r'["$`\\!]')
+
+
+def _shell_word(word: str) -> str:
+    """Shell quoting that stays readable: double quotes for Hydra's single-quoted values."""
+    if _SAFE_WORD.fullmatch(word):
+        return word
+    if not _DOUBLE_QUOTE_SPECIAL.search(word):
+        return f'"{word}"'
+    return shlex.quote(word)
+
+
+def plan_json(plan: RunPlan, image: TrainerImage) -> dict[str, Any]:
+    """`grpo-train plan --json`."""
+    return {
+        "engine": plan.engine,
+        "title": plan.title,
+        "image": image.as_json(),
+        "command": plan.command,
+        "env": plan.env,
+        "settings": [{"key": s.key, "value": s.value, "why": s.why} for s in plan.settings],
+        "warnings": [*image.warnings, *plan.warnings],
+        **plan.facts,
+    }
 
 
 @dataclass(frozen=True)
@@ -158,6 +207,9 @@ class EngineOptions:
     """Compose with this verl trainer/config folder (verl)."""
     progress: bool = True
     """Progress bars for data preparation and downloads."""
+    image: TrainerImage | None = None
+    """The trainer image to plan and run for (its manifest says what it holds); None: the image this
+    process runs in (`trainer_image.running`). Never this machine's own packages."""
 
 
 class Session(Protocol):

@@ -6,7 +6,7 @@ Planning and checking are pure (no torch, no TRL needed); `run` and `export` imp
 from __future__ import annotations
 
 import dataclasses
-import importlib.metadata
+import importlib
 import importlib.util
 import logging
 import os
@@ -16,10 +16,11 @@ from grpo_operator.api.batch import Batch, batch_problems
 from grpo_operator.api.contract import Failure
 from grpo_operator.api.v1alpha1 import ResolvedJob
 
-from ... import data, sources
+from ... import data, sources, trainer_image
 from ...export_record import read_record
 from ...failures import ConfigError
 from ...spec import Attempt
+from ...trainer_image import TrainerImage
 from ..base import (
     Checkpoint,
     EngineOptions,
@@ -34,13 +35,14 @@ from ..base import (
 from .checkpoints import checkpoint_at, latest_checkpoint, prune_checkpoints
 from .export import ExportPlan, GgufChoice
 from .generation import vllm_installed
-from .gguf_tools import LLAMA_CPP_PYTHON, find_tools
+from .gguf_tools import find_tools
 from .job import (
     RECIPE,
     generation_choice,
     reasons,
     reporting_env,
     reward_funcs_for,
+    sample_setting,
     settings_from_job,
     vllm_sizing,
 )
@@ -56,18 +58,24 @@ class TrlEngine:
     def __init__(self, options: EngineOptions) -> None:
         self.options = options
 
+    def image(self, job: ResolvedJob) -> TrainerImage:
+        """The trainer image this engine plans and runs for: the one the command line chose (outside
+        a pod, the job's image), else the one this process runs in."""
+        return self.options.image or trainer_image.running(job)
+
     def plan(self, job: ResolvedJob, attempt: Attempt, inputs: RunInputs) -> RunPlan:
         """Every GRPOConfig and LoraConfig value this job gets, with where it comes from."""
         model = footprint(inputs.model_path)
-        grpo, lora = build_trl_config(settings_from_job(job, model))
-        why = reasons(job, model)
+        image = self.image(job)
+        grpo, lora = build_trl_config(settings_from_job(job, model, image=image))
+        why = reasons(job, model, image=image)
         settings = [Setting(key, value, why.get(key, RECIPE)) for key, value in sorted(grpo.items())]
         settings += [
             Setting(f"lora.{key}", value, why.get(f"lora.{key}", RECIPE))
             for key, value in sorted(lora.items())
         ]
         settings.append(_prompt_fitting(job))
-        generation, generation_why = generation_choice(job, model)
+        generation, generation_why = generation_choice(job, image)
         settings.append(Setting("generation", generation, generation_why))
         if generation == "vllm":
             sizing = vllm_sizing(job, model)
@@ -75,23 +83,17 @@ class TrlEngine:
         gguf = job.spec.export.gguf
         if gguf is not None:
             settings.append(
-                Setting(
-                    "export.gguf",
-                    f"{gguf.quantization} + mmproj {gguf.projector}",
-                    f"spec.export.gguf: llama.cpp from llama-cpp-python {LLAMA_CPP_PYTHON} ({find_tools().root})",
-                )
+                Setting("export.gguf", f"{gguf.quantization} + mmproj {gguf.projector}", _gguf_why(image))
             )
         if job.spec.export.sample.enabled:
-            settings.append(
-                Setting("export.sample", f"row {job.spec.export.sample.row}", "spec.export.sample")
-            )
+            settings.append(Setting("export.sample", *sample_setting(job)))
         resume = inputs.resume
         if resume.checkpoint is not None:
             resume_why = "spec.checkpoint.resume" if resume.named else "the latest complete checkpoint"
             settings.append(Setting("resume_from_checkpoint", resume.checkpoint.path, resume_why))
         return RunPlan(
             engine="trl",
-            title=f"TRL GRPOTrainer + peft LoRA on one device ({_versions()})",
+            title=f"TRL GRPOTrainer + peft LoRA on one device ({_versions(image)})",
             settings=settings,
             detail=(grpo, lora),
         )
@@ -120,12 +122,20 @@ class TrlEngine:
                 for key in lora_overrides
                 if key not in lora_fields
             ]
-        warnings += [f"{problem}; the trainer image has it" for problem in _missing_here(job)]
+        problems += _missing_in(job, self.image(job))
         return Findings(problems, warnings, checked=f"{len(plan.settings)} TRL and LoRA settings")
 
     def preflight(self, job: ResolvedJob, resume: Resume) -> None:
-        # Before training, not after an hour of it: what the job asks for must be here.
+        # Before training, not after an hour of it: what the job and its plan need must be installed
+        # where it runs (a plan made from a stale manifest is caught here, not by TRL mid-run).
         missing = _missing_here(job)
+        if settings_from_job(job, image=self.image(job)).optim == "adamw_8bit" and not _imports(
+            "bitsandbytes"
+        ):
+            missing.append(
+                "optim adamw_8bit: the plan took bitsandbytes from the image's manifest, and it is not "
+                "installed where this attempt runs (the image differs from its manifest: see the log's start)"
+            )
         if missing:
             raise ConfigError("; ".join(missing))
 
@@ -134,7 +144,7 @@ class TrlEngine:
         from .data import rows_from_parquet
         from .runner import RunRequest, run
 
-        settings = settings_from_job(job, footprint(inputs.model_path))
+        settings = settings_from_job(job, footprint(inputs.model_path), image=self.image(job))
         dataset = job.spec.dataset
         rows = rows_from_parquet(
             inputs.train_files, prompt_key=dataset.prompt_key, image_key=dataset.image_key
@@ -211,7 +221,7 @@ class TrlEngine:
         missing = _missing_here(job)
         if missing:
             raise ConfigError("; ".join(missing))
-        return _export_checkpoint(job, latest.path, latest.step)
+        return _export_checkpoint(job, latest.path, latest.step, self.image(job))
 
 
 def _prompt_fitting(job: ResolvedJob) -> Setting:
@@ -307,14 +317,14 @@ def _missing_here(job: ResolvedJob) -> list[str]:
     return missing
 
 
-def _export_checkpoint(job: ResolvedJob, checkpoint: str, step: int) -> ExportResult:
+def _export_checkpoint(job: ResolvedJob, checkpoint: str, step: int, image: TrainerImage) -> ExportResult:
     from peft import PeftModel
 
     from .data import rows_from_parquet
     from .export import export_policy
     from .runner import load_policy
 
-    settings = settings_from_job(job)
+    settings = settings_from_job(job, image=image)
     grpo, _ = build_trl_config(settings)
     model_path = sources.resolve(job.spec.model.source, "model", job.paths.cache_dir, workdir=job.workdir)
     base, processor = load_policy(str(model_path), bf16=bool(grpo["bf16"]))
@@ -332,14 +342,46 @@ def _export_checkpoint(job: ResolvedJob, checkpoint: str, step: int) -> ExportRe
     return export_policy(policy, processor, job.paths.export_dir, step=step, plan=plan)
 
 
-def _versions() -> str:
-    found = []
-    for package in ("trl", "peft", "transformers"):
-        try:
-            found.append(f"{package} {importlib.metadata.version(package)}")
-        except importlib.metadata.PackageNotFoundError:
-            found.append(f"{package} not installed here")
-    return ", ".join(found)
+def _versions(image: TrainerImage) -> str:
+    """The training stack's versions in the image the plan is for."""
+    return ", ".join(
+        f"{package} {image.version(package)}" if image.has(package) else f"no {package} in {image.name}"
+        for package in ("trl", "peft", "transformers")
+    )
+
+
+def _gguf_why(image: TrainerImage) -> str:
+    tools = image.manifest.tools.get("llama.cpp")
+    if tools is None:
+        return f"spec.export.gguf: llama.cpp's GGUF tools, which {image.name} does not have"
+    return f"spec.export.gguf: llama.cpp from llama-cpp-python {tools['version']}, in {tools['path']} in {image.name}"
+
+
+def _imports(package: str) -> bool:
+    """Whether `package` imports where this process runs (bitsandbytes loads CUDA libraries)."""
+    if importlib.util.find_spec(package) is None:
+        return False
+    try:
+        importlib.import_module(package)
+    except Exception:  # a broken install (no CUDA libraries) is as good as none
+        return False
+    return True
+
+
+def _missing_in(job: ResolvedJob, image: TrainerImage) -> list[str]:
+    """What the job asks for that its trainer image does not have (its manifest), one line each."""
+    missing = []
+    if job.spec.export.gguf is not None and "llama.cpp" not in image.manifest.tools:
+        missing.append(f"export.gguf: {image.name} has no llama.cpp GGUF tools")
+    if job.spec.logging.tensorboard and not image.has("tensorboard"):
+        missing.append(f"logging.tensorboard: {image.name} has no tensorboard package")
+    if job.spec.logging.wandb is not None and not image.has("wandb"):
+        missing.append(f"logging.wandb: {image.name} has no wandb package")
+    if job.spec.rollout.generation == "vllm" and not image.has("vllm"):
+        missing.append(f"rollout.generation: vllm, and {image.name} has no vLLM (use compiled or eager)")
+    if not (image.has("trl") and image.has("peft")):
+        missing.append(f"spec.engine.name: trl, and {image.name} has no TRL and peft")
+    return missing
 
 
 def _known_fields() -> tuple[set[str], set[str]] | None:

@@ -14,20 +14,26 @@ to read. The paths (`spec.rollout.generation`):
   in vLLM, adapters merged into it after every update, and TRL's importance-sampling correction
   for the mismatch between vLLM's and the trainer's probabilities.
 
-Not offered: generating with the adapters merged into the training weights. In bf16 a LoRA
-update smaller than half a unit in the last place of a weight disappears when added to it, and
-early in training nearly all of them are that small, so a merged model samples from (nearly) the
-base model, not the policy (`tests/unit/trl_engine/test_generation.py` shows it); unmerging also
-leaves rounding residue in the frozen base weights after every step.
+Generating with adapters merged into bf16 weights samples from another policy than the one being
+trained. In bf16 a LoRA update smaller than half a unit in the last place of a weight disappears
+when added to it, and early in training nearly all of them are that small: a merge keeps 38.5 %
+of a realistic update at 4B (docs/benchmarks/trl-engine.md; `tests/unit/trl_engine/
+test_generation.py` shows it on the tiny model), so a merged model samples from nearly the base
+model. TRL 1.16's colocated vLLM is only such a merge (its `sync_weights` merges the adapters, loads
+the merged weights and unmerges them; vLLM's own LoRA serving is not a path it offers), and its
+importance sampling then absorbs the gap: with its default `sequence_mask` a sequence whose
+probability under the policy is over 3 times vLLM's is dropped from the loss, which at the
+recipe's G=2 halves or empties a step's gradient.
 
-`auto` (`choose_auto`) is `vllm` on CUDA where vLLM is installed and the whole process fits the
-memory budget (`spec.rollout.memoryBudget`, the recipe's 16 GB unset) with a second copy of the
-weights, or else with the policy's weights parked in host memory while vLLM generates
-(parking.py), else `compiled` on CUDA and `eager` elsewhere (torch.compile's CUDA graphs need CUDA; on
-CPU the launch overhead it removes is small). vLLM's memory comes from that budget in GiB for the
-whole process (memory.py turns it into vLLM's share of the device at run time), and its weights
-and KV cache sleep while the policy trains (`vllm_sleep`). `docs/benchmarks/trl-engine.md` has
-the measurements.
+So `auto` (`choose_auto`) keeps the on-policy path for the TRL engine's jobs, all of which train
+LoRA adapters: `compiled` on CUDA (the policy itself samples, adapters unmerged), `eager`
+elsewhere (torch.compile's CUDA graphs need CUDA; on CPU the launch overhead it removes is small).
+`vllm` is the job's explicit choice: faster (docs/benchmarks/trl-engine.md has the figures), and
+its plan states what it changes in the loss (the `vllm_importance_sampling_*` keys). vLLM's
+memory then comes from `spec.rollout.memoryBudget` in GiB for the whole process (memory.py turns
+it into vLLM's share of the device at run time), and its weights and KV cache sleep while the
+policy trains (`vllm_sleep`). benchmarks/trl_offpolicy.py measures, at 4B shapes, how far the
+merged path's sampler is from the policy against the compiled path's.
 """
 
 from __future__ import annotations
@@ -36,61 +42,48 @@ import importlib.util
 import logging
 from typing import Any
 
-from .memory import RECIPE_BUDGET_GIB, VllmNeed
-
 log = logging.getLogger(__name__)
 
 PATHS = ("eager", "compiled", "vllm")
 
 
-def resolve(
-    choice: str,
-    device: str,
-    *,
-    need: VllmNeed | None = None,
-    budget_gib: float = RECIPE_BUDGET_GIB,
-    vllm_available: bool | None = None,
-) -> tuple[str, str]:
+def resolve(choice: str, device: str, *, vllm: str | None) -> tuple[str, str]:
     """The path a job's `rollout.generation` means on `device`, with the reason.
 
-    `need`: the whole process's least with vLLM (memory.vllm_need), when the model is known.
+    `vllm`: the version of vLLM the job's trainer image holds (None: it has none).
     """
     if choice == "auto":
-        available = vllm_installed() if vllm_available is None else vllm_available
-        return choose_auto(device, vllm_available=available, need=need, budget_gib=budget_gib)
+        return choose_auto(device, vllm=vllm)
     if choice not in PATHS:
         raise ValueError(f"rollout.generation: {choice!r} is not one of auto, {', '.join(PATHS)}")
+    if choice == "vllm":
+        return choice, (
+            "spec.rollout.generation: TRL's colocated vLLM, sampling from its own bf16 copy of the weights "
+            "with the adapters merged in (a merge keeps part of a LoRA update: generation.py), so the loss "
+            "is corrected by importance sampling (the vllm_importance_sampling_* keys)"
+        )
     return choice, "spec.rollout.generation"
 
 
-def choose_auto(
-    device: str, *, vllm_available: bool, need: VllmNeed | None, budget_gib: float
-) -> tuple[str, str]:
-    """`auto`: vLLM where it is installed and fits the budget, else compiled on CUDA, eager elsewhere."""
+def choose_auto(device: str, *, vllm: str | None) -> tuple[str, str]:
+    """`auto`: the policy samples its own rollouts: compiled on CUDA, eager elsewhere (module docstring)."""
     if device != "cuda":
-        return "eager", f"rollout.generation=auto on {device}: CUDA graphs and vLLM need CUDA"
-    compiled = "static KV cache + CUDA-graph decoding"
-    if not vllm_available:
-        return "compiled", f"rollout.generation=auto: vllm is not installed here; {compiled}"
-    if need is None:
-        return "compiled", f"rollout.generation=auto: the model's size is unknown here; {compiled}"
-    if need.total > budget_gib:
-        return "compiled", (
-            f"rollout.generation=auto: vllm would need ~{need.total:.1f} GiB ({need.describe()}) and the "
-            f"budget is {budget_gib:.1f} GiB; {compiled}"
-        )
-    if need.parked:
-        return "vllm", (
-            f"rollout.generation=auto: vllm is installed and fits the {budget_gib:.1f} GiB budget in ~{need.total:.1f} "
-            f"GiB with the policy's weights in host memory while it generates (two copies of "
-            f"{need.weights:.1f} GiB of weights would need ~{need.both_copies.total:.1f})"
-        )
-    return "vllm", (
-        f"rollout.generation=auto: vllm is installed and ~{need.total:.1f} GiB fits the {budget_gib:.1f} GiB budget"
+        return "eager", f"rollout.generation=auto on {device}: CUDA graphs need CUDA"
+    left = (
+        f"; the image's vLLM {vllm} is left to rollout.generation: vllm, which samples from a bf16 merge "
+        "of the adapters and corrects the loss by importance sampling"
+        if vllm
+        else ""
+    )
+    return "compiled", (
+        "rollout.generation=auto: the policy samples its own rollouts, adapters unmerged, so the loss "
+        f"is the recipe's (no importance correction); static KV cache + CUDA-graph decoding{left}"
     )
 
 
 def vllm_installed() -> bool:
+    """Whether vLLM is installed where this process runs: the run's own check before it starts
+    (plans read the image's manifest instead: grpo_trainer.trainer_image)."""
     return importlib.util.find_spec("vllm") is not None
 
 

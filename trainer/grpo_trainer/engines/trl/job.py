@@ -9,11 +9,15 @@ Batch sizes keep verl's meaning, so one spec reads the same for both engines: `t
 prompts are generated per round, `miniBatchSize` prompts make one optimiser update, and
 `microBatchSizePerDevice` completions go through one forward pass. The arithmetic and its
 messages are the operator's (grpo_operator/api/batch.py).
+
+What depends on the software (adamw_8bit needs bitsandbytes; vLLM is named by the image's
+manifest) is read from the trainer image the job runs in (`grpo_trainer.trainer_image`), never
+from the machine that plans, so `grpo-train plan` on a laptop and the pod at start-up give the
+same values.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -22,6 +26,7 @@ from grpo_operator.api.quantity import parse as parse_quantity
 from grpo_operator.api.v1alpha1 import ResolvedJob
 
 from ...failures import ConfigError
+from ...trainer_image import TrainerImage, running
 from .generation import resolve as resolve_generation
 from .generation import trl_config as generation_trl_config
 from .generation import vllm_context
@@ -48,25 +53,20 @@ TARGETS_AGAINST_UNSLOTH = (
 )
 
 
-def optimizer(job: ResolvedJob) -> tuple[str, str]:
-    """(optimizer, why): the single-GPU LoRA recipe's adamw_8bit where bitsandbytes works (the CUDA image), else adamw_torch."""
+def optimizer(job: ResolvedJob, image: TrainerImage) -> tuple[str, str]:
+    """(optimizer, why): the single-GPU LoRA recipe's adamw_8bit where the job's image has
+    bitsandbytes (the CUDA image), else adamw_torch."""
     if job.accelerator.device == "cpu":
         return (
             "adamw_torch",
             "adamw_torch: the single-GPU LoRA recipe's adamw_8bit needs bitsandbytes on a GPU; this job runs on CPU",
         )
-    if importlib.util.find_spec("bitsandbytes") is not None:
-        try:
-            import bitsandbytes  # noqa: F401  (imports torch; only where it is installed)
-
-            return "adamw_8bit", f"{RECIPE}: adamw_8bit (bitsandbytes is installed)"
-        except Exception as error:  # a broken install (no CUDA libraries) must not stop planning
-            problem = f"bitsandbytes does not import here ({type(error).__name__})"
-    else:
-        problem = "bitsandbytes is not installed here"
+    version = image.version("bitsandbytes")
+    if version is not None:
+        return "adamw_8bit", f"{RECIPE}: adamw_8bit, from bitsandbytes {version} in {image.name}"
     return (
         "adamw_torch",
-        f"adamw_torch: the single-GPU LoRA recipe's adamw_8bit needs bitsandbytes, and {problem}",
+        f"adamw_torch: the single-GPU LoRA recipe's adamw_8bit needs bitsandbytes, which {image.name} does not have",
     )
 
 
@@ -152,18 +152,9 @@ def vllm_layout_of(job: ResolvedJob, model: ModelFootprint | None) -> VllmNeed |
     return vllm_layout(need, memory_budget(job)[0])
 
 
-def generation_choice(job: ResolvedJob, model: ModelFootprint | None) -> tuple[str, str]:
-    """The generation path and why (auto weighs vLLM's second copy of the weights against the budget)."""
-    budget, source = memory_budget(job)
-    path, why = resolve_generation(
-        job.spec.rollout.generation,
-        job.accelerator.device,
-        need=vllm_layout_of(job, model),
-        budget_gib=budget,
-    )
-    if "budget" in why:
-        why = f"{why} ({source})"
-    return path, why
+def generation_choice(job: ResolvedJob, image: TrainerImage) -> tuple[str, str]:
+    """The generation path and why (generation.py: auto keeps the policy sampling its own rollouts)."""
+    return resolve_generation(job.spec.rollout.generation, job.accelerator.device, vllm=image.version("vllm"))
 
 
 @dataclass(frozen=True)
@@ -200,8 +191,9 @@ def vllm_sizing(job: ResolvedJob, model: ModelFootprint | None) -> VllmSizing:
             None,
             share,
             f"{share} of the device",
-            f"{source}, but the model's weights are not here to size vLLM from: "
-            "spec.rollout.gpuMemoryUtilization's share until they are (the run sizes it at start)",
+            f"{source}; vLLM's GiB come from the model's weights, which a plan made before the pod has "
+            f"downloaded {job.spec.model.source} does not know: assumed spec.rollout.gpuMemoryUtilization's "
+            "share until then, and the pod sizes vLLM from the weights at start (its plan says how)",
         )
     try:
         gib = vllm_gib(need, budget)
@@ -228,12 +220,16 @@ def vllm_sizing(job: ResolvedJob, model: ModelFootprint | None) -> VllmSizing:
     )
 
 
-def settings_from_job(job: ResolvedJob, model: ModelFootprint | None = None) -> TrlSettings:
+def settings_from_job(
+    job: ResolvedJob, model: ModelFootprint | None = None, *, image: TrainerImage | None = None
+) -> TrlSettings:
     """Pure mapping from a ResolvedJob to TrlSettings; ConfigError names the offending field.
 
-    `model`: the model folder's footprint (memory.footprint), when known, for `rollout.generation:
-    auto` and vLLM's memory.
+    `model`: the model folder's footprint (memory.footprint), when known, for vLLM's memory;
+    `image`: the trainer image the job runs in (its manifest says what it has), by default the
+    one this process runs in (trainer_image.running).
     """
+    image = image or running(job)
     spec = job.spec
     algorithm = spec.algorithm
     kl = algorithm.kl
@@ -271,12 +267,12 @@ def settings_from_job(job: ResolvedJob, model: ModelFootprint | None = None) -> 
         # bf16 where the device computes in it; a CPU run stays in fp32 (CPU bf16 kernels are
         # slow or missing for several of the model's ops).
         "bf16": job.accelerator.device != "cpu",
-        "optim": optimizer(job)[0],
+        "optim": optimizer(job, image)[0],
         "overrides": tuple(spec.engine.overrides),
         **reporting_settings(job),
         "vllm_gpu_memory_utilization": spec.rollout.gpu_memory_utilization,
     }
-    generation, _ = generation_choice(job, model)
+    generation, _ = generation_choice(job, image)
     values["generation"] = generation
     if generation == "vllm":
         sizing = vllm_sizing(job, model)
@@ -300,11 +296,15 @@ def settings_from_job(job: ResolvedJob, model: ModelFootprint | None = None) -> 
     return replace(TrlSettings(), **values)
 
 
-def reasons(job: ResolvedJob, model: ModelFootprint | None = None) -> dict[str, str]:
+def reasons(
+    job: ResolvedJob, model: ModelFootprint | None = None, *, image: TrainerImage | None = None
+) -> dict[str, str]:
     """Why each GRPOConfig / LoraConfig key (`lora.` prefix) has its value, for `grpo-train plan`.
 
-    Keys not named here take the single-GPU LoRA recipe's value (`RECIPE`); `engine.overrides` wins over everything.
+    Keys not named here take the single-GPU LoRA recipe's value (`RECIPE`); `engine.overrides` wins
+    over everything. `image` as for `settings_from_job`.
     """
+    image = image or running(job)
     spec = job.spec
     batch = Batch.from_spec(spec, "trl")
     micro = (
@@ -313,7 +313,7 @@ def reasons(job: ResolvedJob, model: ModelFootprint | None = None) -> dict[str, 
         else "microBatchSizePerDevice unset: the whole update in one forward pass"
     )
     lora = "spec.engine.lora" if spec.engine.lora else f"{RECIPE}; spec.engine.lora is not set"
-    generation, generation_why = generation_choice(job, model)
+    generation, generation_why = generation_choice(job, image)
     generation_keys = set(
         generation_trl_config(
             generation, max_prompt_length=0, max_completion_length=0, gpu_memory_utilization=0.0
@@ -354,7 +354,7 @@ def reasons(job: ResolvedJob, model: ModelFootprint | None = None) -> dict[str, 
         "gradient_checkpointing": "spec.engine.gradientCheckpointing",
         "remove_unused_columns": "images and answers travel in extra columns the rewards read",
         "bf16": f"the {job.accelerator.name} pool's device ({job.accelerator.device}): bf16 except on CPU",
-        "optim": optimizer(job)[1],
+        "optim": optimizer(job, image)[1],
         "report_to": "spec.logging.tensorboard and spec.logging.wandb (files under the job's folder)",
         "run_name": "spec.logging.wandb.experiment, else the job's name",
         **{
@@ -367,6 +367,7 @@ def reasons(job: ResolvedJob, model: ModelFootprint | None = None) -> dict[str, 
             for key in ("eval_strategy", "eval_steps", "eval_on_start", "per_device_eval_batch_size")
         },
         "warmup_steps": f"{RECIPE}: warmup ratio 0.1 (transformers 5 reads a fraction below 1 as a ratio)",
+        **objective_reasons(job, generation),
         **{key: generation_why for key in generation_keys},
         **{f"lora.{key}": lora for key in ("r", "lora_alpha", "lora_dropout", "exclude_modules")},
         "lora.target_modules": lora
@@ -384,6 +385,82 @@ def reasons(job: ResolvedJob, model: ModelFootprint | None = None) -> dict[str, 
     why.update({key: "engine.overrides" for key in trainer_overrides})
     why.update({f"lora.{key}": "engine.overrides" for key in lora_overrides})
     return why
+
+
+def objective_reasons(job: ResolvedJob, generation: str) -> dict[str, str]:
+    """Why each GRPOConfig key that shapes the loss beyond the spec's fields has its value.
+
+    They are written into GRPOConfig explicitly (settings.py) so none changes with a TRL default,
+    and said here in what they do to a step, so a plan shows the objective a job trains.
+    """
+    algorithm = job.spec.algorithm
+    if algorithm.loss_type == "dr_grpo":
+        verl = (
+            "verl's dr_grpo does not (algorithm.norm_adv_by_std_in_grpo=false), as the Dr. GRPO paper "
+            "proposes: engine.overrides scale_rewards=none trains that objective on TRL"
+        )
+    else:
+        verl = f"verl's {algorithm.loss_type} does too (algorithm.norm_adv_by_std_in_grpo=true)"
+    why = {
+        "scale_rewards": (
+            f"{RECIPE}, TRL's default: each advantage is divided by its group's reward std; {verl}"
+        ),
+        "epsilon_high": "spec.algorithm.clipRatio: the upper clip equals the lower one (symmetric, TRL's default)",
+        "delta": "TRL's default: no second, upper clip of the ratio for negative advantages",
+        "mask_truncated_completions": (
+            "TRL's default, as the recipe trains: a completion cut at maxResponseLength still counts in the loss"
+        ),
+        "top_entropy_quantile": "TRL's default: every token counts in the loss, not only the high-entropy ones",
+        "off_policy_mask_threshold": "TRL's default: no sequence is masked for being off-policy",
+    }
+    correction, mode = "vllm_importance_sampling_correction", "vllm_importance_sampling_mode"
+    clip_max, clip_min = "vllm_importance_sampling_clip_max", "vllm_importance_sampling_clip_min"
+    if generation != "vllm":
+        why[correction] = (
+            f"rollout.generation={generation}: the policy samples its own rollouts (adapters unmerged), so "
+            "there is no other sampler to correct for; TRL reads these keys only when vLLM generates"
+        )
+        unused = f"not used on the {generation} path (TRL's default, written out)"
+        why.update({mode: unused, clip_max: unused, clip_min: unused})
+        return why
+    completions = algorithm.group_size * algorithm.train_batch_size
+    why[correction] = (
+        "rollout.generation=vllm (TRL's default, kept): vLLM samples from its bf16 copy with the "
+        "adapters merged in, not from the policy, so each sequence's loss is weighted by how much "
+        "likelier the policy finds it than vLLM did (exp of the sum of its tokens' log-ratios); the "
+        "recipe sampled from the policy and has no such weight"
+    )
+    why[mode] = (
+        "TRL's default: a sequence whose weight leaves [clip_min, clip_max] is dropped from the loss, "
+        f"not clipped; a step holds {completions} completions (groupSize x trainBatchSize), so each one "
+        f"dropped removes 1/{completions} of its gradient, and the schedule advances even when all are"
+    )
+    why[clip_max] = (
+        "TRL's default: a sequence over 3 times likelier under the policy than under vLLM is dropped"
+    )
+    why[clip_min] = (
+        "TRL's default: no lower bound; a sequence far less likely under the policy is kept with a weight near 0"
+    )
+    return why
+
+
+def sample_setting(job: ResolvedJob) -> tuple[str, str]:
+    """export.sample's value and reason: how the check after training decodes (sample.py)."""
+    sample = job.spec.export.sample
+    tokens = sample.max_new_tokens or job.spec.dataset.max_response_length
+    if sample.temperature == 0:
+        return f"row {sample.row}: {tokens} new tokens, greedy", "spec.export.sample (temperature 0: greedy)"
+    value = (
+        f"row {sample.row}: {tokens} new tokens, temperature {sample.temperature}, min_p {sample.min_p}, "
+        "top_k and top_p off"
+    )
+    why = (
+        "spec.export.sample (the single-GPU LoRA recipe's check: temperature 0.7, min_p 0.1); the model's "
+        "own generation_config top_k and top_p, which the recipe's generate kept, are switched off, so "
+        "the check samples the whole distribution cut by min_p alone, as the rollouts do with "
+        "rollout.topK/topP unset"
+    )
+    return value, why
 
 
 def reward_funcs_for(job: ResolvedJob) -> list[Any]:

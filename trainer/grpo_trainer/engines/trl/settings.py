@@ -57,8 +57,8 @@ class TrlSettings:
     adam_beta1: float = 0.9
     adam_beta2: float = 0.99
     weight_decay: float = 0.1
-    # The single-GPU LoRA recipe uses `adamw_8bit`, which needs bitsandbytes on a GPU: a job gets it where
-    # bitsandbytes imports (job.optimizer), the portable optimiser elsewhere.
+    # The single-GPU LoRA recipe uses `adamw_8bit`, which needs bitsandbytes on a GPU: a job gets it
+    # where its trainer image has bitsandbytes (job.optimizer), the portable optimiser elsewhere.
     optim: str = "adamw_torch"
     lr_scheduler_type: str = "cosine"
     warmup_ratio: float = 0.1
@@ -85,9 +85,26 @@ class TrlSettings:
     importance_sampling_level: str = "sequence"
     beta: float = 0.0
     epsilon: float = 0.2
+    # Advantages divided by their group's reward std: TRL's default, which the single-GPU LoRA
+    # recipe trained with (job.py's reasons say how verl's dr_grpo differs).
     scale_rewards: str = "group"
     num_iterations: int = 1
     entropy_coef: float = 0.0
+    # The rest of TRL 1.16's loss, written out rather than inherited: symmetric clipping (None:
+    # epsilon's), no two-sided clip (delta), truncated completions in the loss, every token's
+    # entropy kept, no off-policy masking.
+    epsilon_high: float | None = None
+    delta: float | None = None
+    mask_truncated_completions: bool = False
+    top_entropy_quantile: float = 1.0
+    off_policy_mask_threshold: float | None = None
+    # TRL's correction for vLLM sampling from other probabilities than the policy's (the vllm path
+    # only; TRL 1.16's defaults): each sequence's loss is weighted by exp(sum over its tokens of
+    # log pi - log pi_vLLM), and a sequence whose weight leaves [clip_min, clip_max] is dropped.
+    vllm_importance_sampling_correction: bool = True
+    vllm_importance_sampling_mode: str = "sequence_mask"
+    vllm_importance_sampling_clip_max: float | None = 3.0
+    vllm_importance_sampling_clip_min: float | None = None
     # Sampling, the same on every generation path (generation.sampling says what reaches each).
     temperature: float = 1.0
     top_p: float = 1.0
@@ -235,6 +252,19 @@ def eval_config(settings: TrlSettings) -> dict[str, Any]:
     }
 
 
+def importance_sampling(settings: TrlSettings) -> dict[str, Any]:
+    """TRL's vLLM importance-sampling keys, always written: the correction is on only where vLLM
+    generates (on the other paths the policy samples its own rollouts: there is nothing to correct,
+    and TRL reads the keys only with `use_vllm`)."""
+    return {
+        "vllm_importance_sampling_correction": settings.generation == "vllm"
+        and settings.vllm_importance_sampling_correction,
+        "vllm_importance_sampling_mode": settings.vllm_importance_sampling_mode,
+        "vllm_importance_sampling_clip_max": settings.vllm_importance_sampling_clip_max,
+        "vllm_importance_sampling_clip_min": settings.vllm_importance_sampling_clip_min,
+    }
+
+
 def build_trl_config(settings: TrlSettings) -> tuple[dict[str, Any], dict[str, Any]]:
     """Map settings to (`GRPOConfig` keyword arguments, `LoraConfig` keyword arguments).
 
@@ -266,6 +296,12 @@ def build_trl_config(settings: TrlSettings) -> tuple[dict[str, Any], dict[str, A
         "scale_rewards": settings.scale_rewards,
         "num_iterations": settings.num_iterations,
         "entropy_coef": settings.entropy_coef,
+        "epsilon_high": settings.epsilon if settings.epsilon_high is None else settings.epsilon_high,
+        "delta": settings.delta,
+        "mask_truncated_completions": settings.mask_truncated_completions,
+        "top_entropy_quantile": settings.top_entropy_quantile,
+        "off_policy_mask_threshold": settings.off_policy_mask_threshold,
+        **importance_sampling(settings),
         "temperature": settings.temperature,
         "top_p": settings.top_p,
         "top_k": settings.top_k,
