@@ -26,7 +26,7 @@ EXAMPLE = EXAMPLES / "lora-single-gpu.yaml"
 OPTIONAL = ("vllm", "bitsandbytes")
 # Run in a fresh interpreter, so that nothing this process imported can answer for it.
 PLAN = """
-import importlib.abc, importlib.metadata, sys
+import importlib.abc, importlib.metadata, importlib.util, sys
 hidden = set(sys.argv[1].split(",")) if sys.argv[1] else set()
 
 class Absent(importlib.abc.MetaPathFinder):
@@ -35,6 +35,10 @@ class Absent(importlib.abc.MetaPathFinder):
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
 sys.meta_path.insert(0, Absent())
+real_find_spec = importlib.util.find_spec
+def find_spec(name, package=None):  # what it answers for a package that is not installed
+    return None if name.split(".")[0] in hidden else real_find_spec(name, package)
+importlib.util.find_spec = find_spec
 real_version = importlib.metadata.version
 def version(name):
     if name in hidden:
