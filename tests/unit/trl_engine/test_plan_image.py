@@ -106,8 +106,8 @@ def test_the_plan_is_the_images_whether_or_not_the_optional_packages_import_here
     assert plan["image"]["reference"] == "ghcr.io/grpo-operator/trainer-cuda:0.1.0"
     assert plan["image"]["manifest"] == "trainer-cuda:0.1.0"
     assert without.splitlines()[0] == (
-        "# image: ghcr.io/grpo-operator/trainer-cuda:0.1.0 (the nvidia profile's default image (the "
-        "operator's default settings)); planned from the manifest of trainer-cuda:0.1.0"
+        "# image: ghcr.io/grpo-operator/trainer-cuda:0.1.0 (the nvidia profile's default image in the "
+        "operator's default settings); planned from the manifest of trainer-cuda:0.1.0"
     )
     assert "trl 1.16.0, peft 0.21.2, transformers 5.9.0" in plan["title"]
     assert values["optim"] == "adamw_8bit"

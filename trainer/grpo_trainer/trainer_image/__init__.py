@@ -164,7 +164,7 @@ def for_job(job: ResolvedJob, settings: Settings | None = None) -> TrainerImage:
         reference, source = job.spec.image, "spec.image"
     elif profile is not None:
         reference = profile.image
-        source = f"the {job.accelerator.name} profile's default image (the operator's default settings)"
+        source = f"the {job.accelerator.name} profile's default image in the operator's default settings"
     else:
         return _fallback(
             job, settings, None, f"no {job.accelerator.name} profile in the operator's default settings"
