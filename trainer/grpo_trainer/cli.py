@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from grpo_operator.api.contract import OK, SPEC_FILE, UNKNOWN, Env
+from grpo_operator.api.contract import OK, SPEC_FILE, UNKNOWN, Env, under_workdir
 from grpo_operator.api.v1alpha1 import GRPOJob, ResolvedJob
 from grpo_operator.config import Settings
 from grpo_operator.verdict import job_problems
@@ -40,6 +40,7 @@ from .inputs import planned_inputs
 from .kube import KubeStatusWriter
 from .rewards.custom import check_defines
 from .spec import Attempt, load_job, localise_environment
+from .stopping import hook_main
 from .supervisor import ATTEMPT_PROCESS_FLAG, supervise
 from .trainer_image import TrainerImage
 
@@ -138,7 +139,31 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument(
         "--interval", type=_positive_float, default=5.0, help="seconds between patches at most"
     )
+
+    # Every Ray pod's preStop hook (children/rayjob.py): no --spec, the attempt's files are named by
+    # the metrics file the operator sets on the pod.
+    stop = sub.add_parser(
+        "yield",
+        help="a Ray pod's preStop: ask the attempt to save and stop, and wait until it has ended",
+        description="Ask the running attempt to save its step and stop (save, then yield), and wait "
+        "until it has ended or --timeout seconds have passed. Never fails: a hook's failure would "
+        "only delay the pod's stop.",
+    )
+    stop.add_argument("--timeout", type=_positive_float, required=True, help="seconds to wait at most")
+    stop.add_argument(
+        "--metrics-file",
+        default=os.environ.get(Env.METRICS_FILE, ""),
+        help=f"the attempt's metrics file (default: ${Env.METRICS_FILE})",
+    )
+    stop.set_defaults(handler=_yield, workdir=os.environ.get(Env.WORKDIR) or None)
     return parser
+
+
+def _yield(args: argparse.Namespace) -> int:
+    if not args.metrics_file:
+        print(f"grpo-train yield: no attempt to stop (${Env.METRICS_FILE} is not set)", flush=True)
+        return 0
+    return hook_main(under_workdir(args.metrics_file, args.workdir), args.timeout)
 
 
 def _positive_float(text: str) -> float:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from grpo_operator.api.contract import StopRequest
+from grpo_operator.api.contract import YIELD_COMMAND, Env, StopRequest
 from grpo_trainer.stopping import AttemptFiles
 
 HOOK = "import sys; from grpo_trainer.stopping import hook_main; sys.exit(hook_main(sys.argv[1], float(sys.argv[2])))"
@@ -70,3 +71,26 @@ def test_the_first_request_stands_and_stale_ones_are_cleared(tmp_path: Path) -> 
     assert set(files.clear_stale()) == {files.stop_request, files.exit_record}
     assert files.stop_requested() is None
     assert not files.exit_record.exists()
+
+
+def test_the_pods_hook_is_the_trainers_own_command(tmp_path: Path) -> None:
+    """The operator's preStop (contract.YIELD_COMMAND) runs in the trainer image: the command must
+    exist there, read the attempt from the pod's environment (the metrics file the operator sets,
+    a pod path under GRPO_WORKDIR outside a pod), ask the attempt to stop and never fail the pod."""
+    files = AttemptFiles(tmp_path / "grpo" / "metrics" / "attempt-3.jsonl")
+    files.log.parent.mkdir(parents=True)
+    files.log.write_text("grpo-train attempt 3\n")
+    env = {
+        **__import__("os").environ,
+        Env.METRICS_FILE: "/grpo/metrics/attempt-3.jsonl",
+        Env.WORKDIR: str(tmp_path),
+    }
+    command = [str(Path(sys.executable).with_name(YIELD_COMMAND[0])), *YIELD_COMMAND[1:], "0.5"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "timed out" in done.stdout
+    assert files.stop_requested() is not None, "the hook asked nothing of the attempt"
+
+    env.pop(Env.METRICS_FILE)
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert (done.returncode, "no attempt to stop") == (0, done.stdout.split(": ", 1)[1][:18])
