@@ -81,7 +81,7 @@ def test_the_pods_hook_is_the_trainers_own_command(tmp_path: Path) -> None:
     files.log.parent.mkdir(parents=True)
     files.log.write_text("grpo-train attempt 3\n")
     env = {
-        **__import__("os").environ,
+        **os.environ,
         Env.METRICS_FILE: "/grpo/metrics/attempt-3.jsonl",
         Env.WORKDIR: str(tmp_path),
     }
