@@ -12,9 +12,10 @@ prompt set, so the choice rests on numbers (engines/trl/generation.py says why i
   steps at 5e-6 under the recipe's schedule), and weights made peaked as a trained model's are: a
   random 4B network is nearly uniform (11.4 of 11.9 nats), where any two samplers disagree on
   every token, so the final norm is scaled until the policy's mean next-token entropy on the
-  prompts is `--target-entropy` nats (`peak`). `--model DIR` measures a trained model folder
-  instead (the tiny model after its learning test: its exported merged model, and its adapter
-  drawn the same way). For each path, `--prompts` prompts x G=2 completions of `--new-tokens`:
+  prompts is `--target-entropy` nats (`peak`). `--model DIR --adapter CKPT` measures a trained
+  policy instead, peaked by its training: the tiny model after its learning test
+  (`benchmarks.trl_learning --out X` leaves it in X/work/model, its adapter in
+  X/work/vision/checkpoints/checkpoint-N). For each path, `--prompts` prompts x G=2 completions of `--new-tokens`:
     - `merged`: sampled with the adapters merged into the bf16 weights (peft's merge, what TRL's
       `sync_weights` hands vLLM; vLLM's own kernels add ~0.02 nats a token on top, measured by
       benchmarks/trl_sync_probe.py), then unmerged, as TRL does;
@@ -25,14 +26,15 @@ prompt set, so the choice rests on numbers (engines/trl/generation.py says why i
   vocabulary, as TRL computes the two. Reported per path: the fraction of sequences TRL would mask,
   log w's quantiles, the mean per-token |log-ratio| and the policy's entropy (TRL weighs only the
   vLLM path's sequences; the compiled path's w says how far from 1 kernel noise alone takes it).
-- Part 2, `--learning`: the colour-task learning test on the chosen path
+- Part 2, `--parts learning`: the colour-task learning test on the chosen path
   (`python -m benchmarks.trl_learning --generation compiled`), against eager's 0.92
   (docs/benchmarks/data/trl-learning.json).
 
 Writes `offpolicy.json` under `--out` after every part.
 
-    eval "$(bash benchmarks/gpu_stack.sh env)"    # the GPU machine (issue 66), one call < 10 min
-    python -m benchmarks.trl_offpolicy --out $OUT/offpolicy --learning
+    eval "$(bash benchmarks/gpu_stack.sh env)"    # the GPU machine (issue 66), one call per part
+    python -m benchmarks.trl_offpolicy --out $OUT/offpolicy                    # part 1, 4B shapes
+    python -m benchmarks.trl_offpolicy --out $OUT/offpolicy-learn --parts learning   # part 2
     python -m benchmarks.trl_offpolicy --out /tmp/op --shape tiny --prompts 2 --new-tokens 8   # CPU smoke
 """
 
@@ -284,7 +286,13 @@ def part_samplers(args: argparse.Namespace, report: dict[str, Any]) -> None:
     if args.target_entropy > 0:
         report["peaked"] = make_peaked(model, {k: v[:1] for k, v in prompts[0].items()}, args.target_entropy)
         say(f"peaked: {report['peaked']}")
-    peft_model = lora_model(model, args.lora_b_std)
+    if args.adapter:
+        from peft import PeftModel
+
+        peft_model = PeftModel.from_pretrained(model, args.adapter)
+        report["adapter"] = args.adapter
+    else:
+        peft_model = lora_model(model, args.lora_b_std)
     peft_model.eval()  # no LoRA dropout: the recipe's is 0
     eos = processor.tokenizer.eos_token_id
     report["paths"] = {}
@@ -320,7 +328,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="offpolicy.json (and the learning test's folder)")
     parser.add_argument("--shape", choices=["4b", "tiny"], default="4b")
-    parser.add_argument("--model", default=None, help="a trained model folder instead of a random one")
+    parser.add_argument("--model", default=None, help="a model folder instead of a random one")
+    parser.add_argument("--adapter", default=None, help="a trained LoRA adapter instead of a drawn one")
     parser.add_argument("--prompts", type=int, default=16, help="prompts, 2 completions each")
     parser.add_argument("--prompt-tokens", type=int, default=256)
     parser.add_argument("--new-tokens", type=int, default=256)
@@ -329,7 +338,11 @@ def main() -> None:
     parser.add_argument(
         "--target-entropy", type=float, default=1.0, help="nats a token (0: the weights as they are)"
     )
-    parser.add_argument("--learning", action="store_true", help="part 2: the learning test, compiled")
+    parser.add_argument(
+        "--parts",
+        default="samplers",
+        help="comma-separated: samplers (part 1), learning (part 2); one device call each fits 10 min",
+    )
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -339,9 +352,13 @@ def main() -> None:
         "lora_b_std": args.lora_b_std,
         "target_entropy": args.target_entropy,
     }
-    part_samplers(args, report)
-    save(out, report)
-    if args.learning:
+    parts = {p for p in args.parts.split(",") if p}
+    if unknown := parts - {"samplers", "learning"}:
+        parser.error(f"--parts: no part {', '.join(sorted(unknown))} (samplers, learning)")
+    if "samplers" in parts:
+        part_samplers(args, report)
+        save(out, report)
+    if "learning" in parts:
         part_learning(args, report)
     report["seconds"] = time.monotonic() - STARTED
     save(out, report)
