@@ -53,8 +53,10 @@ def judge(job: GRPOJob, running_since: datetime | None, now: datetime) -> Verdic
     if trainer is not None and trainer.attempt == status.attempt and not trainer.healthy:
         return Verdict(False, trainer.reason, trainer.message)
     progress = status.progress
+    if progress is None:
+        return None
     try:
-        last_step = parse_rfc3339(progress.last_step_at) if progress else None
+        last_step = parse_rfc3339(progress.last_step_at)
     except ValueError:
         # The trainer's field, not the operator's: never a failing reconcile, only an Unknown
         # verdict (and a Warning when it turns so) until the trainer writes a time again.
@@ -64,7 +66,7 @@ def judge(job: GRPOJob, running_since: datetime | None, now: datetime) -> Verdic
             f"status.progress.lastStepAt={progress.last_step_at!r} is not an RFC 3339 time: "
             "the stall check is off until the trainer writes one",
         )
-    if last_step is None and progress is not None and _trained(progress, status.attempt):
+    if last_step is None and _trained(progress, status.attempt):
         # The trainer leaves its pace out once the last step is trained: what follows (the
         # export) is not a stall, and the run was healthy to its end.
         return Verdict(True, HEALTHY, HEALTHY_MESSAGE)

@@ -125,13 +125,14 @@ def _set_condition(
     """Conditions with `ctype` set (None: Unknown); lastTransitionTime moves only when the status flips."""
     wanted = "Unknown" if status is None else "True" if status else "False"
     before = next((c for c in conditions if c["type"] == ctype), None)
-    changed = before is None or before["status"] != wanted
     cond = {
         "type": ctype,
         "status": wanted,
         "reason": reason,
         "message": message,
-        "lastTransitionTime": now if changed else before["lastTransitionTime"],
+        "lastTransitionTime": (
+            before["lastTransitionTime"] if before is not None and before["status"] == wanted else now
+        ),
         **({"observedGeneration": generation} if generation is not None else {}),
     }
     out = [c for c in conditions if c["type"] != ctype] + [cond]
@@ -157,6 +158,7 @@ class _Status:
         wire = job.status.to_wire() if fields is None else fields
         self.fields: dict[str, Any] = {k: v for k, v in wire.items() if k in OPERATOR_STATUS_FIELDS}
         self.fields.setdefault("conditions", [])
+        self.moment = now
         self.now = rfc3339(now)
         self.generation = job.metadata.get("generation")
         self.events: list[tuple[str, str, str]] = []
@@ -477,7 +479,7 @@ def _cluster_may_live(st: _Status, job: GRPOJob, rayjob: dict[str, Any] | None, 
         return False
     ended = parse_rfc3339(st.fields.get("completionTime"))
     ttl = cluster_ttl(job)
-    return bool(ttl) and ended is not None and (parse_rfc3339(st.now) - ended).total_seconds() < ttl
+    return bool(ttl) and ended is not None and (st.moment - ended).total_seconds() < ttl
 
 
 def _over_deadline(st: _Status, job: GRPOJob, now: datetime) -> str:

@@ -224,7 +224,7 @@ def start_reporter(
     engine: Engine,
     train_rows: int | None,
     resumed_from: int | None,
-    on_checkpoint: Callable[[int], None] | None = None,
+    on_checkpoint: Callable[[int], object] | None = None,
     started_at: float | None = None,
 ) -> Reporter:
     """Tail this attempt's metrics (and the earlier attempts', for the history) into the status."""

@@ -73,7 +73,7 @@ class Reporter:
         min_interval: float = 5.0,
         poll_interval: float = 1.0,
         max_backoff: float = 60.0,
-        on_checkpoint: Callable[[int], None] | None = None,
+        on_checkpoint: Callable[[int], object] | None = None,
         not_before: float | None = None,
         pod_path: Callable[[str], str] = str,
     ) -> None:

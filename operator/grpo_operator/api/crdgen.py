@@ -360,8 +360,8 @@ def _absent_safe(rule: str, model: type[BaseModel], schema: dict[str, Any]) -> s
             return guards[0] if len(guards) == 1 else "(" + " && ".join(guards) + ")"
         if not optional or literal is None or optional[-1] != count - 1:
             return match.group(0)
-        guards = " && ".join(f"has({path[i]})" for i in optional)
-        return f"({guards} ? {path[-1]} : {literal}){rest}"
+        present = " && ".join(f"has({path[i]})" for i in optional)
+        return f"({present} ? {path[-1]} : {literal}){rest}"
 
     return _ACCESS.sub(replace, rule)
 
@@ -384,11 +384,11 @@ def _rules_absent_safe(schema: dict[str, Any], model: type[BaseModel]) -> None:
             _rules_absent_safe(prop["items"], item)
 
 
-def schema_for(model: type[Any]) -> dict[str, Any]:
+def schema_for(model: type[BaseModel]) -> dict[str, Any]:
     """Structural schema of one pydantic model."""
     raw = model.model_json_schema(by_alias=True, mode="validation")
-    defs = raw.get("$defs", {})
-    return _structural(raw, defs)
+    schema: dict[str, Any] = _structural(raw, raw.get("$defs", {}))
+    return schema
 
 
 FINISHED_RULE = {

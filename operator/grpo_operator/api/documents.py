@@ -53,7 +53,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         if isinstance(node, yaml.MappingNode):
             seen: set[Any] = set()
             for key_node, _ in node.value:
-                key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+                key = self.construct_object(key_node, deep=deep)
                 if isinstance(key, str) and key in seen:
                     raise yaml.constructor.ConstructorError(
                         None, None, f"key {key!r} is given twice in one mapping", key_node.start_mark

@@ -49,7 +49,8 @@ def error_words(item: Mapping[str, Any], patterns: Mapping[str, str] | None = No
     """One of pydantic's errors (an item of `ValidationError.errors()`) in the words the rest of
     our messages use ("expected ..., found ..."), with the value the user wrote; pydantic's own
     sentence where we have none. `patterns` says each regular expression of the schema in words."""
-    kind, ctx, found = item["type"], item.get("ctx") or {}, item.get("input")
+    kind, ctx = item["type"], item.get("ctx") or {}
+    found: Any = item.get("input")  # whatever the user wrote
     if kind == "extra_forbidden":
         return "unknown field"
     if kind == "missing":

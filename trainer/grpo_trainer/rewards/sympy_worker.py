@@ -220,7 +220,7 @@ def zygote(socket_path: str, memory_mb: int) -> None:
     control = b""
     try:
         while True:
-            ready, _, _ = select.select([listener, 0], [], [], 1.0)
+            ready, _, _ = select.select([listener.fileno(), 0], [], [], 1.0)
             _reap(children)
             if 0 in ready:
                 chunk = os.read(0, 4096)
@@ -232,7 +232,7 @@ def zygote(socket_path: str, memory_mb: int) -> None:
                     command, _, argument = line.decode(errors="replace").partition(" ")
                     if command == "kill" and argument.strip().isdigit():
                         _kill(children, int(argument))
-            if listener in ready:
+            if listener.fileno() in ready:
                 connection, _ = listener.accept()
                 pid = os.fork()
                 if pid == 0:

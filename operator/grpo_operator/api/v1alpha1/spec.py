@@ -461,7 +461,7 @@ _TOLERATION_RULES = [
 class Toleration(ApiModel):
     """A pod toleration, as in core/v1."""
 
-    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": _TOLERATION_RULES})
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [*_TOLERATION_RULES]})
 
     key: LabelKey | None = None
     """The taint key; empty with operator Exists tolerates every taint."""
@@ -881,7 +881,7 @@ class EnvVar(ApiModel):
     """An environment variable for every trainer pod: a plain value, or a Secret's or ConfigMap's key
     (which stays out of the job's spec, its ConfigMap and its RayJob)."""
 
-    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": _ENV_RULES})
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [*_ENV_RULES]})
 
     name: Annotated[str, Field(pattern=ENV_NAME_PATTERN, max_length=253)]
     """The variable's name."""
