@@ -624,6 +624,8 @@ def _plan(args: argparse.Namespace) -> int:
         manifest["metadata"] = {
             k: body["metadata"][k] for k in ("name", "namespace", "uid") if k in body["metadata"]
         }
+        # What the job measured sizes its pods' grace period (the plan's save-on-stop line).
+        manifest["status"] = _measured(body.get("status") or {})
     with tempfile.TemporaryDirectory(prefix="kubectl-grpo-") as tmp:
         spec = Path(tmp) / "job.yaml"
         spec.write_text(yaml.safe_dump(manifest), encoding="utf-8")
@@ -632,6 +634,15 @@ def _plan(args: argparse.Namespace) -> int:
         argv += ["--attempt", str(args.attempt)] if args.attempt else []
         argv += ["--json"] if args.json or args.output == "json" else []
         return grpo_train(argv)
+
+
+def _measured(status: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a job's status its plan reads: its last save's and last step's seconds."""
+    return {
+        part: {key: status[part][key]}
+        for part, key in (("checkpoint", "saveSeconds"), ("metrics", "stepSeconds"))
+        if isinstance(status.get(part), dict) and status[part].get(key) is not None
+    }
 
 
 def _list(args: argparse.Namespace) -> int:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from grpo_operator.api.contract import OK, SPEC_FILE, UNKNOWN, Env, under_workdir
 from grpo_operator.api.v1alpha1 import GRPOJob, ResolvedJob
+from grpo_operator.children.rayjob import save_on_stop_bound
 from grpo_operator.config import Settings
 from grpo_operator.verdict import job_problems
 
@@ -33,13 +34,13 @@ from . import data, trainer_image
 from .arguments import positive_int
 from .attempt import Options, start_reporter
 from .attempt import run as run_attempt
-from .engines.base import Engine, EngineOptions, RunPlan, engine_for, plan_json, plan_text
+from .engines.base import Engine, EngineOptions, RunPlan, SaveOnStop, engine_for, plan_json, plan_text
 from .engines.verl.versions import version_argument  # also `kubectl grpo plan`'s check
 from .failures import ConfigError, TrainerError
 from .inputs import planned_inputs
 from .kube import KubeStatusWriter
 from .rewards.custom import check_defines
-from .spec import Attempt, load_job, localise_environment
+from .spec import Attempt, load_job, localise_environment, measured_status
 from .stopping import hook_main
 from .supervisor import ATTEMPT_PROCESS_FLAG, supervise
 from .trainer_image import TrainerImage
@@ -235,12 +236,23 @@ def spec_problems(job: ResolvedJob) -> list[str]:
     return [str(p) for p in problems]
 
 
+def _save_on_stop(args: argparse.Namespace, job: ResolvedJob) -> SaveOnStop:
+    """How the operator would stop the job's pods, from its spec and what its status measured."""
+    manifest = GRPOJob(
+        metadata={"name": job.name, "namespace": job.namespace},
+        spec=job.spec,
+        status=measured_status(args.spec, args.workdir),
+    )
+    return SaveOnStop(save_on_stop_bound(manifest))
+
+
 def _plan(args: argparse.Namespace) -> int:
-    plan, _, _, image = _planned(args)
+    plan, _, job, image = _planned(args)
+    stop = _save_on_stop(args, job)
     if args.json:
-        print(json.dumps(plan_json(plan, image), indent=2, default=str))
+        print(json.dumps(plan_json(plan, image, stop), indent=2, default=str))
         return OK
-    print(plan_text(plan, image))
+    print(plan_text(plan, image, stop))
     for warning in [*image.warnings, *plan.warnings]:
         print(f"warning: {warning}", file=sys.stderr)
     return OK

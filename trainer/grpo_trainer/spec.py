@@ -21,7 +21,7 @@ from typing import Any
 from grpo_operator.api.contract import CACHE_HOMES, Env, checkpoint_events_file, metrics_file, under_workdir
 from grpo_operator.api.documents import DocumentError, decode, job_document
 from grpo_operator.api.problem import Problem
-from grpo_operator.api.v1alpha1 import KIND, GRPOJob, ResolvedJob
+from grpo_operator.api.v1alpha1 import KIND, GRPOJob, GRPOJobStatus, ResolvedJob
 from grpo_operator.children.resolved import resolve_job
 from grpo_operator.config import Settings
 from grpo_operator.verdict import parse, schema_problems
@@ -61,6 +61,22 @@ def load_job(path: str | Path, workdir: str | None = None) -> ResolvedJob:
     if parsed is None:
         raise ConfigError(f"the job spec {path} is invalid: {_listed(problems)}")
     return _resolved(parsed).under(workdir)
+
+
+def measured_status(path: str | Path, workdir: str | None = None) -> GRPOJobStatus:
+    """The status a GRPOJob manifest carries (`kubectl grpo plan` of an existing job passes what
+    it measured: its last save's and step's seconds); empty for the operator's resolved job or a
+    manifest without one. Read after `load_job`, which has refused a file that does not parse."""
+    path = Path(under_workdir(str(path), workdir))
+    try:
+        document = job_document(decode(path.read_bytes(), str(path)), str(path))
+    except (OSError, DocumentError):
+        return GRPOJobStatus()
+    status = document.get("status") if isinstance(document, dict) and document.get("kind") == KIND else None
+    try:
+        return GRPOJobStatus.model_validate(status or {})
+    except ValidationError:
+        return GRPOJobStatus()
 
 
 def _listed(problems: list[Problem]) -> str:

@@ -62,6 +62,16 @@ class StopBound:
             f"{self.step_seconds} s ({self.step_why}) + margin {self.margin_seconds} s"
         )
 
+    def as_json(self) -> dict[str, object]:
+        """The bound as `grpo-train plan --json` gives it."""
+        return {
+            "terminationGracePeriodSeconds": self.grace_seconds,
+            "preStopSeconds": self.hook_seconds,
+            "save": {"seconds": self.save_seconds, "why": self.save_why},
+            "step": {"seconds": self.step_seconds, "why": self.step_why},
+            "marginSeconds": self.margin_seconds,
+        }
+
 
 def stop_bound(
     engine: str,

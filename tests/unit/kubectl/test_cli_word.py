@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import json
 import os
 import subprocess
 import sys
@@ -183,6 +184,20 @@ def test_plan_of_an_existing_job_shows_its_folder_with_its_uid(capsys, kubeconfi
     folder = job_dir(body["metadata"]["name"], body["metadata"]["uid"])
     assert folder.endswith(f"/{body['metadata']['name']}-01234567")
     assert f'"{folder}/checkpoints"' in capsys.readouterr().out
+
+
+def test_kubectl_plan_of_an_existing_job_plans_with_what_it_measured(capsys, kubeconfig, monkeypatch):
+    body = _stored()
+    body["status"] = {
+        "phase": "Running",
+        "checkpoint": {"saveSeconds": 5.0, "latestStep": 3},
+        "metrics": {"stepSeconds": 2.0, "reward": 0.5},
+    }
+    monkeypatch.setattr(Cluster, "job_body", lambda self, name: body)
+    assert main(["plan", body["metadata"]["name"], "-o", "json"]) == 0
+    stop = json.loads(capsys.readouterr().out)["saveOnStop"]
+    assert stop["save"]["seconds"] == 2 * 5 + 30
+    assert stop["step"]["seconds"] == 3
 
 
 @pytest.mark.parametrize("command", ["logs", "checkpoints", "plot"])

@@ -261,7 +261,8 @@ def test_plan_of_a_manifest_is_the_trainers_plan(capsys, no_cluster):
     assert main(["plan", "-f", str(EXAMPLE)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("# image: ghcr.io/grpo-operator/trainer-cuda:0.1.0")
-    assert lines[1].startswith("# TRL GRPOTrainer + peft LoRA on one device")
+    assert lines[1].startswith("# save on stop: ")
+    assert lines[2].startswith("# TRL GRPOTrainer + peft LoRA on one device")
 
 
 # --- pieces ------------------------------------------------------------------------------------

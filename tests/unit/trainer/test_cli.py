@@ -80,8 +80,9 @@ def test_plan_prints_the_trl_plan_with_reasons(capsys):
     assert main(["plan", "--spec", str(EXAMPLES / "lora-single-gpu.yaml")]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("# image: ghcr.io/grpo-operator/trainer-cuda:0.1.0")
-    assert lines[1].startswith("# TRL GRPOTrainer + peft LoRA on one device")
-    settings = {line.split()[0]: line for line in lines[2:]}
+    assert lines[1].startswith("# save on stop: ")
+    assert lines[2].startswith("# TRL GRPOTrainer + peft LoRA on one device")
+    settings = {line.split()[0]: line for line in lines[3:]}
     assert settings["learning_rate"].endswith("# spec.algorithm.learningRate")
     assert '"dr_grpo"' in settings["loss_type"]
     assert "the single-GPU LoRA recipe" in settings["adam_beta2"]

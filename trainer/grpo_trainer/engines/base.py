@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from grpo_operator.api.contract import Failure
+from grpo_operator.api.stop_bound import StopBound
 
 from ..failures import ConfigError
 from ..trainer_image import TrainerImage
@@ -67,10 +68,39 @@ class RunPlan:
     """The engine's own form of the plan, for its `check`."""
 
 
-def plan_text(plan: RunPlan, image: TrainerImage) -> str:
+@dataclass(frozen=True)
+class SaveOnStop:
+    """How the job's pods stop (spec.checkpoint.saveOnStop), as the operator builds them: the
+    bound and the termination grace period it sets (children/rayjob.save_on_stop_bound), or None
+    when the job does not save on a planned stop."""
+
+    bound: StopBound | None
+
+    def describe(self) -> str:
+        if self.bound is None:
+            return (
+                f"off (spec.checkpoint.saveOnStop.enabled): a planned stop loses the steps since the last "
+                f"checkpoint; the pods keep Kubernetes' {DEFAULT_GRACE_SECONDS} s grace"
+            )
+        return f"{self.bound.describe()}; each Ray pod's preStop waits {self.bound.hook_seconds} s at most"
+
+    def as_json(self) -> dict[str, Any]:
+        if self.bound is None:
+            return {"enabled": False, "terminationGracePeriodSeconds": DEFAULT_GRACE_SECONDS}
+        return {"enabled": True, **self.bound.as_json()}
+
+
+DEFAULT_GRACE_SECONDS = 30
+"""A pod's terminationGracePeriodSeconds when its spec sets none."""
+
+
+def plan_text(plan: RunPlan, image: TrainerImage, stop: SaveOnStop | None = None) -> str:
     """A plan as `grpo-train plan` prints it and the pod logs it at start-up: the image it is for,
-    then the engine's command and every setting with its reason."""
+    how the pods stop (`stop`, where known), then the engine's command and every setting with its
+    reason."""
     lines = [f"# image: {image.describe()}"]
+    if stop is not None:
+        lines.append(f"# save on stop: {stop.describe()}")
     if plan.command:
         lines.append(f"# {plan.title}; environment of the engine and every Ray worker:")
         lines += [f"#   {key}={value}" for key, value in sorted(plan.env.items())]
@@ -98,12 +128,13 @@ def _shell_word(word: str) -> str:
     return shlex.quote(word)
 
 
-def plan_json(plan: RunPlan, image: TrainerImage) -> dict[str, Any]:
+def plan_json(plan: RunPlan, image: TrainerImage, stop: SaveOnStop | None = None) -> dict[str, Any]:
     """`grpo-train plan --json`."""
     return {
         "engine": plan.engine,
         "title": plan.title,
         "image": image.as_json(),
+        **({"saveOnStop": stop.as_json()} if stop is not None else {}),
         "command": plan.command,
         "env": plan.env,
         "settings": [{"key": s.key, "value": s.value, "why": s.why} for s in plan.settings],
