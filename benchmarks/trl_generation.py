@@ -263,6 +263,42 @@ def part_decoding(
     return report, base
 
 
+def _diagnose(
+    report: dict[str, Any],
+    result: Any,
+    steps: list[dict[str, Any]],
+    path: str,
+    probe: Any,
+    processor: Any,
+    cuda: bool,
+    new_tokens: int,
+) -> None:
+    """What a path's run says beyond its timings: decode time without the weight sync, whether it
+    fell back to eager, TRL's view of the sampler against the policy, the vLLM weight-sync probe and
+    the compiled graphs."""
+    if report["sync_seconds"]:
+        report["decode_ms_per_token"] = [
+            1000 * (g - w) / new_tokens
+            for g, w in zip(report["generation_seconds"], report["sync_seconds"], strict=True)
+        ]
+    report["fell_back_to_eager"] = getattr(result.trainer, "generation_fallback", None)
+    # What TRL saw of the sampler's distribution against the policy's, and whether the loss was live.
+    report["trl_sampling"] = [
+        {k: v for k, v in r["data"].items() if k.startswith("trl/sampling/") or k in TRL_HEALTH}
+        for r in steps
+    ]
+    if path == "vllm":
+        try:
+            report["sync_probe"] = probe.compare(result.trainer.model, processor)
+        except Exception as error:  # the probe is a diagnosis: it must not cost the paths after it
+            report["sync_probe"] = {"error": f"{type(error).__name__}: {error}"}
+        say(f"  sync probe: {json.dumps(report['sync_probe'])}")
+    if cuda:
+        import torch._dynamo
+
+        report["dynamo_unique_graphs"] = int(torch._dynamo.utils.counters["stats"]["unique_graphs"])
+
+
 def part_engine(
     model: Any, processor: Any, rows: list[dict[str, Any]], path: str, args: argparse.Namespace, cuda: bool
 ) -> tuple[dict[str, Any], Any]:
@@ -355,26 +391,7 @@ def part_engine(
         "peak_allocated_gib": torch.cuda.max_memory_allocated() / GIB if cuda else None,
         "peak_device_used_gib": device_memory.peak / GIB if cuda else None,
     }
-    if report["sync_seconds"]:
-        report["decode_ms_per_token"] = [
-            1000 * (g - w) / args.new_tokens for g, w in zip(generation, report["sync_seconds"], strict=True)
-        ]
-    report["fell_back_to_eager"] = getattr(result.trainer, "generation_fallback", None)
-    # What TRL saw of the sampler's distribution against the policy's, and whether the loss was live.
-    report["trl_sampling"] = [
-        {k: v for k, v in r["data"].items() if k.startswith("trl/sampling/") or k in TRL_HEALTH}
-        for r in steps
-    ]
-    if path == "vllm":
-        try:
-            report["sync_probe"] = probe.compare(result.trainer.model, processor)
-        except Exception as error:  # the probe is a diagnosis: it must not cost the paths after it
-            report["sync_probe"] = {"error": f"{type(error).__name__}: {error}"}
-        say(f"  sync probe: {json.dumps(report['sync_probe'])}")
-    if cuda:
-        import torch._dynamo
-
-        report["dynamo_unique_graphs"] = int(torch._dynamo.utils.counters["stats"]["unique_graphs"])
+    _diagnose(report, result, steps, path, probe, processor, cuda, args.new_tokens)
     base = result.trainer.model.unload()
     del result
     gc.collect()
@@ -731,10 +748,66 @@ def run_decoding(
     return model
 
 
-def main() -> None:
-    if sys.argv[1:2] == ["record"]:
-        record(sys.argv[2:])
-        return
+def run_engine_paths(
+    model: Any,
+    processor: Any,
+    rows: list[dict[str, Any]],
+    args: argparse.Namespace,
+    cuda: bool,
+    out: Path,
+    report: dict[str, Any],
+) -> None:
+    """Part 2: `args.steps` GRPO steps through the engine for each path in `args.paths`, in order,
+    within the budget; a failed path ends the part (what it left in the model would taint the next)."""
+    from grpo_trainer.engines.trl.generation import vllm_installed
+
+    report["engine"] = {}
+    for path in [p for p in args.paths.split(",") if p]:
+        left = args.budget - (time.monotonic() - STARTED)
+        if path == "vllm" and not vllm_installed():
+            report["engine"][path] = {"skipped": "vllm is not installed"}
+            continue
+        if left < 60:
+            report["engine"][path] = {"skipped": f"{left:.0f} s of the budget left"}
+            continue
+        if path == "vllm":
+            # TRL's colocated vLLM loads the policy from disk by name, then receives the weights.
+            folder = Path(os.environ.get("TMPDIR", "/tmp")) / "trl-generation-model"
+            say(f"saving the model for vLLM to {folder}")
+            model.save_pretrained(folder)
+            processor.save_pretrained(folder)
+            model.config._name_or_path = str(folder)
+            model.name_or_path = str(folder)
+        say(f"part 2: {args.steps} GRPO steps through the engine, generation={path}")
+        try:
+            report["engine"][path], model = part_engine(model, processor, rows, path, args, cuda)
+            run = report["engine"][path]
+            if "refused" in run:
+                say(f"  not run: {run['refused']}")
+                save(out, report)
+                continue
+            say(
+                f"  step seconds {run['step_seconds']}, ms/token {[round(v, 1) for v in run['ms_per_token']]}"
+            )
+            say(f"  peak allocated {run['peak_allocated_gib']}, device {run['peak_device_used_gib']} GiB")
+            say(
+                f"  completion lengths mean {run['completion_mean_length']}, min {run['completion_min_length']}"
+            )
+        except Exception as error:
+            report["engine"][path] = {
+                "error": f"{type(error).__name__}: {error}",
+                "trace": traceback.format_exc()[:1500] + "\n...\n" + traceback.format_exc()[-1500:],
+            }
+            say(f"  failed: {type(error).__name__}: {error}")
+            traceback.print_exc()  # the whole trace, in the log the suite archives
+            # The failed run may have left LoRA layers in the model (or vLLM holding the device):
+            # nothing measured after it would be clean.
+            break
+        save(out, report)
+
+
+def _arguments() -> argparse.Namespace:
+    """The run's options (the `record` subcommand has its own: `record --help`)."""
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
         epilog="`trl_generation.py record RUN_DIR ... [--to FILE]` writes the committed summary "
@@ -794,10 +867,16 @@ def main() -> None:
     )
     parser.add_argument("--lora-b-std", type=float, default=3e-4, help="LoRA B entries (~60 steps at 5e-6)")
     parser.add_argument("--budget", type=float, default=510, help="seconds; later parts are skipped past it")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["record"]:
+        record(sys.argv[2:])
+        return
+    args = _arguments()
 
     import torch
-    from grpo_trainer.engines.trl.generation import vllm_installed
     from grpo_trainer.testing.tiny_vlm import QWEN3_VL_4B, TINY, build_model, build_processor, build_tokenizer
 
     from .trl_memory_4b import filler_rows
@@ -840,49 +919,7 @@ def main() -> None:
         model = run_decoding(model, processor, rows[0], args, cuda, report)
     save(out, report)
 
-    report["engine"] = {}
-    for path in [p for p in args.paths.split(",") if p]:
-        left = args.budget - (time.monotonic() - STARTED)
-        if path == "vllm" and not vllm_installed():
-            report["engine"][path] = {"skipped": "vllm is not installed"}
-            continue
-        if left < 60:
-            report["engine"][path] = {"skipped": f"{left:.0f} s of the budget left"}
-            continue
-        if path == "vllm":
-            # TRL's colocated vLLM loads the policy from disk by name, then receives the weights.
-            folder = Path(os.environ.get("TMPDIR", "/tmp")) / "trl-generation-model"
-            say(f"saving the model for vLLM to {folder}")
-            model.save_pretrained(folder)
-            processor.save_pretrained(folder)
-            model.config._name_or_path = str(folder)
-            model.name_or_path = str(folder)
-        say(f"part 2: {args.steps} GRPO steps through the engine, generation={path}")
-        try:
-            report["engine"][path], model = part_engine(model, processor, rows, path, args, cuda)
-            run = report["engine"][path]
-            if "refused" in run:
-                say(f"  not run: {run['refused']}")
-                save(out, report)
-                continue
-            say(
-                f"  step seconds {run['step_seconds']}, ms/token {[round(v, 1) for v in run['ms_per_token']]}"
-            )
-            say(f"  peak allocated {run['peak_allocated_gib']}, device {run['peak_device_used_gib']} GiB")
-            say(
-                f"  completion lengths mean {run['completion_mean_length']}, min {run['completion_min_length']}"
-            )
-        except Exception as error:
-            report["engine"][path] = {
-                "error": f"{type(error).__name__}: {error}",
-                "trace": traceback.format_exc()[:1500] + "\n...\n" + traceback.format_exc()[-1500:],
-            }
-            say(f"  failed: {type(error).__name__}: {error}")
-            traceback.print_exc()  # the whole trace, in the log the suite archives
-            # The failed run may have left LoRA layers in the model (or vLLM holding the device):
-            # nothing measured after it would be clean.
-            break
-        save(out, report)
+    run_engine_paths(model, processor, rows, args, cuda, out, report)
     report["seconds"] = time.monotonic() - STARTED
     save(out, report)
     say(f"done: {out / 'generation.json'}")
