@@ -171,14 +171,71 @@ MAIN_RUN_KEYS = (
 """The keys of a summary's main run; every other key is a section that `record` keeps."""
 
 
+def _run_summary(source: Path, found: dict[str, Any], attempt: str = "attempt_1") -> dict[str, Any]:
+    """One run's figures (an attempt of `found`, a `wait` summary), per step from its logs archive
+    in `source` where it has one."""
+    one = found["attempts"][attempt]
+    archive = source / f"{found['part']}-logs.tar.gz"
+    per_step = logged_steps(archive, attempt) or one["per_step"]
+    startup_s = logged_phases(archive, attempt) or one["startup_s"]
+    if not per_step:  # stopped or failed before a step ended: its start-up, and why it ended
+        return {
+            "exit_code": one["exit_code"],
+            "steps": [],
+            "startup_s": startup_s,
+            "train_file": train_file(one["engine_overrides"]),
+            "vllm_executor": vllm_executor(one["engine_overrides"]),
+            "jit_builds": one.get("jit_builds", []),
+            **{key: one[key] for key in ("failure", "host") if one.get(key)},
+        }
+    steps = [{k: v for k, v in step.items() if k == "step" or k.startswith(STEP_KEYS)} for step in per_step]
+    steady = steps[1:] or steps
+    mean = lambda key: round(sum(s[key] for s in steady) / len(steady), 2)  # noqa: E731
+    return {
+        "exit_code": one["exit_code"],
+        "steps": [s["step"] for s in steps],
+        "timing_s": {
+            s["step"]: {k: round(v, 2) for k, v in s.items() if k.startswith(metric_keys.TIMING_PREFIX)}
+            for s in steps
+        },
+        "throughput": {s["step"]: round(s[metric_keys.THROUGHPUT], 1) for s in steps},
+        "peak_memory_gb": {
+            "allocated": max(s[metric_keys.MAX_MEMORY_ALLOCATED] for s in steps),
+            "reserved": max(s[metric_keys.MAX_MEMORY_RESERVED] for s in steps),
+        },
+        "steady_state": {
+            "steps": [s["step"] for s in steady],
+            "step_s": mean(metric_keys.STEP_SECONDS),
+            "gen_s": mean(metric_keys.GENERATION_SECONDS),
+            "old_log_prob_s": mean(metric_keys.OLD_LOG_PROB_SECONDS),
+            "ref_s": mean(metric_keys.REFERENCE_SECONDS),
+            "update_actor_s": mean(metric_keys.UPDATE_ACTOR_SECONDS),
+            "tokens_per_s_per_gpu": mean(metric_keys.THROUGHPUT),
+        },
+        "startup_s": startup_s,
+        "gpu_per_step": logged_gpu(
+            archive,
+            attempt,
+            {s["step"]: s[metric_keys.STEP_SECONDS] for s in steps},
+        ),
+        "train_file": train_file(one["engine_overrides"]),
+        "vllm_executor": vllm_executor(one["engine_overrides"]),
+        "jit_builds": one.get("jit_builds", []),
+        "tokens_per_sequence": {
+            "prompt_mean": mean(metric_keys.PROMPT_LENGTH),
+            "response_mean": mean(metric_keys.RESPONSE_LENGTH),
+        },
+    }
+
+
 def record(source: Path, gpus: int, section: str | None = None, previous_as: str | None = None) -> int:
     """Here: the committed summary of a 4B run (docs/benchmarks/data/verl-4b-<N>gpu.json) from the
     `wait` summaries a device call brought back (`shapes-4b-summary.json`, `raw-4b-summary.json`).
 
-    With `section`, the pair (ours and raw verl, from one lease; or ours and its retry, for the
+    With `section`, the pair (ours and raw verl, from one machine; or ours and its retry, for the
     start-up a retry saves), or ours alone when there is neither, goes under that key of the
     existing summary and the rest of it is kept: a run at other shapes or settings than the
-    summary's own (a shorter response, to fit both runs in one lease) must not replace them.
+    summary's own (a shorter response, to fit both runs in one machine's time) must not replace them.
     Without it, the new run becomes the main one and the sections stay; `previous_as` keeps the
     main run it replaces under that key (a run with other attention, say), so no measurement is
     lost by recording a newer one."""
@@ -186,77 +243,22 @@ def record(source: Path, gpus: int, section: str | None = None, previous_as: str
     raw_file = source / "raw-4b-summary.json"
     raw = json.loads(raw_file.read_text()) if raw_file.is_file() else None
 
-    def run(found: dict[str, Any], attempt: str = "attempt_1") -> dict[str, Any]:
-        one = found["attempts"][attempt]
-        archive = source / f"{found['part']}-logs.tar.gz"
-        per_step = logged_steps(archive, attempt) or one["per_step"]
-        startup_s = logged_phases(archive, attempt) or one["startup_s"]
-        if not per_step:  # stopped or failed before a step ended: its start-up, and why it ended
-            return {
-                "exit_code": one["exit_code"],
-                "steps": [],
-                "startup_s": startup_s,
-                "train_file": train_file(one["engine_overrides"]),
-                "vllm_executor": vllm_executor(one["engine_overrides"]),
-                "jit_builds": one.get("jit_builds", []),
-                **{key: one[key] for key in ("failure", "host") if one.get(key)},
-            }
-        steps = [
-            {k: v for k, v in step.items() if k == "step" or k.startswith(STEP_KEYS)} for step in per_step
-        ]
-        steady = steps[1:] or steps
-        mean = lambda key: round(sum(s[key] for s in steady) / len(steady), 2)  # noqa: E731
-        return {
-            "exit_code": one["exit_code"],
-            "steps": [s["step"] for s in steps],
-            "timing_s": {
-                s["step"]: {k: round(v, 2) for k, v in s.items() if k.startswith(metric_keys.TIMING_PREFIX)}
-                for s in steps
-            },
-            "throughput": {s["step"]: round(s[metric_keys.THROUGHPUT], 1) for s in steps},
-            "peak_memory_gb": {
-                "allocated": max(s[metric_keys.MAX_MEMORY_ALLOCATED] for s in steps),
-                "reserved": max(s[metric_keys.MAX_MEMORY_RESERVED] for s in steps),
-            },
-            "steady_state": {
-                "steps": [s["step"] for s in steady],
-                "step_s": mean(metric_keys.STEP_SECONDS),
-                "gen_s": mean(metric_keys.GENERATION_SECONDS),
-                "old_log_prob_s": mean(metric_keys.OLD_LOG_PROB_SECONDS),
-                "ref_s": mean(metric_keys.REFERENCE_SECONDS),
-                "update_actor_s": mean(metric_keys.UPDATE_ACTOR_SECONDS),
-                "tokens_per_s_per_gpu": mean(metric_keys.THROUGHPUT),
-            },
-            "startup_s": startup_s,
-            "gpu_per_step": logged_gpu(
-                archive,
-                attempt,
-                {s["step"]: s[metric_keys.STEP_SECONDS] for s in steps},
-            ),
-            "train_file": train_file(one["engine_overrides"]),
-            "vllm_executor": vllm_executor(one["engine_overrides"]),
-            "jit_builds": one.get("jit_builds", []),
-            "tokens_per_sequence": {
-                "prompt_mean": mean(metric_keys.PROMPT_LENGTH),
-                "response_mean": mean(metric_keys.RESPONSE_LENGTH),
-            },
-        }
-
     summary = {
         "machine": ours["machine"],
         "gpus": gpus,
         "attention": ours["attention"],
         "shapes": ours["shapes"],
-        "ours": run(ours),
-        "raw_verl": run(raw, last_completed(raw)) if raw else None,
+        "ours": _run_summary(source, ours),
+        "raw_verl": _run_summary(source, raw, last_completed(raw)) if raw else None,
     }
     if "attempt_2" in ours["attempts"]:
-        summary["ours_retry"] = retry = run(ours, "attempt_2")
+        summary["ours_retry"] = retry = _run_summary(source, ours, "attempt_2")
         summary["retry_startup"] = startup_against_cold(summary["ours"], retry)
         later = [name for name in sorted(ours["attempts"], key=attempt_number) if attempt_number(name) > 2]
         if later:  # more retries on the same machine: one pair is one sample of a noisy ratio
             summary["later_retries_startup"] = {
-                name: startup_against_cold(summary["ours"], run(ours, name)) for name in later
+                name: startup_against_cold(summary["ours"], _run_summary(source, ours, name))
+                for name in later
             }
             summary["retry_ratios"] = retry_ratios(summary["retry_startup"], summary["later_retries_startup"])
     if raw:
