@@ -116,11 +116,15 @@ check: lint unit
 # fails too. The real node stops afterwards (one NetworkPolicy enforcer per machine: `make demo`
 # runs its own), and under CI the cluster too, so no process outlives the job.
 test: lint
+	@echo "[$$(date +%T)] make test: the local cluster, its real node and our images"
 	hack/real-backend-up.sh
+	@echo "[$$(date +%T)] make test: Kueue's controller"
 	hack/addons/build-kueue.sh
+	@echo "[$$(date +%T)] make test: every tier"
 	rc=0; GRPO_REAL_NODE=1 GRPO_TEST_CLUSTER=local $(PY) -m pytest --durations=30 $(PYTEST_ARGS) tests || rc=$$?; \
 	hack/node-down.sh >/dev/null || true; \
 	if [[ -n "$${CI:-}" ]]; then hack/cluster-down.sh || true; fi; \
+	echo "[$$(date +%T)] make test: done (pytest exit code $$rc)"; \
 	if [[ $$rc -eq 5 ]]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$rc
 
@@ -174,6 +178,7 @@ kind-node-image:
 # The import contracts (pyproject.toml [tool.importlinter]) keep the layers: the operator never
 # imports the trainer, engines never import the driver or the CLI, no import circles.
 lint: install
+	@echo "[$$(date +%T)] make lint"
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 	PYTHONPATH=operator:trainer:kubectl $(VENV)/bin/lint-imports --no-cache

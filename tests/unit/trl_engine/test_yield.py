@@ -43,7 +43,8 @@ def test_a_stop_request_saves_the_step_in_progress_and_the_next_run_resumes_afte
     metrics = tmp_path / "metrics.jsonl"
     first = replace(request(tmp_path, "second", {}, bf16=False), callbacks=[_asker(metrics, 600)])
     failure = run(first)
-    assert failure is not None and failure.code == YIELDED, failure
+    assert failure is not None
+    assert failure.code == YIELDED, failure
     assert failure.reason == "Yielded"
     assert f"saved step {STOP_AT}" in failure.message
     record = json.loads(Path(yield_record_file(str(metrics))).read_text())

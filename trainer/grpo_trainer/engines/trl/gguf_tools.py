@@ -187,7 +187,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gguf_tools", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     add = sub.add_parser("install", help="download the sdist and build the tools (kept when done)")
-    add.add_argument("--dest", type=Path, default=None, help=f"default: ${ENV_DIR} or ~/.cache/grpo-operator/llama.cpp-<v>")
+    add.add_argument(
+        "--dest", type=Path, default=None, help=f"default: ${ENV_DIR} or ~/.cache/grpo-operator/llama.cpp-<v>"
+    )
     add.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     add.add_argument("--sdist", type=Path, default=None, help="a downloaded sdist instead of pip's")
     where = sub.add_parser("where", help="print the tools folder; exit 1 when it is incomplete")
