@@ -48,7 +48,9 @@ EXTRAS := dev,trl-cpu,verl-cpu,gguf
 # cache of its downloads where the registry forbids storing its replies, so without this every
 # fresh clone downloads ~3 GB again. Installs read only the wheelhouse (--no-index): what the
 # virtualenv holds is what was downloaded once, whatever the registry serves later.
-WHEELHOUSE := $(shell . hack/lib.sh && echo "$$CACHE_ROOT")/wheels-$(shell cat pyproject.toml kubectl/pyproject.toml images/versions.env | sha256sum | cut -c1-12)
+# Keyed by the two distributions' [project] tables (what they depend on) and the images' versions:
+# a lint setting in pyproject.toml downloads nothing again.
+WHEELHOUSE := $(shell . hack/lib.sh && echo "$$CACHE_ROOT")/wheels-$(shell { sed -n '/^\[project\]/,/^\[project.scripts\]/p' pyproject.toml kubectl/pyproject.toml; cat images/versions.env; } | sha256sum | cut -c1-12)
 PIP_LOCAL := $(PY) -m pip install --quiet --no-index --find-links $(WHEELHOUSE)
 
 # Reinstalled when pyproject.toml or the images' versions change.
