@@ -87,6 +87,8 @@ _RAYJOBS = ("ray.io/v1", "RayJob")
 KUBERAY_STOP_FINALIZER = "ray.io/rayjob-finalizer"
 """KubeRay's finalizer on a RayJob: it stops the Ray job (Ray's 3-second SIGTERM, then SIGKILL)
 before the RayJob goes."""
+STOP_RELEASE_TRIES = 3
+"""Releases of KubeRay's finalizer before a delete that saves first deletes the RayJob as it is."""
 
 
 KUEUE_GROUP = "kueue.x-k8s.io"
@@ -368,33 +370,56 @@ class Api:
         their preStop hook and grace period (children/rayjob.py), which let the trainer save.
         """
         path = f"{collection_path(*_RAYJOBS, namespace)}/{name}"
-        propagation = "Foreground"
         try:
             if keep_driver:
-                await self._release_stop_finalizer(path)
-                propagation = "Background"
+                await self._delete_without_stop(path)
+                return
             await self._request(
                 "DELETE",
                 path,
-                body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation},
+                body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Foreground"},
             )
         except ApiError as error:
             if error.code != 404:
                 raise
 
-    async def _release_stop_finalizer(self, path: str) -> None:
+    async def _delete_without_stop(self, path: str) -> None:
+        """Release KubeRay's finalizer, then delete the version that has none. KubeRay adds its
+        finalizer back to a RayJob it sees without one, so the delete names the version the
+        release made (a precondition): when KubeRay got there first, the API server answers 409
+        and the release is made again. The last try deletes whatever is there."""
+        for tries_left in reversed(range(STOP_RELEASE_TRIES)):
+            version = await self._release_stop_finalizer(path)
+            options: dict[str, Any] = {
+                "kind": "DeleteOptions",
+                "apiVersion": "v1",
+                "propagationPolicy": "Background",
+            }
+            if version and tries_left:
+                options["preconditions"] = {"resourceVersion": version}
+            try:
+                await self._request("DELETE", path, body=options)
+                return
+            except ApiError as error:
+                if error.code != 409 or not tries_left:
+                    raise
+
+    async def _release_stop_finalizer(self, path: str) -> str | None:
+        """Remove KubeRay's finalizer; the RayJob's resourceVersion without it (None: it is gone)."""
         stored = await self._get_or_none(path)
-        finalizers = ((stored or {}).get("metadata") or {}).get("finalizers") or []
+        metadata = (stored or {}).get("metadata") or {}
+        finalizers = metadata.get("finalizers") or []
         if KUBERAY_STOP_FINALIZER not in finalizers:
-            return
+            return metadata.get("resourceVersion")
         index = finalizers.index(KUBERAY_STOP_FINALIZER)
         at = f"/metadata/finalizers/{index}"
-        await self._request(
+        released = await self._request(
             "PATCH",
             path,
             body=[{"op": "test", "path": at, "value": KUBERAY_STOP_FINALIZER}, {"op": "remove", "path": at}],
             content_type="application/json-patch+json",
         )
+        return (released.get("metadata") or {}).get("resourceVersion")
 
     async def patch_job_status(
         self, namespace: str, name: str, patch: dict[str, Any], *, resource_version: str | None = None

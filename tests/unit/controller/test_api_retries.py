@@ -248,3 +248,47 @@ def test_request_kinds_name_no_object(
     method: str, path: str, content_type: str, expected: tuple[str, str]
 ) -> None:
     assert request_kind(method, path, content_type) == expected
+
+
+async def test_a_delete_that_saves_first_deletes_only_the_version_without_kuberays_finalizer(server) -> None:
+    """KubeRay puts its finalizer back on a RayJob it sees without one: a delete of the version the
+    release made is refused (409) when KubeRay got there first, and the release is made again, so
+    KubeRay never sees the RayJob being deleted with its finalizer (which would stop the Ray job)."""
+    script, make, _ = server
+    bodies: list[Any] = []
+
+    def stored(version: str, *finalizers: str) -> Answer:
+        async def answer(request: web.Request) -> web.StreamResponse:
+            if request.can_read_body:
+                bodies.append(await request.json())
+            return web.json_response(
+                {"metadata": {"name": "demo-1", "resourceVersion": version, "finalizers": list(finalizers)}}
+            )
+
+        return answer
+
+    async def conflict(request: web.Request) -> web.StreamResponse:
+        bodies.append(await request.json())
+        return await status(409)(request)
+
+    kuberay = "ray.io/rayjob-finalizer"
+    script.answers = [
+        stored("1", kuberay),  # GET
+        stored("2"),  # PATCH: released
+        conflict,  # DELETE of version 2: KubeRay added its finalizer back (version 3)
+        stored("3", kuberay),  # GET
+        stored("4"),  # PATCH: released again
+        stored("4"),  # DELETE of version 4
+    ]
+    await make(RetryPolicy()).delete_rayjob("ns", "demo-1", keep_driver=True)
+    assert [s.split()[0] for s in script.seen] == ["GET", "PATCH", "DELETE", "GET", "PATCH", "DELETE"]
+    deletes = [b for b in bodies if isinstance(b, dict) and b.get("kind") == "DeleteOptions"]
+    assert [(d["propagationPolicy"], d["preconditions"]) for d in deletes] == [
+        ("Background", {"resourceVersion": "2"}),
+        ("Background", {"resourceVersion": "4"}),
+    ]
+    releases = [b for b in bodies if isinstance(b, list)]
+    assert releases[0] == [
+        {"op": "test", "path": "/metadata/finalizers/0", "value": kuberay},
+        {"op": "remove", "path": "/metadata/finalizers/0"},
+    ]
