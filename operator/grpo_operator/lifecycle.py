@@ -281,20 +281,28 @@ def _stop_words(attempt: int, stop: dict[str, Any], cause: str) -> tuple[str, st
     )
 
 
+_TOLD_CAUSE = re.compile(r"before its pods stopped \((\w+)\)")
+
+
 def _tell_stop(
     st: _Status, job: GRPOJob, attempt: int, ctype: str, status: bool, why: str, message: str, cause: str
 ) -> None:
     """Set condition `ctype`, adding the trainer's account of attempt `attempt`'s planned stop
-    once it has one; one Normal Event `SavedBeforeStop` the first time the condition says it."""
+    once it has one; one Normal Event `SavedBeforeStop` the first time any condition says it.
+
+    The trainer's report of the stop can come while the attempt's RayJob still runs (the Running
+    condition says it) or after it has ended (Restarting, Suspended, Failed): whichever comes
+    first names the cause, and a later one keeps it, since the pods that said it may be gone."""
     stop = _last_stop(job, attempt)
     if stop is None:
         st.condition(ctype, status, why, message)
         return
-    sentence, event = _stop_words(attempt, stop, cause)
-    before = next((c for c in st.fields["conditions"] if c["type"] == ctype), None)
-    full = f"{message}; {sentence}"
-    st.condition(ctype, status, why, full)
-    if before is None or sentence not in before.get("message", ""):
+    core = _stop_words(attempt, stop, cause)[0].split(" (")[0]
+    told = [c.get("message", "") for c in st.fields["conditions"] if core in c.get("message", "")]
+    named = next((m.group(1) for m in map(_TOLD_CAUSE.search, told) if m), None)
+    sentence, event = _stop_words(attempt, stop, named or cause)
+    st.condition(ctype, status, why, f"{message}; {sentence}")
+    if not told:
         st.events.append(("Normal", "SavedBeforeStop", event))
 
 

@@ -129,3 +129,18 @@ def test_a_stop_of_an_earlier_attempt_is_not_this_ones() -> None:
     job = _job(_status(attempt=2, stop=STOP))
     result = plan(job, _rayjob("Running", "RUNNING"), [], NOW, disruption="EvictionByEvictionAPI")
     assert _saved_events(result) == []
+
+
+def test_a_stop_reported_while_the_rayjob_still_runs_is_told_once_with_its_first_cause() -> None:
+    """The trainer's report can come before KubeRay has seen the Ray job end: the Running
+    condition says it, naming the eviction; once the attempt has yielded (its pods, which named the
+    cause, gone) the Restarting condition keeps that cause, and no second Event is posted."""
+    running = plan(
+        _job(_status(stop=STOP)), _rayjob("Running", "RUNNING"), [], NOW, disruption="EvictionByEvictionAPI"
+    )
+    assert _saved_events(running) == [("Normal", "SavedBeforeStop", "saved step 7 before stop (Evicted)")]
+    then = _job({**_status(stop=STOP), "conditions": running.status["conditions"]})
+    yielded = plan(then, _yielded_rayjob(), [], NOW)
+    assert _saved_events(yielded) == []
+    restarting = next(c for c in yielded.status["conditions"] if c["type"] == "Restarting")
+    assert "saved step 7 in 3.5 s before its pods stopped (Evicted)" in restarting["message"]
