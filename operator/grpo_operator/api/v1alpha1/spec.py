@@ -38,6 +38,7 @@ from .base import (
     check_label_keys,
     immutable,
     labels_rule,
+    unless_unbounded,
 )
 
 _HUB_NAME = r"[A-Za-z0-9_]([A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?"
@@ -318,7 +319,7 @@ MemoryBudget = Annotated[
         json_schema_extra={
             "x-kubernetes-validations": [
                 cel(
-                    f"!isQuantity(self) || !quantity(self).isLessThan(quantity('{_BUDGET_FLOOR}'))",
+                    f"{unless_unbounded('self')} || !quantity(self).isLessThan(quantity('{_BUDGET_FLOOR}'))",
                     _BUDGET_MESSAGE,
                 ),
                 MAX_QUANTITY_RULE,
@@ -586,7 +587,8 @@ class ResourcesSpec(ApiModel):
                         _PREFIX_MESSAGE,
                     ),
                     cel(
-                        "self.all(k, !k.contains('/') || !isQuantity(self[k]) || quantity(self[k]).isInteger())",
+                        f"self.all(k, !k.contains('/') || {unless_unbounded('self[k]')} "
+                        "|| quantity(self[k]).isInteger())",
                         _WHOLE_MESSAGE,
                     ),
                 ]
