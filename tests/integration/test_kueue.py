@@ -14,6 +14,7 @@ quota. The first test checks the same contract without Kueue.
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from collections.abc import Iterator
@@ -261,3 +262,100 @@ def test_a_workload_priority_class_that_does_not_exist_fails_the_job_naming_the_
         f"spec.resources.workloadPriorityClass: no Kueue WorkloadPriorityClass {missing!r} in the cluster",
     )
     assert cluster.get("rayjob", f"{job}-1", namespace) is None
+
+
+def test_a_job_kueue_preempts_for_a_higher_priority_one_names_the_preemption_as_its_stop(
+    cluster: Cluster, namespace: str, operator: OperatorProcess, job_api: RayJobAPI, kueue: KueueProcess
+) -> None:
+    """A ClusterQueue that preempts lower priorities within itself, full with a low-priority job: a
+    high-priority job makes Kueue suspend the first job's RayJob (KubeRay then deletes its Ray
+    cluster, whose pods save through their preStop hooks). Once the trainer has reported the save
+    (status.checkpoint.lastStop, written here as its reporter does), the job's Running condition
+    and one Normal SavedBeforeStop Event name the cause, PreemptedByKueue, and the job waits to be
+    admitted again, not failed."""
+    token = secrets.token_hex(3)
+    flavor, queue, low, high = f"flavor-{token}", f"cq-{token}", f"low-{token}", f"high-{token}"
+    other = create_namespace(cluster, "kueue-urgent")
+    cluster.kubectl("label", "namespace", namespace, other, f"grpo.dev/kueue-test={token}")
+    preempting = cluster_queue(queue, flavor, {"grpo.dev/kueue-test": token}, ONE_JOB)
+    preempting["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
+    cluster_scoped = [
+        {"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": flavor}},
+        {"apiVersion": API, "kind": "WorkloadPriorityClass", "metadata": {"name": low}, "value": 100},
+        {"apiVersion": API, "kind": "WorkloadPriorityClass", "metadata": {"name": high}, "value": 10000},
+        preempting,
+    ]
+    try:
+        cluster.apply(cluster_scoped)
+        for ns in (namespace, other):
+            local = {
+                "apiVersion": API,
+                "kind": "LocalQueue",
+                "metadata": {"name": "training", "namespace": ns},
+            }
+            cluster.apply({**local, "spec": {"clusterQueue": queue}})
+        job_api.configure_namespace(namespace, RUNNING_FOREVER)
+        job_api.configure_namespace(other, RUNNING_FOREVER)
+        job = apply_job(
+            cluster,
+            namespace,
+            example(
+                "geo3k-ascend-910b",
+                **{"resources.queueName": "training", "resources.workloadPriorityClass": low},
+            ),
+        )
+        _workload(cluster, namespace, f"{job}-1", "admitted", admitted)
+        cluster.wait_for("grpojob", job, namespace, phase_is("Running"), timeout=120, what="Running")
+
+        urgent = apply_job(
+            cluster,
+            other,
+            example(
+                "geo3k-ascend-910b",
+                **{"resources.queueName": "training", "resources.workloadPriorityClass": high},
+            ),
+        )
+        # Kueue evicts the low-priority Workload and suspends its RayJob; the urgent job runs.
+        cluster.wait_for(
+            "rayjob",
+            f"{job}-1",
+            namespace,
+            lambda o: o["spec"].get("suspend") is True,
+            timeout=90,
+            what="suspended",
+        )
+        cluster.wait_for("grpojob", urgent, other, phase_is("Running"), timeout=120, what="Running")
+        saved = {"attempt": 1, "step": 7, "stepsLost": 0, "saveSeconds": 3.5, "reason": "SavedOnStop"}
+        patch = {"status": {"checkpoint": {"latestStep": 7, "saveSeconds": 3.5, "lastStop": saved}}}
+        cluster.kubectl(
+            "patch",
+            "grpojob",
+            job,
+            "-n",
+            namespace,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            json.dumps(patch),
+        )
+        told = cluster.wait_for(
+            "grpojob",
+            job,
+            namespace,
+            lambda o: "(PreemptedByKueue)" in (condition(o, "Running") or {}).get("message", ""),
+            timeout=60,
+            what="the preemption named in its Running condition",
+        )
+        running = condition(told, "Running")
+        assert (running["status"], running["reason"]) == ("False", "Queued"), running
+        assert told["status"]["phase"] == "Pending"
+        assert told["status"]["attempt"] == 1, "a preempted attempt waits for admission again"
+        events = [
+            e["message"]
+            for e in cluster.events(namespace)
+            if e["involvedObject"].get("name") == job and e["reason"] == "SavedBeforeStop"
+        ]
+        assert events == ["saved step 7 before stop (PreemptedByKueue)"]
+    finally:
+        release(cluster, [namespace, other], cluster_scoped)
+        delete_namespace(cluster, other)
