@@ -9,6 +9,8 @@ PY := $(VENV)/bin/python
 KUBECTL = $(shell . hack/lib.sh && echo "$$BIN_DIR/kubectl")
 KUBECONFIG_LOCAL = $(shell . hack/lib.sh && echo "$$CLUSTER_DIR/kubeconfig")
 PYTEST_ARGS ?=
+# The machine's build cache (hack/lib.sh): what is built or downloaded once per version.
+BUILD_CACHE := $(shell . hack/lib.sh && echo "$$CACHE_ROOT")
 LINT_PATHS := operator trainer kubectl tests hack charts benchmarks images
 
 .PHONY: help install unit check demo demo-down cluster-up cluster-down test test-images node-up node-down test-real-node e2e-kind kind-node-image lint images engine-up engine-down base-images
@@ -17,7 +19,7 @@ help:
 	@echo "make demo         a cluster of its own, our images, a real node, Helm install, a GRPOJob trained in Ray pods"
 	@echo "make demo-down    stop the demo's cluster"
 	@echo "make unit         every test that needs no cluster, in parallel (the inner loop: minutes)"
-	@echo "make check        lint and unit: what to run before a commit"
+	@echo "make check        lint (types included) and unit: what to run before a commit"
 	@echo "make test         install, the local cluster, our images and a real node (root), the whole test suite"
 	@echo "make install      virtualenv in $(VENV) with the development extras"
 	@echo "make cluster-up   build (cached) and start the local test cluster"
@@ -50,7 +52,7 @@ EXTRAS := dev,trl-cpu,verl-cpu,gguf
 # virtualenv holds is what was downloaded once, whatever the registry serves later.
 # Keyed by the two distributions' [project] tables (what they depend on) and the images' versions:
 # a lint setting in pyproject.toml downloads nothing again.
-WHEELHOUSE := $(shell . hack/lib.sh && echo "$$CACHE_ROOT")/wheels-$(shell { sed -n '/^\[project\]/,/^\[project.scripts\]/p' pyproject.toml kubectl/pyproject.toml; cat images/versions.env; } | sha256sum | cut -c1-12)
+WHEELHOUSE := $(BUILD_CACHE)/wheels-$(shell { sed -n '/^\[project\]/,/^\[project.scripts\]/p' pyproject.toml kubectl/pyproject.toml; cat images/versions.env; } | sha256sum | cut -c1-12)
 PIP_LOCAL := $(PY) -m pip install --quiet --no-index --find-links $(WHEELHOUSE)
 
 # Reinstalled when pyproject.toml or the images' versions change.
@@ -178,13 +180,16 @@ kind-node-image:
 	hack/kind-node-image.sh
 
 # The import contracts (pyproject.toml [tool.importlinter]) keep the layers: the operator never
-# imports the trainer, engines never import the driver or the CLI, no import circles.
+# imports the trainer, engines never import the driver or the CLI, no import circles. The docs
+# check keeps links whole and the README short; mypy checks the types (pyproject.toml [tool.mypy]),
+# its cache in the build cache so a fresh clone starts warm.
 lint: install
 	@echo "[$$(date +%T)] make lint"
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 	PYTHONPATH=operator:trainer:kubectl $(VENV)/bin/lint-imports --no-cache
 	$(PY) hack/check_docs.py
+	MYPY_CACHE_DIR=$(BUILD_CACHE)/mypy $(VENV)/bin/mypy
 
 # Starts the engine if none runs (hack/engine-up.sh). IMAGES="operator cpu" builds those; REGISTRY,
 # TAG, PLATFORM, PUSH=1 and BASE_IMAGES pass through (images/build.sh).
