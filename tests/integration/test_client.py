@@ -11,6 +11,7 @@ output for a reader pod (tests/integration/test_kubectl_grpo.py tests that path'
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -111,7 +112,8 @@ def test_a_notebook_creates_waits_streams_logs_and_reads_metrics(
     assert metrics["reward"] == pytest.approx(0.3)
     assert [row["step"] for row in rows] == [1, 2, 3]
     assert rows[-1]["reward"] == pytest.approx(0.3)
-    assert job.history(full=True)[-1] == {"step": 3, "reward": pytest.approx(0.3)}
+    # The metrics files carry the step's KL too (actor/kl_loss), which the status keeps no series of.
+    assert job.history(full=True)[-1] == {"step": 3, "reward": pytest.approx(0.3), "kl": pytest.approx(0.03)}
     assert [j.name for j in client.list()] == ["notebook"]
     png = job.plot(tmp_path / "curves.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -139,7 +141,20 @@ def test_the_model_and_a_dict_create_the_same_job_and_steer_it(
     manifest = yaml.safe_load(EXAMPLE.read_text())
     create_source_claims(cluster, namespace, manifest)
     client = GRPOClient(namespace, kubeconfig=str(cluster.kubeconfig))
-    model = GRPOJob.model_validate({**manifest, "metadata": {"name": "from-model", "namespace": "elsewhere"}})
+    # As `kubectl apply -n`: a job meant for another namespace is refused, not quietly moved.
+    foreign = GRPOJob.model_validate(
+        {**manifest, "metadata": {"name": "from-model", "namespace": "elsewhere"}}
+    )
+    with pytest.raises(
+        GRPOClientError,
+        match=(
+            rf"^metadata\.namespace 'elsewhere' is not this client's namespace '{re.escape(namespace)}': "
+            r"use GRPOClient\(namespace='elsewhere'\)$"
+        ),
+    ):
+        client.create(foreign)
+    assert cluster.kubectl("get", "grpojobs", "-n", namespace, "-o", "name").stdout == ""
+    model = GRPOJob.model_validate({**manifest, "metadata": {"name": "from-model", "namespace": namespace}})
     from_model = client.create(model)
     from_dict = client.create(manifest, name="from-dict")
     assert (

@@ -8,6 +8,7 @@ just now, and named to the plugin with $KUBECTL_GRPO_OPERATOR_LEASE.
 
 from __future__ import annotations
 
+import json
 import warnings
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -56,7 +57,11 @@ def test_create_from_a_file_applies_its_reward_configmap(cluster, namespace, crd
         warnings.simplefilter("error")
         job = client.create(COLOURS)
     assert job.name == "colours-cpu"
-    config = cluster.get("configmap", "colour-reward", namespace)
+    # kubectl get leaves out managedFields unless asked: who applied it is the point here.
+    shown = cluster.kubectl(
+        "get", "configmap", "colour-reward", "-n", namespace, "-o", "json", "--show-managed-fields"
+    )
+    config = json.loads(shown.stdout)
     expected = next(d for d in yaml.safe_load_all(COLOURS.read_text()) if d and d["kind"] == "ConfigMap")
     assert config["data"] == expected["data"]
     assert [m["manager"] for m in config["metadata"]["managedFields"]] == ["kubectl-grpo"]
@@ -79,16 +84,22 @@ def test_a_refused_job_leaves_no_configmap_behind(cluster, namespace, crds, tmp_
 def test_a_stale_operator_lease_is_said_by_status_list_and_the_client(
     cluster, namespace, crds, plugin_path, monkeypatch
 ):
-    _lease(cluster, namespace, datetime.now(UTC) - timedelta(minutes=42))
+    # The age is said to the nearest minute: each reader gets a Lease renewed 41 min 31 s before
+    # its call, so "42 min" holds for the 59 s that call may take on a loaded cluster.
+    def renewed_42_min_ago() -> None:
+        _lease(cluster, namespace, datetime.now(UTC) - timedelta(minutes=41, seconds=31))
+
     manifest = next(d for d in yaml.safe_load_all(COLOURS.read_text()) if d and d["kind"] == "GRPOJob")
     cluster.apply({**manifest, "metadata": {"name": "waits", "namespace": namespace}})
     said = f"note: no operator is running (its Lease {namespace}/grpo-operator was last renewed 42 min ago)\n"
     monkeypatch.setenv("KUBECTL_GRPO_OPERATOR_LEASE", f"{namespace}/grpo-operator")
     for argv in (["status", "waits"], ["list"]):
+        renewed_42_min_ago()
         done = kubectl_grpo(cluster, plugin_path, *argv, "-n", namespace)
         assert done.returncode == 0, done.stderr
         assert done.stderr == said
     client = GRPOClient(namespace, kubeconfig=str(cluster.kubeconfig))
+    renewed_42_min_ago()
     assert client.operator_problem() == said.removeprefix("note: ").strip()
     _lease(cluster, namespace, datetime.now(UTC))
     assert kubectl_grpo(cluster, plugin_path, "status", "waits", "-n", namespace).stderr == ""

@@ -161,10 +161,18 @@ def test_suspend_and_resume_refuse_a_finished_job_with_the_reason(cluster, names
 
 
 def test_a_missing_job_is_one_line(cluster, namespace, crds, plugin_path):
-    for command in (["status", "gone"], ["logs", "gone"], ["suspend", "gone"], ["plot", "gone"]):
+    missing = f'error: grpojob "gone" not found in namespace "{namespace}"'
+    # A command that reads the job's volume also says how to read a deleted job's kept claim.
+    kept = "; if it was deleted and its claim kept, --claim gone-checkpoints (or the claim its spec named) reads its files"
+    for command, said in (
+        (["status", "gone"], missing),
+        (["logs", "gone"], missing + kept),
+        (["suspend", "gone"], missing),
+        (["plot", "gone"], missing + kept),
+    ):
         result = kubectl_grpo(cluster, plugin_path, *command, "-n", namespace)
         assert result.returncode == 1
-        assert result.stderr == f'error: grpojob "gone" not found in namespace "{namespace}"\n'
+        assert result.stderr == said + "\n"
 
 
 KWOK_NODE = "kwok-cpu-0"
