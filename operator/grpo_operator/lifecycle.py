@@ -571,7 +571,7 @@ def plan(
         return st.plan(create_attempt=attempt)
 
     st.ray_names(RayJobStatus.of(rayjob))
-    outcome = observe_rayjob(rayjob)
+    outcome = _attempt_outcome(job, attempt, rayjob)
     if outcome.state == "succeeded":
         st.finish("Succeeded", "TrainingSucceeded", f"attempt {attempt} finished training")
         return _end(st, job, current, rayjob)
@@ -582,6 +582,17 @@ def plan(
     if outcome.state == "running":
         return _running(st, job, attempt, now, stop_cause(disruption))
     return _waiting(st, job, attempt, phase, outcome, rayjob, trouble, now)
+
+
+def _attempt_outcome(job: GRPOJob, attempt: int, rayjob: dict[str, Any]) -> Outcome:
+    """The attempt's RayJob read into an outcome, and the trainer's word over it: once the trainer
+    has reported this attempt's planned stop its driver has ended, whatever the RayJob still says.
+    KubeRay does not recreate the head of a RayJob's cluster, so after the head's eviction the
+    RayJob reads RUNNING for ever; the next attempt then resumes after the saved step."""
+    outcome = observe_rayjob(rayjob)
+    if outcome.state == "running" and _last_stop(job, attempt) is not None:
+        return Outcome("yielded", "Yielded", "trainer: stopped as its pods asked", True)
+    return outcome
 
 
 def _waiting(
@@ -621,7 +632,6 @@ def _ended(
 def _running(st: _Status, job: GRPOJob, attempt: int, now: datetime, cause: str) -> Plan:
     message = f"attempt {attempt} is training"
     st.phase("Running", "Running", message)
-    # A head pod stopped alone (an eviction) comes back, and KubeRay runs the attempt again.
     _tell_stop(st, job, attempt, "Running", True, "RayJobRunning", message, cause)
     st.clear("Restarting", reason="AttemptRunning", message=message)
     st.clear("Suspended", reason="Resumed", message=message)

@@ -144,3 +144,20 @@ def test_a_stop_reported_while_the_rayjob_still_runs_is_told_once_with_its_first
     assert _saved_events(yielded) == []
     restarting = next(c for c in yielded.status["conditions"] if c["type"] == "Restarting")
     assert "saved step 7 in 3.5 s before its pods stopped (Evicted)" in restarting["message"]
+
+
+def test_a_stop_reported_while_the_rayjob_still_runs_starts_the_next_attempt() -> None:
+    """After its head's eviction a RayJob's Ray job reads RUNNING for ever (KubeRay does not recreate
+    the head of a RayJob's cluster; seen on the real node): the trainer's report of the attempt's
+    planned stop is the evidence that its driver has ended, so the next attempt starts from the
+    saved step, without a retry of backoffLimit, and the lingering RayJob goes."""
+    job = _job(_status(stop=STOP), backoffLimit=0)
+    result = plan(job, _rayjob("Running", "RUNNING"), [], NOW, disruption="EvictionByEvictionAPI")
+    assert result.create_attempt == 2
+    assert result.delete_rayjob == "demo-1"
+    assert result.status["phase"] == "Restarting"
+    assert "failedAttempts" not in result.status
+    assert _saved_events(result) == [("Normal", "SavedBeforeStop", "saved step 7 before stop (Evicted)")]
+
+    still = plan(_job(_status(attempt=1)), _rayjob("Running", "RUNNING"), [], NOW)
+    assert still.create_attempt is None, "no report of a stop: the attempt trains on"
