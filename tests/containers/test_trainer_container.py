@@ -121,4 +121,8 @@ def test_the_plan_made_outside_is_the_one_the_image_logs_at_start(
         inside[0]
         == "# image: this pod's image (GRPO_IMAGE_FLAVOUR=cpu); planned from the manifest of trainer-cpu:0.1.0"
     )
-    assert inside[1:] == outside[1:]
+    # Outside, the plan also says how the operator stops the job's pods (the save-on-stop bound, sized
+    # from what the job has measured so far: after the attempt, its own save and step times); the
+    # attempt, started before any was measured, prints the trainer's settings alone. Those are equal.
+    assert outside[1].startswith("# save on stop: "), outside[1]
+    assert inside[1:] == outside[2:]
