@@ -88,7 +88,9 @@ def install(metrics_file: str, trainer_cls: Any = None, tracking_module: Any = N
             return False
         trainer_cls = trainer_cls or trainer_base.PPOTrainer
         tracking_module = tracking_module or trainer_base
-    if getattr(trainer_cls, _INSTALLED, False):
+    # The class's own mark, not an inherited one: a subclass with its own `fit` (a recipe's
+    # trainer) is wrapped too when its base already was.
+    if vars(trainer_cls).get(_INSTALLED, False):
         return True
     files = AttemptFiles(Path(metrics_file))
     original_fit = trainer_cls.fit
