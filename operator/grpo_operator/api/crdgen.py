@@ -110,11 +110,15 @@ SPEC_RULES: list[dict[str, str]] = [
         "rule": "self.engine.name == 'trl' || !has(self.export.gguf)",
         "message": "export.gguf is written by the trl engine; verl exports a Hugging Face model only "
         "(convert export/model with llama.cpp, or use engine.name=trl)",
+        "fieldPath": ".export.gguf",
+        "reason": "FieldValueForbidden",
     },
     {
         "rule": "self.engine.name == 'trl' || self.rollout.generation == 'auto'",
         "message": "rollout.generation chooses the trl engine's generation path; verl generates with "
         "rollout.engine (leave rollout.generation at auto)",
+        "fieldPath": ".rollout.generation",
+        "reason": "FieldValueForbidden",
     },
     {
         "rule": "self.engine.name == 'trl' || self.rollout.minP == 0.0",
