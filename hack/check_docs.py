@@ -81,8 +81,8 @@ class Finding:
         return f"{self.path.relative_to(root)}:{self.line}: {self.message}"
 
 
-def prose_lines(text: str) -> Iterator[tuple[int, str]]:
-    """(line number, the line without its code spans), skipping fenced code blocks."""
+def _unfenced_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(line number, line) of every line outside fenced code blocks."""
     fence: str | None = None
     for number, line in enumerate(text.splitlines(), start=1):
         opened = _FENCE.match(line)
@@ -93,6 +93,12 @@ def prose_lines(text: str) -> Iterator[tuple[int, str]]:
         if opened:
             fence = opened.group(1)
             continue
+        yield number, line
+
+
+def prose_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(line number, the line without its code spans), skipping fenced code blocks."""
+    for number, line in _unfenced_lines(text):
         yield number, _CODE_SPAN.sub(" ", line)
 
 
@@ -111,16 +117,7 @@ def anchors(text: str) -> set[str]:
     """Every anchor a page offers: its headings' slugs (repeats numbered) and HTML anchors."""
     found: set[str] = set()
     seen: dict[str, int] = {}
-    fence: str | None = None
-    for line in text.splitlines():
-        opened = _FENCE.match(line)
-        if fence is not None:
-            if opened and opened.group(1) == fence:
-                fence = None
-            continue
-        if opened:
-            fence = opened.group(1)
-            continue
+    for _, line in _unfenced_lines(text):
         found.update(_HTML_ANCHOR.findall(line))
         heading = _HEADING.match(line)
         if heading:
