@@ -298,3 +298,47 @@ def test_what_a_reward_may_return_is_data_and_nothing_else() -> None:
         nested = [nested]
     with pytest.raises(NotPlainError, match="nested deeper"):
         plain(nested)
+
+
+def test_frames_written_by_others_on_a_workers_pipes_are_neither_run_nor_read(tmp_path: Path) -> None:
+    """What a forging reward can do through the trainer's descriptors, done directly: a request
+    frame with a made-up nonce on an idle worker's input (the keeper drops it: the function does
+    not run), and a reply frame on its output (dropped while idle, skipped during a call). The
+    worker stays, and its next answers are its own."""
+    import pickle
+    import struct
+
+    from grpo_trainer.rewards.sandbox import SandboxPool
+
+    calls = tmp_path / "calls"
+    reward = tmp_path / "reward.py"
+    reward.write_text(
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        f"    open({str(calls)!r}, 'a').write(solution_str + '\\n')\n"
+        "    return float(len(solution_str))\n"
+    )
+    pool = SandboxPool(str(reward), "compute_score", size=1)
+    try:
+        pool.start()
+        [worker] = pool._idle
+        body = os.urandom(16) + pickle.dumps({"args": ["d", "forged", "g"], "kwargs": {}})
+        os.write(worker.proc.stdin.fileno(), struct.pack(">I", len(body)) + body)
+
+        def call(text: str) -> float:
+            outcome = pool.call(("d", text, "g"), {}, time.monotonic() + 30)
+            assert outcome.ok, outcome
+            return outcome.value
+
+        assert call("ab") == 2.0
+        # A whole reply frame on the output of an idle worker, then one in the middle of a call.
+        reply = os.urandom(16) + json.dumps({"ok": True, "value": 0.99}).encode()
+        frame = struct.pack(">I", len(reply)) + reply
+        worker.buffer.extend(frame)
+        assert call("abc") == 3.0
+        assert pool._idle == [worker], "an idle worker with a forged frame was replaced"
+        worker.send({"args": ["d", "abcd", "g"], "kwargs": {}})
+        worker.buffer.extend(frame)
+        assert worker.receive(time.monotonic() + 30) == ("ok", {"ok": True, "value": 4.0})
+        assert calls.read_text().split() == ["ab", "abc", "abcd"]
+    finally:
+        pool.close()

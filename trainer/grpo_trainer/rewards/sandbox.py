@@ -10,10 +10,12 @@ call does not pay for the import). Every thread of the process may call at the s
 
 Replies are data. The worker sends JSON — None, booleans, numbers, strings, and lists and dicts of
 them, at most `sandbox_worker.MAX_REPLY_BYTES` — which this process decodes without running
-anything; each reply carries the nonce of its request, which the user's code never sees, so a
-stray or forged write on any descriptor it can reach ends that worker (a crash) instead of being
-read as a score or shifting later replies. The deadline covers the whole reply: its transfer and
-its decoding.
+anything; each request and reply carries a nonce made from a key the user's code never sees
+(`sandbox_worker.nonce`), so a stray or forged write on any descriptor it can reach is neither
+run as a request nor read as a score, and shifts no later reply: the keeper drops a request
+without the next nonce, this process skips a frame without its request's, and an idle worker
+with something on its channel drops it, or is replaced where it is not whole frames. The
+deadline covers the whole reply: its transfer and its decoding.
 
 Each worker is a keeper process in a session of its own, which runs no user code and is the
 subreaper of the runner that does: whatever the function starts — even a process that calls
@@ -51,6 +53,7 @@ from grpo_trainer.rewards.sandbox_worker import (
     MAX_REPLY_BYTES,
     NONCE_BYTES,
     kill_descendants,
+    nonce,
 )
 
 WORKER_FILE = Path(__file__).with_name("sandbox_worker.py")
@@ -99,12 +102,15 @@ class _Worker:
         self.kind: str | None = None
         self.claimed = False
         """A caller is waiting for this still-starting worker."""
-        self.nonce = os.urandom(NONCE_BYTES)
+        self._key = os.urandom(NONCE_BYTES)
+        self._sequence = 0
+        self.nonce = nonce(self._key, 0)
         """What the next frame from the keeper must start with (first its ready frame's)."""
-        self._write(self.nonce)
+        self._write(self._key)
 
     def send(self, message: Any) -> bool:
-        self.nonce = os.urandom(NONCE_BYTES)
+        self._sequence += 1
+        self.nonce = nonce(self._key, self._sequence)
         return self._write(self.nonce + pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
 
     def _write(self, body: bytes) -> bool:
@@ -119,21 +125,20 @@ class _Worker:
     def receive(self, deadline: float) -> tuple[str, Any]:
         """("ok", message), ("timeout", None) or ("crash", why).
 
-        The deadline holds for the whole reply: reading it and decoding it. A frame too large, or
-        without this request's nonce, was not written by the keeper: a crash.
+        The deadline holds for the whole reply: reading it and decoding it. A frame without this
+        request's nonce was not written by the keeper and is skipped; one too large to be a reply
+        leaves the channel unreadable: a crash.
         """
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
         while True:
-            if len(self.buffer) >= HEADER.size:
-                size = HEADER.unpack(self.buffer[: HEADER.size])[0]
-                if not NONCE_BYTES <= size <= MAX_FRAME_BYTES:
-                    return "crash", _NOT_ITS_OWN
-                end = HEADER.size + size
-                if len(self.buffer) >= end:
-                    body = bytes(self.buffer[HEADER.size : end])
-                    del self.buffer[:end]
-                    return self._decode(body, deadline)
+            frame = self._next_frame()
+            if frame == b"":
+                return "crash", _NOT_ITS_OWN
+            if frame is not None:
+                if frame[:NONCE_BYTES] != self.nonce:
+                    continue
+                return self._decode(frame, deadline)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return "timeout", None
@@ -148,9 +153,22 @@ class _Worker:
                 return "crash", self._exited()
             self.buffer.extend(chunk)
 
+    def _next_frame(self) -> bytes | None:
+        """A whole frame's body from the buffer; None until one is whole; b"" for a header no
+        keeper writes (its size outside a reply's bounds)."""
+        if len(self.buffer) < HEADER.size:
+            return None
+        size = HEADER.unpack(self.buffer[: HEADER.size])[0]
+        if not NONCE_BYTES <= size <= MAX_FRAME_BYTES:
+            return b""
+        end = HEADER.size + size
+        if len(self.buffer) < end:
+            return None
+        body = bytes(self.buffer[HEADER.size : end])
+        del self.buffer[:end]
+        return body
+
     def _decode(self, body: bytes, deadline: float) -> tuple[str, Any]:
-        if body[:NONCE_BYTES] != self.nonce:
-            return "crash", _NOT_ITS_OWN
         try:
             message = json.loads(body[NONCE_BYTES:])
         except (ValueError, RecursionError):
@@ -166,16 +184,27 @@ class _Worker:
         return f"the worker process exited (code {self.proc.returncode})"
 
     def quiet(self) -> bool:
-        """Whether an idle worker has nothing to say (an idle keeper writes nothing, and never ends
-        unasked): anything else means something else wrote on its channel, or it died."""
-        if self.buffer:
-            return False
+        """Whether an idle worker can take a call. An idle keeper writes nothing and never ends
+        unasked: whole frames on its channel now were written by something else and are dropped;
+        part of one, or the channel's end, means it cannot (it is replaced)."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
         try:
-            assert self.proc.stdout is not None
-            ready, _, _ = select.select([self.proc.stdout.fileno()], [], [], 0)
+            for _ in range(8):  # a writer that never stops cannot hold the caller here
+                if not select.select([fd], [], [], 0)[0]:
+                    break
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    return False
+                self.buffer.extend(chunk)
+            else:
+                return False
         except (OSError, ValueError):
             return False
-        return not ready
+        while (frame := self._next_frame()) is not None:
+            if frame == b"":
+                return False
+        return not self.buffer
 
     def terminate(self) -> None:
         """Ask the keeper to end: it kills every process below it and reaps them."""

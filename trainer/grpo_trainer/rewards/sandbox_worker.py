@@ -18,13 +18,16 @@ Two processes, so that the user's code never holds the channel to the trainer:
 
 Protocol with the trainer, on the standard input and output the keeper starts with: frames of a
 4-byte big-endian length and a body of at most `MAX_FRAME_BYTES`.
-    in, first     a 16-byte start nonce
-    in            a 16-byte request nonce + the pickled request {"args": [...], "kwargs": {...}}
+    in, first     a 16-byte key, read once the runner is forked (so the runner never holds it)
+    in            the request's nonce + the pickled request {"args": [...], "kwargs": {...}}
     out           the nonce it answers + a JSON object:
         first     {"ready": true, "kind": "batch" | "sample"}  or  {"ready": false, "error": str}
         reply     {"ok": true, "value": ...}  or  {"ok": false, "error": str, "failure": "error" | "result"}
-A reply whose nonce is not the request's is not the keeper's: the trainer treats the worker as
-crashed. Requests are pickled (the trainer's own data); replies are data only (`plain`): a
+Nonces are `nonce(key, n)`: n = 0 for the first frame, then 1, 2, ... for the requests. A request
+without the next nonce was not written by the trainer (something else wrote on this worker's
+input: a forged frame another worker's reward wrote through the trainer's descriptors) and is
+dropped unread, so it neither runs nor shifts the replies; a reply without its request's nonce
+is not the keeper's and the trainer skips it. Requests are pickled (the trainer's own data); replies are data only (`plain`): a
 reward returns None, booleans, numbers, strings, and lists and dicts (string keys) of them, to a
 depth of `MAX_DEPTH` and `MAX_REPLY_BYTES` encoded; numpy and torch scalars and arrays become
 numbers and lists. Anything else is the function's error ("result"), naming the type.
@@ -38,6 +41,7 @@ import argparse
 import contextlib
 import ctypes
 import hashlib
+import hmac
 import importlib.util
 import inspect
 import json
@@ -69,6 +73,11 @@ _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
 _ENDING_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGXCPU")
+
+
+def nonce(key: bytes, sequence: int) -> bytes:
+    """What frame `sequence` of a worker keyed `key` carries (see the module's docstring)."""
+    return hmac.new(key, SEQUENCE.pack(sequence), hashlib.sha256).digest()[:NONCE_BYTES]
 
 
 # --- replies are data ----------------------------------------------------------------------------
@@ -366,17 +375,21 @@ class Keeper:
         self.requests, self.replies, self.channel, self.runner = requests, replies, channel, runner
         self.sequence = 0
 
-    def relay(self, nonce: bytes) -> None:
+    def relay(self, key: bytes) -> None:
         """The runner's first frame (ready or not) to the trainer, then one reply per request."""
-        self._forward(nonce, self._from_runner())
+        self._forward(nonce(key, 0), self._from_runner())
         while True:
             self._idle_until_request()
             body = read_frame(self.requests, MAX_REQUEST_BYTES + NONCE_BYTES)
             if body is None or len(body) < NONCE_BYTES:
                 raise _WorkerEndedError(0)
+            expected = nonce(key, self.sequence + 1)
+            if not hmac.compare_digest(body[:NONCE_BYTES], expected):
+                print("reward sandbox: dropped a request the trainer did not write", file=sys.stderr)
+                continue
             self.sequence += 1
             write_frame(self.channel, SEQUENCE.pack(self.sequence) + body[NONCE_BYTES:])
-            self._forward(body[:NONCE_BYTES], self._from_runner())
+            self._forward(expected, self._from_runner())
 
     def _idle_until_request(self) -> None:
         """Between calls the runner has nothing to say: a frame from it now is a forgery."""
@@ -477,13 +490,13 @@ def serve(path: str, name: str, memory_mb: int) -> int:
     os.dup2(null, 0)
     os.close(null)
     os.dup2(2, 1)
-    start = read_frame(requests, NONCE_BYTES)
-    if start is None or len(start) != NONCE_BYTES:
-        return 0
     runner, channel = _start_runner(path, name, memory_mb, iter((requests, replies)))
+    key = read_frame(requests, NONCE_BYTES)
+    if key is None or len(key) != NONCE_BYTES:
+        return 0
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
     try:
-        Keeper(requests, replies, channel, runner).relay(start)
+        Keeper(requests, replies, channel, runner).relay(key)
     except _WorkerEndedError as ended:
         return ended.code
     except OSError:
