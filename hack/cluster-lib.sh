@@ -404,7 +404,8 @@ start_provisioner() {
     kubectl delete storageclass standard --ignore-not-found >/dev/null
   fi
   kubectl apply -f "$HACK_DIR/provisioner/storageclass.yaml" >/dev/null
-  start_process provisioner env KUBECONFIG="$KUBECONFIG_PATH" "$python" "$HACK_DIR/provisioner/provisioner.py"
+  start_process provisioner env KUBECONFIG="$KUBECONFIG_PATH" "$python" "$HACK_DIR/provisioner/provisioner.py" \
+    --real-node "$NODE_NAME"
   # It has no health endpoint; one that cannot import or reach the API server exits at once.
   sleep 2
   pid_of provisioner >/dev/null || die_with_log provisioner "the volume provisioner exited at start"

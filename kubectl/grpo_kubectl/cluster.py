@@ -303,8 +303,9 @@ class Cluster:
     ) -> Iterator[str]:
         """Lines a reader Pod prints; the Pod is deleted however the reading ends."""
         claim = target.claim
+        found = None
         try:
-            self._call(
+            found = self._call(
                 f"reading claim {claim}",
                 self.client.get,
                 PersistentVolumeClaim,
@@ -319,6 +320,9 @@ class Cluster:
                     else f"no such claim in namespace {self.namespace}"
                 )
                 raise PluginError(f"the job's volume (claim {claim}) does not exist: {why}") from error
+        # Where the claim cannot be read (another error than 404), the job's spec places the pod.
+        if found is not None and found.metadata is not None:
+            target = target.with_claim(found.metadata.annotations)
         manifest = build_reader_pod(target, script, image=image, deadline=86400 if follow else 600)
         try:
             pod = self._call("creating a reader pod", self.client.create, Pod.from_dict(manifest))

@@ -11,11 +11,14 @@ Once the GRPOJob is deleted its claim stays (checkpoint.retention: Retain, the d
 reader then mounts the claim by name (`--claim`), owned by nothing.
 
 Scheduling, least privilege: the reader tolerates the taints of the job's own node pool (what the
-operator's pods of the job tolerate, `rayjob.pool_tolerations`) and no others: not another pool's
+operator's pods of the job tolerate, `pool.pool_tolerations`) and no others: not another pool's
 (a GPU job's reader never lands on an NPU node, a CPU job's on no accelerator node), and not
 `node.kubernetes.io/unschedulable`, which cordoned and draining nodes carry, so it needs a
-schedulable node. A toleration of every taint (no key) is not copied from the job. A claim whose
-job is gone tolerates nothing. Where on those nodes: while the job's Ray cluster may live
+schedulable node. A toleration of every taint (no key) is not copied from the job. Those taints
+are read from the claim, where the operator records them as its settings made them
+(`pvc.POOL_TOLERATIONS_ANNOTATION`), so they hold for a claim whose job is gone too; a claim
+without that record (one the job brought, one made by an older operator) falls back to the job's
+own spec and the default profiles, and a claim alone then tolerates nothing. Where on those nodes: while the job's Ray cluster may live
 (status.rayClusterName), its head's node, where a ReadWriteOnce volume is attached; otherwise a
 node of no accelerator pool (a CPU node), where a short-lived busybox belongs. The pools are the
 operator's default accelerator profiles (the plugin cannot read the operator's settings): a pool
@@ -30,6 +33,7 @@ change the ownership of a whole checkpoint volume.
 
 from __future__ import annotations
 
+import json
 import shlex
 from dataclasses import dataclass
 from typing import Any
@@ -37,8 +41,8 @@ from typing import Any
 from grpo_operator.api.contract import CHECKPOINT_MOUNT, ROTATED_SUFFIX
 from grpo_operator.api.v1alpha1 import GRPOJob
 from grpo_operator.children.meta import COMPONENT_LABEL, JOB_LABEL, labels, owner_reference
-from grpo_operator.children.pvc import checkpoint_claim
-from grpo_operator.children.rayjob import pool_tolerations
+from grpo_operator.children.pool import pool_tolerations
+from grpo_operator.children.pvc import POOL_TOLERATIONS_ANNOTATION, checkpoint_claim
 from grpo_operator.config import Settings
 
 DEFAULT_IMAGE = "busybox:1.36"
@@ -60,6 +64,8 @@ class ReadTarget:
     """The job's name: the Pod's name prefix and its grpo.dev/job label."""
     job: GRPOJob | None = None
     """The live job (the Pod's owner, its pull secrets); None for a claim alone."""
+    recorded: tuple[dict[str, Any], ...] | None = None
+    """The pool's tolerations the operator recorded on the claim; None where it recorded none."""
 
     @classmethod
     def of_job(cls, job: GRPOJob) -> ReadTarget:
@@ -70,14 +76,30 @@ class ReadTarget:
             return labels(self.job, COMPONENT)
         return {JOB_LABEL: self.name, COMPONENT_LABEL: COMPONENT, "app.kubernetes.io/component": COMPONENT}
 
+    def with_claim(self, annotations: dict[str, str] | None) -> ReadTarget:
+        """This target with what the operator recorded on its claim (the claim's annotations)."""
+        recorded = (annotations or {}).get(POOL_TOLERATIONS_ANNOTATION)
+        if not recorded:
+            return self
+        try:
+            parsed = json.loads(recorded)
+        except ValueError:
+            return self
+        if not isinstance(parsed, list) or not all(isinstance(t, dict) for t in parsed):
+            return self
+        return ReadTarget(self.namespace, self.claim, self.name, self.job, tuple(parsed))
+
     def tolerations(self) -> list[dict[str, Any]]:
-        """The job's pool's taints (see the module's docstring); none for a claim alone."""
-        if self.job is None:
+        """The job's pool's taints (see the module's docstring)."""
+        if self.recorded is not None:
+            pool = list(self.recorded)
+        elif self.job is not None:
+            pool = pool_tolerations(self.job, Settings().profile(self.job.spec.resources.accelerator))
+        else:
             return []
-        profile = Settings().profile(self.job.spec.resources.accelerator)
         return [
             toleration
-            for toleration in pool_tolerations(self.job, profile)
+            for toleration in pool
             if toleration.get("key") and toleration["key"] != UNSCHEDULABLE_TAINT
         ]
 

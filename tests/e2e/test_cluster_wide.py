@@ -203,6 +203,15 @@ def test_example_whole_life(
     [failed] = restarting["status"]["failedAttempts"]
     assert (failed["attempt"], failed["retryable"]) == (1, True)
     assert "exit code 75" in failed["message"]
+    # The status names attempt 2's RayJob only once it exists (children_created), a moment after
+    # Restarting; the attempt's Ray job is held PENDING, so the job is still Restarting then.
+    cluster.wait_for(
+        "grpojobs",
+        job,
+        namespace,
+        lambda o: (o.get("status") or {}).get("rayJobName") == f"{job}-2",
+        what=f"status.rayJobName {job}-2",
+    )
     row = row_of(cluster, namespace, job)
     assert (row["PHASE"], row["ATTEMPT"], row["RAYJOB"]) == ("Restarting", "2", f"{job}-2")
 

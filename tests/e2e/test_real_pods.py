@@ -112,6 +112,8 @@ def release(cluster: Cluster, helm: Helm, watched: str, training: str, real_node
             "settings": {
                 "resyncSeconds": 5,
                 "fieldManager": FIELD_MANAGER,
+                # Checkpoint volumes local to the real node (hack/provisioner), as the demo's are.
+                "defaultStorageClass": "real-node",
                 **HEAD,
                 # Pods labelled as this module's scraper, in any namespace: a Prometheus stand-in.
                 "metricsScrapers": [{"namespaceSelector": {}, "podSelector": {"matchLabels": SCRAPER}}],

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..api.v1alpha1 import GRPOJob
 from ..config import Settings
 from .meta import checkpoint_claim_name, object_meta
+from .pool import pool_tolerations
+
+POOL_TOLERATIONS_ANNOTATION = "grpo.dev/pool-tolerations"
+"""On the checkpoint claim: the taints its job's pods tolerate (JSON), as the operator's settings
+made them. The plugin's reader pod tolerates these to reach the volume: the plugin cannot read the
+operator's settings, and once the job is deleted the claim is all that is left of it."""
 
 
 def checkpoint_access_mode(job: GRPOJob) -> str:
@@ -38,5 +45,8 @@ def build_checkpoint_pvc(job: GRPOJob, settings: Settings) -> dict[str, Any] | N
     if storage_class:
         spec["storageClassName"] = storage_class
     meta = object_meta(job, checkpoint_claim_name(job.name), "checkpoints", owned=ckpt.retention == "Delete")
-    meta.setdefault("annotations", {})["grpo.dev/retention"] = ckpt.retention
+    annotations = meta.setdefault("annotations", {})
+    annotations["grpo.dev/retention"] = ckpt.retention
+    profile = settings.profile(job.spec.resources.accelerator)
+    annotations[POOL_TOLERATIONS_ANNOTATION] = json.dumps(pool_tolerations(job, profile), sort_keys=True)
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec}

@@ -21,6 +21,7 @@ from .meta import (
     trainer_account_name,
 )
 from .paths import job_paths, metrics_file
+from .pool import pool_tolerations
 from .pvc import checkpoint_access_mode, checkpoint_claim
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -154,13 +155,6 @@ def _node_selector(job: GRPOJob, profile: AcceleratorProfile) -> dict[str, str]:
         selector[profile.product_label] = job.spec.resources.product
     selector.update(job.spec.resources.node_selector)
     return selector
-
-
-def pool_tolerations(job: GRPOJob, profile: AcceleratorProfile | None) -> list[dict[str, Any]]:
-    """The taints of the job's node pool that its pods tolerate: the accelerator profile's, then the
-    job's own. Public because the plugin's reader pod tolerates these and no others."""
-    own = [dict(t) for t in profile.tolerations] if profile else []
-    return own + [t.to_wire() for t in job.spec.resources.tolerations]
 
 
 def _pod_security(profile: AcceleratorProfile) -> dict[str, Any]:

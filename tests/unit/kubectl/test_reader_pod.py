@@ -81,3 +81,36 @@ def test_it_prefers_the_heads_node_while_the_cluster_may_live_and_else_a_node_of
     assert {"key": "nvidia.com/gpu.product", "operator": "DoesNotExist"} in expressions
     assert {"key": "accelerator", "operator": "NotIn", "values": ["huawei-Ascend910"]} in expressions
     assert _spec(ReadTarget("team-a", "kept-checkpoints", "kept"))["affinity"] == gone
+
+
+def test_the_pool_the_operator_recorded_on_the_claim_is_what_the_reader_tolerates_even_once_the_job_is_gone():
+    """The operator's settings may taint a pool otherwise than the plugin's default profiles (a
+    chart's profiles.cpu.tolerations); it records what the job's pods tolerate on the claim, and
+    the reader of the claim tolerates that, with or without the job, never every taint or a
+    cordoned node. A record that is not a list of tolerations is ignored."""
+    from grpo_operator.children.pvc import build_checkpoint_pvc
+    from grpo_operator.config import AcceleratorProfile, Settings
+
+    dedicated = {"key": "example.com/dedicated", "operator": "Exists", "effect": "NoSchedule"}
+    own = {"key": "team", "operator": "Equal", "value": "vision", "effect": "NoSchedule"}
+    settings = Settings()
+    settings.profiles["cpu"] = AcceleratorProfile.model_validate(
+        {
+            **settings.profiles["cpu"].model_dump(by_alias=True),
+            "tolerations": [dedicated, {"operator": "Exists"}],
+        }
+    )
+    job = _job("cpu", tolerations=[own])
+    claim = build_checkpoint_pvc(job, settings)
+    assert claim is not None
+    annotations = claim["metadata"]["annotations"]
+    alone = ReadTarget("team-a", claim["metadata"]["name"], job.name)
+
+    assert _spec(ReadTarget.of_job(job).with_claim(annotations))["tolerations"] == [dedicated, own]
+    assert _spec(alone.with_claim(annotations))["tolerations"] == [dedicated, own]
+    assert _spec(alone.with_claim({}))["tolerations"] == []
+    for garbage in ("not json", '{"key": "x"}', "[1, 2]"):
+        target = alone.with_claim({key: garbage for key in annotations})
+        assert _spec(target)["tolerations"] == []
+    # Without a record, the job's own spec and the default profiles (a cpu pool has no taint).
+    assert _spec(ReadTarget.of_job(job).with_claim(None))["tolerations"] == [own]
