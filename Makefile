@@ -99,13 +99,19 @@ demo:
 demo-down:
 	source hack/demo-env.sh && hack/cluster-down.sh
 
-# The inner loop: every test that needs no cluster (tests/unit: the pure code, and verl's and TRL's
-# own code on tiny models), spread over UNIT_WORKERS processes, each test within UNIT_TIMEOUT
-# seconds. `make test` runs the same tests again, with the rest.
+# The suite's two tiers, by folder (tests/unit/test_tiers.py keeps every folder of tests/ in one):
+# what needs no cluster (the pure code, verl's and TRL's own code on tiny models, the benchmarks'
+# own code), run UNIT_WORKERS at a time; and what runs against the local cluster, its real node or
+# the container engine, one at a time (they share one cluster and this machine's cores).
+UNIT_TESTS := tests/unit tests/benchmarks
+CLUSTER_TESTS := tests/integration tests/e2e tests/containers tests/cluster
+
+# The inner loop: the first tier, each test within UNIT_TIMEOUT seconds. `make test` runs the same
+# tests again, with the rest.
 UNIT_WORKERS ?= 2
 UNIT_TIMEOUT ?= 120
 unit: install
-	rc=0; $(PY) -m pytest -q -m "not cluster" -n $(UNIT_WORKERS) --timeout=$(UNIT_TIMEOUT) -p no:cacheprovider $(PYTEST_ARGS) tests/unit || rc=$$?; \
+	rc=0; $(PY) -m pytest -q -m "not cluster" -n $(UNIT_WORKERS) --timeout=$(UNIT_TIMEOUT) -p no:cacheprovider $(PYTEST_ARGS) $(UNIT_TESTS) || rc=$$?; \
 	if [[ $$rc -eq 5 ]]; then echo "make unit: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$rc
 
@@ -114,22 +120,28 @@ check: lint unit
 # The one test command (CI runs it through .ci/run): lint first (seconds), then the local cluster
 # with its real node (hack/real-backend-up.sh: the operator and CPU trainer images built while the
 # cluster starts, then the kubelet and containerd; root), Kueue's controller for its tests (built
-# once per version into the build cache, like the cluster's binaries), then every tier: the
-# real-pod tests (GRPO_REAL_NODE=1) and the images' containers included, ending with the 30
-# slowest tests (where the suite's time goes). pytest's exit code 5, "no tests ran",
-# fails too. The real node stops afterwards (one NetworkPolicy enforcer per machine: `make demo`
-# runs its own), and under CI the cluster too, so no process outlives the job.
+# once per version into the build cache, like the cluster's binaries), then both tiers: the first
+# UNIT_WORKERS at a time, then the cluster's one at a time, the real-pod tests (GRPO_REAL_NODE=1)
+# and the images' containers included, each ending with its slowest tests (where the suite's time
+# goes). Either tier's pytest exit code 5, "no tests ran", fails too. The real node stops
+# afterwards (one NetworkPolicy enforcer per machine: `make demo` runs its own), and under CI the
+# cluster too, so no process outlives the job.
 test: lint
 	@echo "[$$(date +%T)] make test: the local cluster, its real node and our images"
 	hack/real-backend-up.sh
 	@echo "[$$(date +%T)] make test: Kueue's controller"
 	hack/addons/build-kueue.sh
-	@echo "[$$(date +%T)] make test: every tier"
-	rc=0; GRPO_REAL_NODE=1 GRPO_TEST_CLUSTER=local $(PY) -m pytest --durations=30 $(PYTEST_ARGS) tests || rc=$$?; \
+	@echo "[$$(date +%T)] make test: the tests that need no cluster, $(UNIT_WORKERS) at a time"
+	unit=0; GRPO_REAL_NODE=1 GRPO_TEST_CLUSTER=local $(PY) -m pytest -m "not cluster" -n $(UNIT_WORKERS) --durations=15 $(PYTEST_ARGS) $(UNIT_TESTS) || unit=$$?; \
+	echo "[$$(date +%T)] make test: the tests of the cluster, its real node and our images"; \
+	rc=0; GRPO_REAL_NODE=1 GRPO_TEST_CLUSTER=local $(PY) -m pytest --durations=30 $(PYTEST_ARGS) $(CLUSTER_TESTS) || rc=$$?; \
 	hack/node-down.sh >/dev/null || true; \
 	if [[ -n "$${CI:-}" ]]; then hack/cluster-down.sh || true; fi; \
-	echo "[$$(date +%T)] make test: done (pytest exit code $$rc)"; \
-	if [[ $$rc -eq 5 ]]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; \
+	echo "[$$(date +%T)] make test: done (pytest exit codes: $$unit without the cluster, $$rc with it)"; \
+	for code in $$unit $$rc; do \
+	  if [[ $$code -eq 5 ]]; then echo "make test: pytest collected no tests in a tier" >&2; exit 1; fi; \
+	done; \
+	if [[ $$unit -ne 0 ]]; then exit $$unit; fi; \
 	exit $$rc
 
 # The images tier: the operator and CPU trainer images built (cached by layer) and run as

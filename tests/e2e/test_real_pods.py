@@ -5,8 +5,10 @@ Succeeded in Ray pods of the CPU trainer image, in a namespace enforcing Pod Sec
 `restricted`, with its checkpoints and export on a real volume; the job's NetworkPolicy, enforced
 by the node's kube-router, keeps other pods out of its Ray cluster; the real-path lives of a job
 (tests/support/colour_lives.py) run in pods: a trainer killed after a checkpoint resumes in
-attempt 2, suspend and resume, delete leaves nothing; the chart's pre-delete hook runs as a pod
-of the operator image at uninstall.
+attempt 2 (its logs read back through the plugin while it runs, once it ended and once it is
+deleted), a suspension and an eviction each save the step in progress (save, then yield), a
+deadline too, delete leaves nothing; the chart's pre-delete hook runs as a pod of the operator
+image at uninstall. Each job's life proves several claims: a life is minutes of this machine.
 
 Opt-in (marker ``real_node``): collected only with ``GRPO_REAL_NODE=1`` (``make test-real-node``).
 """
@@ -400,16 +402,36 @@ def _job_folder(cluster: Cluster, namespace: str, name: str) -> Path:
     return _claim_folder(cluster, namespace, claim["metadata"]["name"]) / Path(path).name
 
 
-def test_a_trainer_killed_after_a_checkpoint_resumes_in_attempt_2(
-    cluster: Cluster, release: Release, training: str, real_node: str
+def test_a_trainer_killed_after_a_checkpoint_resumes_in_attempt_2_and_its_logs_read_back(
+    cluster: Cluster, release: Release, training: str, real_node: str, tmp_path: Path
 ) -> None:
     """The real-path scenario (tests/support/colour_lives.py) with the trainer in Ray pods: its
     processes SIGKILLed inside the pods after a checkpoint, the operator's attempt 2 (a new Ray
-    cluster of pods) resumes from that checkpoint on the same volume."""
+    cluster of pods) resumes from that checkpoint on the same volume.
+
+    The same job's logs through `kubectl grpo logs` (and `checkpoints`), in a namespace that
+    enforces `restricted`: the plugin's reader pod (its image the trainer's: nothing else can be
+    pulled here) mounts the job's claim read-only on the real node and prints the attempt's log,
+    while the job runs, once it finished, and from the claim alone once the job is deleted (the
+    claim's record of the pool's tolerations reaches the tainted node). What it prints is the file
+    on the volume."""
+    path = plugin_path(tmp_path)
+    image = ["--image", f"{TRAINER_IMAGE}:{image_tag()}"]
     name = f"kill-{secrets.token_hex(2)}"
     cluster.apply(_colour_job(name, steps=KILL_STEPS, paced=True), training)
     wait_status(cluster, training, name, checkpoint_at_least(SAVE_EVERY), "a first checkpoint", timeout=600)
     folder = _job_folder(cluster, training, name)
+
+    running = kubectl_grpo(cluster, path, "logs", name, "-n", training, *image, timeout=300)
+    assert running.returncode == 0, running.stderr
+    assert running.stdout.strip(), "the running job's log read back empty"
+    # The file as it was then, up to where the read stopped: the plugin prints its last line with a
+    # newline, whether or not the trainer had finished writing that line.
+    [first_log] = folder.rglob("attempt-1.log")
+    assert first_log.read_text().startswith(running.stdout.removesuffix("\n")), (
+        "the reader printed what the volume does not hold"
+    )
+
     killed = [
         cluster.kubectl(
             "exec", pod["metadata"]["name"], "-n", training, "--", "python", "-c", _KILL_TRAINER
@@ -422,32 +444,58 @@ def test_a_trainer_killed_after_a_checkpoint_resumes_in_attempt_2(
     done = wait_status(cluster, training, name, phase_is("Succeeded", "Failed"), "a final phase", timeout=900)
     assert_resumed_after_a_kill(done, folder, resume_step, KILL_STEPS)
 
-
-def test_suspend_stops_the_ray_pods_and_resume_continues_from_the_checkpoint(
-    cluster: Cluster, release: Release, training: str, real_node: str
-) -> None:
-    name = f"pause-{secrets.token_hex(2)}"
-    cluster.apply(_colour_job(name, steps=KILL_STEPS, paced=True), training)
-    wait_status(cluster, training, name, checkpoint_at_least(SAVE_EVERY), "a first checkpoint", timeout=600)
-    suspend = {"spec": {"runPolicy": {"suspend": True}}}
-    cluster.kubectl("patch", "grpojob", name, "-n", training, "--type=merge", "-p", json.dumps(suspend))
-    suspended = wait_status(cluster, training, name, phase_is("Suspended"), "Suspended", timeout=120)
-    saved = int(suspended["checkpoint"]["latestStep"])
-    # Suspended holds no pod: the Ray cluster is gone, the checkpoint stays on the volume.
+    # The trainer's last lines may follow its final status: read once its Ray pods are gone.
     deadline = time.monotonic() + 120
     while pods := [p for p in _left_of(cluster, training, name) if p.startswith("pod/")]:
-        assert time.monotonic() < deadline, f"pods of suspended {name}: {pods}"
+        assert time.monotonic() < deadline, f"pods of finished {name}: {pods}"
         time.sleep(2)
-    assert saved in complete_checkpoints(_job_folder(cluster, training, name))
+    [last_log] = folder.rglob("attempt-2.log")
+    finished = kubectl_grpo(cluster, path, "logs", name, "-n", training, *image, timeout=300)
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout == last_log.read_text()
+    # The volume's listing through the same pod: every complete checkpoint, by its step.
+    listed = kubectl_grpo(cluster, path, "checkpoints", name, "-n", training, *image, timeout=300)
+    assert listed.returncode == 0, listed.stderr
+    steps = complete_checkpoints(folder)
+    assert steps
+    for step in steps:
+        assert str(step) in listed.stdout.split(), listed.stdout
 
-    resume = {"spec": {"runPolicy": {"suspend": False}}}
-    cluster.kubectl("patch", "grpojob", name, "-n", training, "--type=merge", "-p", json.dumps(resume))
-    done = wait_status(cluster, training, name, phase_is("Succeeded", "Failed"), "a final phase", timeout=900)
-    assert done["phase"] == "Succeeded", done.get("conditions")
-    assert done["attempt"] == 2
-    assert done["checkpoint"]["resumedFromStep"] >= saved
-    assert done["progress"]["step"] == KILL_STEPS
-    assert_history_covers_every_step_once(done, KILL_STEPS)
+    claim = next(
+        v["metadata"]["name"]
+        for v in cluster.get("pvc", namespace=training)["items"]
+        if v["metadata"]["name"].startswith(name)
+    )
+    cluster.kubectl("delete", "grpojob", name, "-n", training, "--wait=true", "--timeout=180s")
+    for attempt, log in (("1", first_log), ("2", last_log)):
+        deleted = kubectl_grpo(
+            cluster,
+            path,
+            "-n",
+            training,
+            "logs",
+            name,
+            "--claim",
+            claim,
+            "--job",
+            folder.name,
+            "--attempt",
+            attempt,
+            *image,
+            timeout=300,
+        )
+        assert deleted.returncode == 0, deleted.stderr
+        assert deleted.stdout == log.read_text()
+    # The reader pods go with their reads; the claim stays (checkpoint.retention: Retain).
+    deadline = time.monotonic() + 60
+    while readers := [
+        p["metadata"]["name"]
+        for p in cluster.get("pods", namespace=training)["items"]
+        if p["metadata"]["name"].startswith(f"{name}-read-")
+    ]:
+        assert time.monotonic() < deadline, f"reader pods left: {readers}"
+        time.sleep(2)
+    cluster.kubectl("delete", "pvc", claim, "-n", training, "--wait=false")
 
 
 def _steps_in_metrics_files(folder: Path) -> list[int]:
@@ -472,19 +520,24 @@ def _saved_before_stop(cluster: Cluster, namespace: str, name: str) -> list[str]
     ]
 
 
-def _stop_step() -> int:
-    """A random step to stop at, not one the periodic save (every SAVE_EVERY) would save anyway."""
-    return secrets.choice([s for s in range(2, KILL_STEPS - 2) if s % SAVE_EVERY])
+def _stop_step(after: int = 0) -> int:
+    """A random step after `after` to stop at, not one the periodic save (every SAVE_EVERY) would
+    save anyway, with steps left after it for a later stop or the end."""
+    steps = [s for s in range(max(2, after + 2), KILL_STEPS - 2) if s % SAVE_EVERY]
+    return secrets.choice(steps) if steps else min(after + 1, KILL_STEPS - 2)
 
 
-def test_a_job_suspended_at_a_random_step_saves_it_and_resumes_with_no_step_lost(
+def test_a_job_suspended_then_evicted_at_random_steps_saves_each_and_loses_no_step(
     cluster: Cluster, release: Release, training: str, real_node: str
 ) -> None:
-    """Save, then yield: suspended mid-run, the trainer saves the step it is on before its pods go
-    (their preStop hook); resumed, attempt 2 starts at the next step. Without the feature the
-    suspension loses the steps since the periodic checkpoint, which attempt 2 trains again."""
+    """Save, then yield, twice in one job's life. Suspended mid-run, the trainer saves the step it
+    is on before its pods go (their preStop hook), and the suspended job holds no pod; resumed,
+    attempt 2 starts at the next step. Then the Eviction API (what a drain and the cluster
+    autoscaler use) on attempt 2's head pod: its hook has the trainer save again, and the job
+    goes on from there. Every step is trained exactly once. Without the feature each stop loses
+    the steps since the periodic checkpoint, which the next attempt trains again."""
     name = f"yield-{secrets.token_hex(2)}"
-    at = _stop_step()
+    at = secrets.choice([s for s in range(2, 6) if s % SAVE_EVERY])
     cluster.apply(_colour_job(name, steps=KILL_STEPS, paced=True), training)
     wait_status(cluster, training, name, step_at_least(at), f"step {at}", timeout=600)
     asked = time.monotonic()
@@ -512,22 +565,12 @@ def test_a_job_suspended_at_a_random_step_saves_it_and_resumes_with_no_step_lost
 
     resume = {"spec": {"runPolicy": {"suspend": False}}}
     cluster.kubectl("patch", "grpojob", name, "-n", training, "--type=merge", "-p", json.dumps(resume))
-    done = wait_status(cluster, training, name, phase_is("Succeeded", "Failed"), "a final phase", timeout=900)
-    assert done["phase"] == "Succeeded", done.get("conditions")
-    assert done["checkpoint"]["resumedFromStep"] == stop["step"]
-    assert _steps_in_metrics_files(folder) == list(range(1, KILL_STEPS + 1)), "every step exactly once"
+    later = _stop_step(after=stop["step"])
 
+    def training_again(status: dict[str, Any]) -> bool:
+        return status.get("attempt") == 2 and (status.get("progress") or {}).get("step", 0) >= later
 
-def test_an_evicted_job_saves_before_its_pods_go(
-    cluster: Cluster, release: Release, training: str, real_node: str
-) -> None:
-    """The Eviction API (what a drain and the cluster autoscaler use) on the head pod while the
-    job trains: its preStop hook has the trainer save the step it is on; the job goes on from
-    there (a new attempt, or the same one on a new head) with no step trained twice."""
-    name = f"evict-{secrets.token_hex(2)}"
-    at = _stop_step()
-    cluster.apply(_colour_job(name, steps=KILL_STEPS, paced=True), training)
-    wait_status(cluster, training, name, step_at_least(at), f"step {at}", timeout=600)
+    wait_status(cluster, training, name, training_again, f"attempt 2 at step {later}", timeout=600)
     head = _ray_pods(cluster, training, name)["head"]["metadata"]["name"]
     eviction = {
         "apiVersion": "policy/v1",
@@ -544,14 +587,15 @@ def test_an_evicted_job_saves_before_its_pods_go(
     )
     done = wait_status(cluster, training, name, phase_is("Succeeded", "Failed"), "a final phase", timeout=900)
     assert done["phase"] == "Succeeded", done.get("conditions")
-    stop = done["checkpoint"]["lastStop"]
-    assert (stop["attempt"], stop["stepsLost"], stop["reason"]) == (1, 0, "SavedOnStop"), stop
-    assert stop["step"] >= at
-    folder = _job_folder(cluster, training, name)
+    evicted = done["checkpoint"]["lastStop"]
+    assert (evicted["attempt"], evicted["stepsLost"], evicted["reason"]) == (2, 0, "SavedOnStop"), evicted
+    assert evicted["step"] >= later
+    assert done["checkpoint"]["resumedFromStep"] == evicted["step"]
+    assert done["progress"]["step"] == KILL_STEPS
     assert _steps_in_metrics_files(folder) == list(range(1, KILL_STEPS + 1)), "every step exactly once"
-    assert any(
-        f"saved step {stop['step']} before stop" in m for m in _saved_before_stop(cluster, training, name)
-    )
+    assert_history_covers_every_step_once(done, KILL_STEPS)
+    saved = _saved_before_stop(cluster, training, name)
+    assert any(f"saved step {evicted['step']} before stop" in m for m in saved), saved
 
 
 def test_a_deadline_that_expires_mid_run_saves_the_step_in_progress(
@@ -579,85 +623,6 @@ def test_a_deadline_that_expires_mid_run_saves_the_step_in_progress(
     assert f"saved step {stop['step']} before stop (DeadlineExceeded)" in _saved_before_stop(
         cluster, training, name
     )
-
-
-def test_kubectl_grpo_logs_reads_a_running_a_finished_and_a_deleted_job(
-    cluster: Cluster, release: Release, training: str, real_node: str, tmp_path: Path
-) -> None:
-    """`kubectl grpo logs` (and `checkpoints`) in a namespace that enforces `restricted`: the plugin's reader pod (its
-    image the trainer's: nothing else can be pulled here) mounts the job's claim read-only on the
-    real node and prints the attempt's log, while the job runs, once it finished, and from the
-    claim alone once the job is deleted. What it prints is the file on the volume."""
-    path = plugin_path(tmp_path)
-    image = ["--image", f"{TRAINER_IMAGE}:{image_tag()}"]
-    name = f"logs-{secrets.token_hex(2)}"
-    cluster.apply(_colour_job(name, steps=KILL_STEPS, paced=True), training)
-    wait_status(cluster, training, name, checkpoint_at_least(SAVE_EVERY), "a first checkpoint", timeout=600)
-    folder = _job_folder(cluster, training, name)
-    [log_file] = folder.rglob("attempt-1.log")
-
-    running = kubectl_grpo(cluster, path, "logs", name, "-n", training, *image, timeout=300)
-    assert running.returncode == 0, running.stderr
-    assert running.stdout.strip(), "the running job's log read back empty"
-    # The file as it was then, up to where the read stopped: the plugin prints its last line with a
-    # newline, whether or not the trainer had finished writing that line.
-    assert log_file.read_text().startswith(running.stdout.removesuffix("\n")), (
-        "the reader printed what the volume does not hold"
-    )
-
-    done = wait_status(cluster, training, name, phase_is("Succeeded", "Failed"), "a final phase", timeout=900)
-    assert done["phase"] == "Succeeded", done.get("conditions")
-    # The trainer's last lines may follow its final status: read once its Ray pods are gone.
-    deadline = time.monotonic() + 120
-    while pods := [p for p in _left_of(cluster, training, name) if p.startswith("pod/")]:
-        assert time.monotonic() < deadline, f"pods of finished {name}: {pods}"
-        time.sleep(2)
-    finished = kubectl_grpo(cluster, path, "logs", name, "-n", training, *image, timeout=300)
-    assert finished.returncode == 0, finished.stderr
-    assert finished.stdout == log_file.read_text()
-    assert len(finished.stdout) > len(running.stdout)
-    # The volume's listing through the same pod: every complete checkpoint, by its step.
-    listed = kubectl_grpo(cluster, path, "checkpoints", name, "-n", training, *image, timeout=300)
-    assert listed.returncode == 0, listed.stderr
-    steps = complete_checkpoints(folder)
-    assert steps
-    for step in steps:
-        assert str(step) in listed.stdout.split(), listed.stdout
-
-    claim = next(
-        v["metadata"]["name"]
-        for v in cluster.get("pvc", namespace=training)["items"]
-        if v["metadata"]["name"].startswith(name)
-    )
-    cluster.kubectl("delete", "grpojob", name, "-n", training, "--wait=true", "--timeout=180s")
-    deleted = kubectl_grpo(
-        cluster,
-        path,
-        "-n",
-        training,
-        "logs",
-        name,
-        "--claim",
-        claim,
-        "--job",
-        folder.name,
-        "--attempt",
-        "1",
-        *image,
-        timeout=300,
-    )
-    assert deleted.returncode == 0, deleted.stderr
-    assert deleted.stdout == finished.stdout
-    # The reader pods go with their reads; the claim stays (checkpoint.retention: Retain).
-    deadline = time.monotonic() + 60
-    while readers := [
-        p["metadata"]["name"]
-        for p in cluster.get("pods", namespace=training)["items"]
-        if p["metadata"]["name"].startswith(f"{name}-read-")
-    ]:
-        assert time.monotonic() < deadline, f"reader pods left: {readers}"
-        time.sleep(2)
-    cluster.kubectl("delete", "pvc", claim, "-n", training, "--wait=false")
 
 
 def test_a_job_whose_image_does_not_pull_says_why_in_its_status(

@@ -15,13 +15,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from support.verl_runtime import REPO_ROOT, VERSION_ENV, verl_package
 
 RELEASE = "0.7.1"
 FILES = ("test_dataset.py", "test_rewards.py", "test_verl_checkpoint_code.py")
 
 
-def test_the_contract_tests_pass_against_verl_0_7_1(verl_release: str) -> None:
+# One test per file, so that the inner loop's workers share them.
+@pytest.mark.parametrize("tests", FILES)
+def test_the_contract_tests_pass_against_verl_0_7_1(verl_release: str, tests: str) -> None:
     site = verl_package(RELEASE)
     here = Path(__file__).resolve().parent
     paths = [str(site), str(REPO_ROOT / "operator"), str(REPO_ROOT / "trainer")]
@@ -39,7 +42,7 @@ def test_the_contract_tests_pass_against_verl_0_7_1(verl_release: str) -> None:
             "no:cacheprovider",
             "-k",
             "not fsdp1-full",
-            *(str(here / f) for f in FILES),
+            str(here / tests),
         ],
         cwd=REPO_ROOT,
         env=env,
