@@ -12,11 +12,12 @@ default) and once without (`off`: checkpoint.saveOnStop.enabled false, what ever
     seconds to gone   from the stop's request to the last of the stopped pods gone (for an
                       eviction: the evicted head pod), which includes the save on stop
 
-Needs the local cluster with the operator installed and the real node up, as the real-node tests
-run them (tests/e2e/test_real_pods.py: `GRPO_REAL_NODE=1`, hack/node-up.sh), and a namespace
-prepared as their `training` one (the job's checkpoint claim is made by the operator):
+Needs the local cluster with its real node up (`make test` leaves both; hack/real-backend-up.sh
+starts them). `--install` installs the operator's chart onto the real node and prepares a
+namespace for the job, as the real-pod tests do (tests/support/real_node_release.py), and removes
+both after; `--namespace NS` uses a namespace so prepared, watched by an operator already there:
 
-    .venv/bin/python -m benchmarks.stops --namespace NS [--stops suspend,eviction,deadline]
+    .venv/bin/python -m benchmarks.stops --install [--stops suspend,eviction,deadline]
         [--modes on,off] [--runs 1] [--out docs/benchmarks/data/stops-real-node.json]
 """
 
@@ -120,7 +121,7 @@ def document(runs: list[StopRun], commit: str, machine: dict[str, Any], when: da
 
 def paced_job(name: str, mode: str) -> list[dict[str, Any]]:
     """The colour job, paced, with save-on-stop on or off."""
-    from support.colour_lives import colour_job
+    from support.colour_lives import colour_job, paced
 
     documents = colour_job(
         name,
@@ -129,15 +130,7 @@ def paced_job(name: str, mode: str) -> list[dict[str, Any]]:
         resources={"cpuPerNode": "1", "memoryPerNode": "6Gi"},
         checkpoint={"saveOnStop": {"enabled": mode == "on"}},
     )
-    for document in documents:
-        if document.get("kind") == "ConfigMap" and "reward.py" in document.get("data", {}):
-            document["data"]["reward.py"] += (
-                "\n\nimport time as _time\n_unpaced = compute_score\n\n\n"
-                "def compute_score(*args, **kwargs):\n"
-                f"    _time.sleep({REWARD_PACE_S})\n"
-                "    return _unpaced(*args, **kwargs)\n"
-            )
-    return documents
+    return paced(documents, REWARD_PACE_S)
 
 
 # --- the cluster's side ----------------------------------------------------------------------------
@@ -224,7 +217,11 @@ def measure(cluster: Any, namespace: str, stop: str, mode: str, at: int) -> Stop
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.stops", description=__doc__.splitlines()[0])
-    parser.add_argument("--namespace", required=True)
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--namespace", help="a namespace prepared for the job, with an operator watching it")
+    where.add_argument(
+        "--install", action="store_true", help="install the operator and a namespace, then remove them"
+    )
     parser.add_argument("--stops", default=",".join(STOPS))
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--runs", type=int, default=1)
@@ -233,6 +230,27 @@ def main(argv: list[str] | None = None) -> int:
     from support.cluster import connect
 
     cluster = connect()
+    if not args.install:
+        return _run(cluster, args.namespace, args)
+    import tempfile
+
+    from support.namespaces import delete_namespace
+    from support.real_node_release import install_operator, training_namespace
+    from support.release import Helm, helm_binary
+
+    with tempfile.TemporaryDirectory() as scratch:
+        print("installing the operator on the real node and a namespace for the job", flush=True)
+        namespace = training_namespace(cluster, "bench-stops", Path(scratch))
+        release = install_operator(cluster, Helm(helm_binary(cluster), cluster), [namespace])
+        try:
+            return _run(cluster, namespace, args)
+        finally:
+            release.uninstall(check=False)
+            delete_namespace(cluster, release.namespace)
+            delete_namespace(cluster, namespace)
+
+
+def _run(cluster: Any, namespace: str, args: argparse.Namespace) -> int:
     runs: list[StopRun] = []
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
@@ -241,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     for index in range(args.runs):
         for stop in args.stops.split(","):
             for mode in args.modes.split(","):
-                run = measure(cluster, args.namespace, stop, mode, STOP_AT[index % len(STOP_AT)])
+                run = measure(cluster, namespace, stop, mode, STOP_AT[index % len(STOP_AT)])
                 print(json.dumps({**asdict(run), "steps_lost": run.steps_lost}), flush=True)
                 runs.append(run)
                 args.out.parent.mkdir(parents=True, exist_ok=True)

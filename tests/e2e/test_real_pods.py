@@ -27,7 +27,6 @@ import pytest
 from grpo_operator.api.contract import job_dir
 from grpo_operator.children.meta import JOB_LABEL, network_policy_name
 from grpo_operator.children.networkpolicy import DASHBOARD_PORT
-from grpo_trainer.testing.colour_job import stage
 from support.cluster import Cluster
 from support.colour_lives import (
     assert_history_covers_every_step_once,
@@ -39,18 +38,18 @@ from support.colour_lives import (
     step_at_least,
     wait_status,
 )
+from support.colour_lives import paced as pace
 from support.life import apply_example, ray_job_id, wait_condition, writers
-from support.namespaces import create_namespace, delete_namespace, stage_colour_claims
+from support.namespaces import create_namespace, delete_namespace
 from support.plugin import kubectl_grpo, plugin_path
 from support.rayjobapi import RUNNING_FOREVER, RayJobAPI
 from support.real_node import NODE_SELECTOR, TOLERATIONS, image_tag, wait_reach
+from support.real_node_release import OPERATOR_IMAGE, TRAINER_IMAGE, install_operator, training_namespace
 from support.release import Helm, Release, existing
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real_node]
 
 FIELD_MANAGER = f"grpo-e2e-{secrets.token_hex(3)}"
-OPERATOR_IMAGE = "ghcr.io/grpo-operator/operator"
-TRAINER_IMAGE = "ghcr.io/grpo-operator/trainer-cpu"
 STEPS = 6
 # Long enough that the kill and the suspension land mid-run: 12 steps, each paced by the reward.
 KILL_STEPS = 12
@@ -67,9 +66,7 @@ GCS_PORT = 6379  # Ray's GCS on the head (KubeRay's default)
 METRICS_PORT = 8080  # Ray's metrics exporter on every Ray pod (KubeRay's default, settings.rayMetricsPort)
 SCRAPER = {"grpo-e2e/scraper": "yes"}
 SAVE_EVERY = 3
-# The real node has the host's cores (2 here): the Ray head (the driver only) and one worker must
-# fit beside each other, so the head asks for a quarter core and the worker for one.
-HEAD = {"headCpu": "250m", "headMemory": "2Gi"}
+# The worker's share of the real node (support.real_node_release.HEAD: the head's).
 WORKER = {"cpuPerNode": "1", "memoryPerNode": "6Gi"}
 
 
@@ -82,77 +79,34 @@ def watched(cluster: Cluster) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def training(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Where the colour job trains: Pod Security `restricted`, its Ray pods' job API reached by
-    KubeRay through the fake job API's pod backend, the model and data staged onto claims."""
-    name = create_namespace(cluster, "real-train")
-    cluster.kubectl(
-        "label",
-        "namespace",
-        name,
-        "pod-security.kubernetes.io/enforce=restricted",
-        "grpo.dev/ray-backend=pod",
-    )
-    stage_colour_claims(
-        cluster, name, stage(tmp_path_factory.mktemp("colours"), train_rows=64, validation_rows=8)
-    )
+    """Where the colour job trains (support.real_node_release.training_namespace)."""
+    name = training_namespace(cluster, "real-train", tmp_path_factory.mktemp("colours"))
     yield name
     delete_namespace(cluster, name)
 
 
 @pytest.fixture(scope="module")
 def release(cluster: Cluster, helm: Helm, watched: str, training: str, real_node: str) -> Iterator[Release]:
-    namespace = create_namespace(cluster, "real-operator")
-    # Pod Security `restricted` where the operator runs: the chart's pods must pass it.
-    cluster.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted")
-    installed = Release(helm, f"e2e-{secrets.token_hex(3)}", namespace)
-    installed.install(
+    installed = install_operator(
+        cluster,
+        helm,
+        [watched, training],
         {
-            "image": {"tag": image_tag(), "pullPolicy": "Never"},
-            "nodeSelector": NODE_SELECTOR,
-            "tolerations": TOLERATIONS,
-            "rbac": {"clusterWide": False, "namespaces": [watched, training]},
-            "settings": {
-                "resyncSeconds": 5,
-                "fieldManager": FIELD_MANAGER,
-                # Checkpoint volumes local to the real node (hack/provisioner), as the demo's are.
-                "defaultStorageClass": "real-node",
-                **HEAD,
-                # Pods labelled as this module's scraper, in any namespace: a Prometheus stand-in.
-                "metricsScrapers": [{"namespaceSelector": {}, "podSelector": {"matchLabels": SCRAPER}}],
-            },
-            # The cpu pool's trainer pods on the real node, from the CPU trainer image.
-            # Ray's dashboard gives each of its module processes 30 s to start, which a loaded
-            # 2-core machine overruns (the host's Ray head has the same setting, hack/README.md).
-            "profiles": {
-                "cpu": {
-                    "nodeSelector": NODE_SELECTOR,
-                    "tolerations": TOLERATIONS,
-                    "image": f"{TRAINER_IMAGE}:{image_tag()}",
-                    "env": {"RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT": "180"},
-                }
-            },
-            "cleanup": {"timeoutSeconds": 90},
-        }
+            "fieldManager": FIELD_MANAGER,
+            # Pods labelled as this module's scraper, in any namespace: a Prometheus stand-in.
+            "metricsScrapers": [{"namespaceSelector": {}, "podSelector": {"matchLabels": SCRAPER}}],
+        },
     )
     yield installed
     installed.uninstall(check=False)
-    delete_namespace(cluster, namespace)
+    delete_namespace(cluster, installed.namespace)
 
 
 def _colour_job(name: str, steps: int = STEPS, *, paced: bool = False) -> list[dict[str, Any]]:
     """The colour job, its worker sized for the real node; `paced`: its reward sleeps
     REWARD_PACE_S a call, so the run lasts while a test acts on it."""
     documents = colour_job(name, steps, SAVE_EVERY, resources=WORKER)
-    if paced:
-        for document in documents:
-            if document.get("kind") == "ConfigMap" and "reward.py" in document.get("data", {}):
-                document["data"]["reward.py"] += (
-                    "\n\nimport time as _time\n_unpaced = compute_score\n\n\n"
-                    "def compute_score(*args, **kwargs):\n"
-                    f"    _time.sleep({REWARD_PACE_S})\n"
-                    "    return _unpaced(*args, **kwargs)\n"
-                )
-    return documents
+    return pace(documents, REWARD_PACE_S) if paced else documents
 
 
 def _claim_folder(cluster: Cluster, namespace: str, claim: str) -> Path:

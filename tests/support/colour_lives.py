@@ -33,6 +33,20 @@ def colour_job(name: str, steps: int, save_every: int, **sections: dict[str, Any
     return [*[d for d in documents if d.get("kind") != "GRPOJob"], job]
 
 
+def paced(documents: list[dict[str, Any]], seconds: float) -> list[dict[str, Any]]:
+    """The colour job's documents with its reward sleeping `seconds` a call (16 x 8 calls a step),
+    so that a run lasts while a test or a benchmark acts on it, however idle the machine."""
+    for document in documents:
+        if document.get("kind") == "ConfigMap" and "reward.py" in document.get("data", {}):
+            document["data"]["reward.py"] += (
+                "\n\nimport time as _time\n_unpaced = compute_score\n\n\n"
+                "def compute_score(*args, **kwargs):\n"
+                f"    _time.sleep({seconds})\n"
+                "    return _unpaced(*args, **kwargs)\n"
+            )
+    return documents
+
+
 def status(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
     job = cluster.get("grpojob", name, namespace)
     assert job is not None, f"grpojob {name} is gone"
