@@ -363,19 +363,18 @@ class RolloutSpec(ApiModel):
     activations and, when vLLM generates, vLLM's copy of the weights, KV cache and graphs), e.g. 16G
     for a 16 GB card. vLLM gets what is left after the trainer's part, as its share of the device the
     process lands on, read at start. A budget that cannot hold the model twice has the policy's
-    weights wait in host memory while vLLM generates (one copy on the device at a time). Unset: the
-    single-GPU LoRA recipe's 16G for generation auto's choice, and gpuMemoryUtilization's share of
-    the device for generation vllm. `grpo-train plan` shows the arithmetic; a budget that cannot
-    hold even one copy at a time beside LoRA and vLLM's least KV cache fails before training."""
+    weights wait in host memory while vLLM generates (one copy on the device at a time). Unset:
+    gpuMemoryUtilization's share of the device for generation vllm. `grpo-train plan` shows the
+    arithmetic; a budget that cannot hold even one copy at a time beside LoRA and vLLM's least KV
+    cache fails before training."""
     generation: Literal["auto", "eager", "compiled", "vllm"] = "auto"
     """How the trl engine generates rollouts: eager (transformers' generate, step by step), compiled
     (a static KV cache and torch.compile'd CUDA-graph decoding: the same sampling, much less launch
     overhead), vllm (TRL's colocated vLLM: its own copy of the weights, adapters merged into it,
-    rollouts corrected by importance sampling), or auto (vllm on CUDA where it is installed and the
-    process fits rollout.memoryBudget, 16G unset, with vLLM's copy of the weights beside the
-    policy's or taking turns with it, else compiled on CUDA, eager elsewhere;
-    `grpo-train plan` says which and why). verl always generates with rollout.engine; leave this at
-    auto there."""
+    rollouts corrected by importance sampling: faster, but it samples from a bf16 merge of the
+    adapters, not the policy being trained), or auto (the policy samples its own rollouts: compiled
+    on CUDA, eager elsewhere; vllm only when asked for; `grpo-train plan` says which and why). verl
+    always generates with rollout.engine; leave this at auto there."""
 
 
 ModuleName = Annotated[str, Field(min_length=1, max_length=128)]
