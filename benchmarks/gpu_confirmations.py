@@ -198,8 +198,10 @@ def step_yield(entry: dict[str, Any], out: Path) -> bool:
         return False
     files = AttemptFiles(metrics_1) if metrics_1 else None
     record = json.loads(files.yield_record.read_text()) if files and files.yield_record.is_file() else None
-    tracker = next(iter(work.rglob("latest_checkpointed_iteration.txt")), None)
-    checkpointed = int(tracker.read_text().strip()) if tracker else None
+    saved = record.get("step") if record else None
+    # verl's tracker file names the newest checkpoint, which after attempt 2 is its own final
+    # save; only attempt 1 can have written the yielded step's folder (attempt 2 starts after it).
+    checkpointed = saved if saved is not None and _checkpoint_folder(work, saved) else None
     steps_1 = trained_steps(_metrics(metrics_1))
     steps_2 = trained_steps(_metrics(_metrics_file(work, 2)))
     verdict = steps_exactly_once(steps_1, steps_2, YIELD_STEPS, record.get("step") if record else None)
@@ -208,6 +210,24 @@ def step_yield(entry: dict[str, Any], out: Path) -> bool:
     )
     write_json(out / "yield-verl.json", summary)
     return True
+
+
+def _checkpoint_folder(work: Path, step: int) -> bool:
+    """Whether verl's checkpoint of `step` is under `work` (its global_step_<n> folder, not empty)."""
+    return any(p.is_dir() and any(p.iterdir()) for p in work.rglob(f"global_step_{step}"))
+
+
+FAILURE_LINES = 60
+
+
+def failure_tail(attempt: Attempt) -> dict[str, Any]:
+    """For a part whose attempt failed: the end of its output, so the summary says why without the
+    machine (which is gone by the time anyone reads it)."""
+    if attempt.rc() in (0, None):
+        return {}
+    log_file = attempt.folder / "supervisor.log"
+    lines = log_file.read_text(errors="replace").splitlines() if log_file.is_file() else []
+    return {"log_tail": lines[-FAILURE_LINES:]}
 
 
 def step_save(entry: dict[str, Any], out: Path) -> bool:
@@ -234,7 +254,11 @@ def step_save(entry: dict[str, Any], out: Path) -> bool:
     size = sum(f.stat().st_size for folder in folders for f in folder.rglob("*") if f.is_file())
     write_json(
         out / "save-4b.json",
-        {**save_summary(_metrics(_metrics_file(work, 1)), size), "exit_code": attempt.rc()},
+        {
+            **save_summary(_metrics(_metrics_file(work, 1)), size),
+            "exit_code": attempt.rc(),
+            **failure_tail(attempt),
+        },
     )
     return True
 
@@ -250,7 +274,12 @@ def _trl(part: str, extra: list[str]) -> Callable[[dict[str, Any], Path], bool]:
             return False
         write_json(
             out / f"{part}.json",
-            {"ok": attempt.rc() == 0, "exit_code": attempt.rc(), "report": f"{part}/offpolicy.json"},
+            {
+                "ok": attempt.rc() == 0,
+                "exit_code": attempt.rc(),
+                "report": f"{part}/offpolicy.json",
+                **failure_tail(attempt),
+            },
         )
         return True
 

@@ -79,3 +79,38 @@ def test_the_plan_goes_on_where_it_stopped_most_valuable_first():
     for part in PARTS:
         state.setdefault(part, {})["state"] = "done"
     assert next_part(state) is None
+
+
+def test_a_failed_part_carries_the_end_of_its_output_and_a_good_one_nothing(tmp_path, monkeypatch):
+    """The machine is gone by the time anyone reads a summary: a failure says why in it."""
+    from benchmarks import gpu_confirmations
+    from benchmarks.verl_gpu import machine
+    from benchmarks.verl_gpu.attempts import Attempt
+
+    monkeypatch.setattr(machine, "WORK", tmp_path)
+    failed, good, running = Attempt("save-4b", 1), Attempt("trl-offpolicy", 1), Attempt("trl-learning", 1)
+    for attempt, rc in ((failed, "75"), (good, "0"), (running, None)):
+        attempt.folder.mkdir(parents=True)
+        lines = [f"line {n}" for n in range(100)] + ["torch.OutOfMemoryError: CUDA out of memory"]
+        (attempt.folder / "supervisor.log").write_text("\n".join(lines) + "\n")
+        if rc is not None:
+            (attempt.folder / "rc").write_text(rc)
+    tail = gpu_confirmations.failure_tail(failed)["log_tail"]
+    assert len(tail) == gpu_confirmations.FAILURE_LINES
+    assert tail[-1] == "torch.OutOfMemoryError: CUDA out of memory"
+    assert gpu_confirmations.failure_tail(good) == {}
+    assert gpu_confirmations.failure_tail(running) == {}
+
+
+def test_the_yielded_steps_checkpoint_is_its_own_folder_not_the_newest_tracker(tmp_path):
+    """After attempt 2, verl's tracker names attempt 2's final save; the yielded step's checkpoint
+    is its global_step folder, which only attempt 1 writes."""
+    from benchmarks.gpu_confirmations import _checkpoint_folder
+
+    checkpoints = tmp_path / "job" / "checkpoints"
+    (checkpoints / "global_step_2" / "actor").mkdir(parents=True)
+    (checkpoints / "global_step_3").mkdir(parents=True)
+    (checkpoints / "latest_checkpointed_iteration.txt").write_text("4")
+    assert _checkpoint_folder(tmp_path, 2)
+    assert not _checkpoint_folder(tmp_path, 3), "an empty folder is no checkpoint"
+    assert not _checkpoint_folder(tmp_path, 1)
