@@ -9,8 +9,11 @@ record), so a worker pod keeps serving the driver until it has saved. The driver
 request at every step's end (a stat), saves that step, writes the yield record and exits YIELDED.
 
 The hook returns at once when the attempt never started in this Ray cluster (no log of it yet) or
-has ended already; otherwise after `--timeout` seconds at most, which the operator sets to the
-pods' grace period less a margin (grpo_operator/api/stop_bound.py).
+has ended already; once the attempt's heartbeat (contract.heartbeat_file, which the supervisor
+rewrites while the attempt runs) has not changed for HEARTBEAT_STALE_SECONDS, since an attempt
+whose supervisor was killed writes no exit record (without it, a retry after such a crash waited
+the whole grace period for the old pods); otherwise after `--timeout` seconds at most, which the
+operator sets to the pods' grace period less a margin (grpo_operator/api/stop_bound.py).
 """
 
 from __future__ import annotations
@@ -20,16 +23,20 @@ import json
 import logging
 import os
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from grpo_operator.api.contract import (
+    HEARTBEAT_SECONDS,
+    HEARTBEAT_STALE_SECONDS,
     YIELDED,
     Failure,
     StopRequest,
     YieldRecord,
     exit_record_file,
+    heartbeat_file,
     stop_request_file,
     yield_record_file,
 )
@@ -63,6 +70,36 @@ class AttemptFiles:
     @property
     def exit_record(self) -> Path:
         return Path(exit_record_file(str(self.metrics_file)))
+
+    @property
+    def heartbeat(self) -> Path:
+        return Path(heartbeat_file(str(self.metrics_file)))
+
+    def beat(self, count: int) -> None:
+        """One heartbeat (the supervisor's): never fails the attempt it watches."""
+        with contextlib.suppress(OSError):
+            self.heartbeat.parent.mkdir(parents=True, exist_ok=True)
+            self.heartbeat.write_text(f"{count}\n", encoding="utf-8")
+
+    def beating(self) -> threading.Event:
+        """Beat every HEARTBEAT_SECONDS from a thread of this process until the event is set."""
+        done = threading.Event()
+
+        def run() -> None:
+            count = 0
+            while not done.is_set():
+                count += 1
+                self.beat(count)
+                done.wait(HEARTBEAT_SECONDS)
+
+        threading.Thread(target=run, name="heartbeat", daemon=True).start()
+        return done
+
+    def read_heartbeat(self) -> str | None:
+        try:
+            return self.heartbeat.read_text(encoding="utf-8")
+        except OSError:
+            return None
 
     @property
     def log(self) -> Path:
@@ -112,25 +149,34 @@ class AttemptFiles:
         the same attempt (KubeRay submits it again on a new head, Kueue admits its RayJob again)
         is not about this run."""
         removed = []
-        for path in (self.stop_request, self.exit_record):
+        for path in (self.stop_request, self.exit_record, self.heartbeat):
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
                 removed.append(path)
         return removed
 
 
-def wait_for_yield(files: AttemptFiles, timeout: float, *, by: str = "") -> str:
+def wait_for_yield(
+    files: AttemptFiles, timeout: float, *, by: str = "", stale_after: float = HEARTBEAT_STALE_SECONDS
+) -> str:
     """The preStop hook: ask the attempt to stop and wait until it has ended; returns why it
-    returned ("not started", "ended", "timed out")."""
+    returned ("not started", "ended", "no heartbeat for N s", "timed out"). An attempt that never
+    wrote a heartbeat (a trainer image older than it) is waited for until the timeout."""
     deadline = time.monotonic() + timeout
     if not files.log.exists():
         return "not started"
     if files.exit_record.exists():
         return "ended"
     files.request_stop(timeout, by=by)
+    beat, changed = files.read_heartbeat(), time.monotonic()
     while time.monotonic() < deadline:
         if files.exit_record.exists():
             return "ended"
+        now, latest = time.monotonic(), files.read_heartbeat()
+        if latest != beat:
+            beat, changed = latest, now
+        elif beat is not None and now - changed >= stale_after:
+            return f"no heartbeat for {now - changed:.0f} s: the attempt ended without its exit record"
         time.sleep(POLL_SECONDS)
     return "timed out"
 

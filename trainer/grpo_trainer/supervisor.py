@@ -13,8 +13,9 @@ Signals the entrypoint gets (a stopped Ray job, Ctrl-C) are passed on to the att
 killed by a signal ends the entrypoint with the same signal, so Ray reports what it always did.
 
 A planned stop (`stopping.py`): before the attempt starts, a stop request or exit record left by an
-earlier run of the same attempt is removed; once it has ended, however it ended, the exit record
-says so, which is what the stopping pods' hooks wait for.
+earlier run of the same attempt is removed; while it runs, the supervisor's heartbeat says it
+lives; once it has ended, however it ended, the exit record says so, which is what the stopping
+pods' hooks wait for (or for the heartbeat to stop, should the supervisor itself be killed).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ def supervise(argv: Sequence[str], job: ResolvedJob, attempt: Attempt) -> int:
     files = AttemptFiles(attempt.metrics_file)
     files.clear_stale()
     child = subprocess.Popen([sys.executable, "-c", _CHILD, *argv, ATTEMPT_PROCESS_FLAG])
+    beating = files.beating()
 
     def forward(signum: int, _frame: object) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -53,6 +55,7 @@ def supervise(argv: Sequence[str], job: ResolvedJob, attempt: Attempt) -> int:
     try:
         code = child.wait()
     finally:
+        beating.set()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if code < 0:  # killed by a signal: end the same way, so Ray sees what it saw before

@@ -287,6 +287,19 @@ def exit_record_file(metrics_file_path: str) -> str:
     return _beside_metrics(metrics_file_path, ".exit.json")
 
 
+def heartbeat_file(metrics_file_path: str) -> str:
+    """`attempt-N.alive`: a count `grpo-train run`'s supervisor rewrites every HEARTBEAT_SECONDS
+    while its attempt runs. A stopping pod's hook that sees it unchanged for HEARTBEAT_STALE_SECONDS
+    (by its own clock: pods' clocks need not agree) knows the attempt died without its exit record
+    (the supervisor itself killed) and waits for nothing more."""
+    return _beside_metrics(metrics_file_path, ".alive")
+
+
+HEARTBEAT_SECONDS = 5.0
+HEARTBEAT_STALE_SECONDS = 30.0
+"""Six missed beats: a supervisor's write may stall behind a checkpoint's on a busy volume."""
+
+
 @dataclass(frozen=True)
 class StopRequest:
     """What the stop request file holds."""

@@ -53,6 +53,45 @@ def test_the_hook_gives_up_after_its_timeout(tmp_path: Path) -> None:
     assert "timed out" in out
 
 
+BEATER = (
+    "import sys, time; from pathlib import Path; import grpo_trainer.stopping as s; "
+    "s.HEARTBEAT_SECONDS = 0.2; s.AttemptFiles(Path(sys.argv[1])).beating(); time.sleep(600)"
+)
+
+
+def test_the_hook_waits_while_the_attempt_beats_and_returns_once_its_supervisor_is_killed(
+    tmp_path: Path,
+) -> None:
+    """A supervisor SIGKILLed writes no exit record: without the heartbeat, the hook of every pod
+    of a crashed attempt would hold its pod the whole grace period (minutes), and the retry's
+    pods would wait for the node."""
+    import threading
+
+    from grpo_trainer.stopping import wait_for_yield
+
+    files = _started(tmp_path)
+    beater = subprocess.Popen([sys.executable, "-c", BEATER, str(files.metrics_file)])
+    try:
+        deadline = time.monotonic() + 30
+        while files.read_heartbeat() is None:
+            assert time.monotonic() < deadline, "no heartbeat"
+            time.sleep(0.05)
+        said: list[str] = []
+        hook = threading.Thread(target=lambda: said.append(wait_for_yield(files, 60, stale_after=1.5)))
+        hook.start()
+        hook.join(4.0)
+        assert hook.is_alive(), f"the hook returned while the attempt beat: {said}"
+        beater.kill()
+        killed = time.monotonic()
+        hook.join(30)
+        assert not hook.is_alive()
+        assert said[0].startswith("no heartbeat for "), said
+        assert time.monotonic() - killed < 15
+    finally:
+        beater.kill()
+        beater.wait()
+
+
 def test_the_hook_returns_at_once_for_an_attempt_that_never_started_here(tmp_path: Path) -> None:
     files = AttemptFiles(tmp_path / "metrics" / "attempt-1.jsonl")
     began = time.monotonic()

@@ -105,6 +105,11 @@ def test_an_attempt_ended_with_exit_0_before_its_export_fails(tmp_path: Path) ->
 def test_an_attempt_killed_by_a_signal_ends_the_entrypoint_with_that_signal(tmp_path: Path) -> None:
     done = grpo_train_run(tmp_path, trl_job(tmp_path), end_at="start", end_with="kill")
     assert done.returncode == -signal.SIGKILL
+    # The supervisor beat while its attempt ran (a stopping pod's hook reads it), and recorded the end.
+    [heartbeat] = (tmp_path / "w").rglob("attempt-1.alive")
+    assert int(heartbeat.read_text()) >= 1
+    [ended] = (tmp_path / "w").rglob("attempt-1.exit.json")
+    assert json.loads(ended.read_text())["exitCode"] == 128 + signal.SIGKILL
 
 
 def test_the_completion_record_says_which_attempt_reached_the_end(tmp_path: Path) -> None:
