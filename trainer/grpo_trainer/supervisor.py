@@ -11,6 +11,10 @@ is missing, also appended to the attempt's log.
 
 Signals the entrypoint gets (a stopped Ray job, Ctrl-C) are passed on to the attempt; an attempt
 killed by a signal ends the entrypoint with the same signal, so Ray reports what it always did.
+The attempt's process dies with the entrypoint (Linux's parent-death signal, SIGKILL): an
+entrypoint killed outright would otherwise leave its attempt training, unseen, and writing the
+job's folder beside the next attempt (seen on the real node: the orphan went on to save on the
+old pods' stop).
 
 A planned stop (`stopping.py`): before the attempt starts, a stop request or exit record left by an
 earlier run of the same attempt is removed; while it runs, the supervisor's heartbeat says it
@@ -21,6 +25,7 @@ pods' hooks wait for (or for the heartbeat to stop, should the supervisor itself
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -36,7 +41,9 @@ from .stopping import AttemptFiles
 
 ATTEMPT_PROCESS_FLAG = "--attempt-process"
 """`grpo-train run` with this flag runs the attempt itself: what the supervisor starts."""
-_CHILD = "import sys; from grpo_trainer.cli import main; sys.exit(main())"
+_CHILD = "import sys; from grpo_trainer.supervisor import attempt_process; sys.exit(attempt_process())"
+SUPERVISOR_PID_ENV = "GRPO_SUPERVISOR_PID"
+_PR_SET_PDEATHSIG = 1
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -44,7 +51,8 @@ def supervise(argv: Sequence[str], job: ResolvedJob, attempt: Attempt) -> int:
     """Run `grpo-train run argv` as a child and return what the attempt really achieved."""
     files = AttemptFiles(attempt.metrics_file)
     files.clear_stale()
-    child = subprocess.Popen([sys.executable, "-c", _CHILD, *argv, ATTEMPT_PROCESS_FLAG])
+    env = {**os.environ, SUPERVISOR_PID_ENV: str(os.getpid())}
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, *argv, ATTEMPT_PROCESS_FLAG], env=env)
     beating = files.beating()
 
     def forward(signum: int, _frame: object) -> None:
@@ -68,6 +76,28 @@ def supervise(argv: Sequence[str], job: ResolvedJob, attempt: Attempt) -> int:
         code = judge_exit_0(job, attempt)
     files.write_exit(code)
     return code
+
+
+def attempt_process() -> int:
+    """The attempt's process: bound to its supervisor's life, then `grpo-train run` itself."""
+    die_with_parent(os.environ.get(SUPERVISOR_PID_ENV))
+    from .cli import main
+
+    return main()
+
+
+def die_with_parent(expected: str | None) -> None:
+    """SIGKILL this process when its parent ends; end now if the parent `expected` (its pid) has
+    ended already (the request is made after the fork, so that race is checked). A no-op where
+    prctl is not available."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGKILL), 0, 0, 0) != 0:
+            return
+    except (OSError, AttributeError):
+        return
+    if expected and expected.isdigit() and os.getppid() != int(expected):
+        os._exit(128 + signal.SIGKILL)
 
 
 def judge_exit_0(job: ResolvedJob, attempt: Attempt) -> int:

@@ -30,6 +30,10 @@ import grpo_trainer.attempt as attempt
 from grpo_trainer.engines.trl.engine import TrlEngine
 
 def end(*args, **kwargs):
+    if os.environ["END_WITH"] == "sleep":
+        open(os.environ["CHILD_PID_FILE"], "w").write(str(os.getpid()))
+        import time
+        time.sleep(600)
     if os.environ["END_WITH"] == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     os._exit(0)
@@ -124,3 +128,48 @@ def test_the_completion_record_says_which_attempt_reached_the_end(tmp_path: Path
     assert unfinished(job, 2) is None
     record = json.loads((Path(job.paths.job_dir) / COMPLETE_FILE).read_text())
     assert record == {"attempt": 1, "step": 3, "export": {"attempt": 2, "step": None}}
+
+
+def test_the_attempt_dies_with_its_supervisor(tmp_path: Path) -> None:
+    """An entrypoint killed outright (SIGKILL: no handler, nothing passed on) takes its attempt
+    with it, instead of leaving it training unseen beside the next attempt."""
+    import time
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(textwrap.dedent(ENDING))
+    pid_file = tmp_path / "child.pid"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(site), str(REPO / "operator"), str(REPO / "trainer")]),
+        "END_AT": "start",
+        "END_WITH": "sleep",
+        "CHILD_PID_FILE": str(pid_file),
+    }
+    command = "import sys; from grpo_trainer.cli import main; sys.exit(main())"
+    run = ["run", "--spec", str(trl_job(tmp_path)), "--workdir", str(tmp_path / "w"), "--no-report"]
+    supervisor = subprocess.Popen([sys.executable, "-c", command, *run], env=env)
+    try:
+        deadline = time.monotonic() + 90
+        while not pid_file.is_file() or not pid_file.read_text():
+            assert supervisor.poll() is None, "the entrypoint ended before its attempt slept"
+            assert time.monotonic() < deadline, "the attempt never reached its start"
+            time.sleep(0.1)
+        child = int(pid_file.read_text())
+        supervisor.kill()
+        supervisor.wait()
+        deadline = time.monotonic() + 10
+        while _alive(child):
+            assert time.monotonic() < deadline, "the attempt outlived its supervisor"
+            time.sleep(0.05)
+    finally:
+        supervisor.kill()
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie waiting to be reaped."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
