@@ -41,8 +41,12 @@ from .stopping import AttemptFiles
 
 ATTEMPT_PROCESS_FLAG = "--attempt-process"
 """`grpo-train run` with this flag runs the attempt itself: what the supervisor starts."""
-_CHILD = "import sys; from grpo_trainer.supervisor import attempt_process; sys.exit(attempt_process())"
 SUPERVISOR_PID_ENV = "GRPO_SUPERVISOR_PID"
+_CHILD = (
+    "import os, sys; from grpo_trainer.supervisor import die_with_parent; "
+    f"die_with_parent(os.environ.get({SUPERVISOR_PID_ENV!r})); "
+    "from grpo_trainer.cli import main; sys.exit(main())"
+)
 _PR_SET_PDEATHSIG = 1
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -76,14 +80,6 @@ def supervise(argv: Sequence[str], job: ResolvedJob, attempt: Attempt) -> int:
         code = judge_exit_0(job, attempt)
     files.write_exit(code)
     return code
-
-
-def attempt_process() -> int:
-    """The attempt's process: bound to its supervisor's life, then `grpo-train run` itself."""
-    die_with_parent(os.environ.get(SUPERVISOR_PID_ENV))
-    from .cli import main
-
-    return main()
 
 
 def die_with_parent(expected: str | None) -> None:
