@@ -122,13 +122,14 @@ def document(runs: list[StopRun], commit: str, machine: dict[str, Any], when: da
 def paced_job(name: str, mode: str) -> list[dict[str, Any]]:
     """The colour job, paced, with save-on-stop on or off."""
     from support.colour_lives import colour_job, paced
+    from support.real_node_release import REAL_NODE_VOLUMES
 
     documents = colour_job(
         name,
         STEPS,
         SAVE_EVERY,
         resources={"cpuPerNode": "1", "memoryPerNode": "6Gi"},
-        checkpoint={"saveOnStop": {"enabled": mode == "on"}},
+        checkpoint={**REAL_NODE_VOLUMES, "saveOnStop": {"enabled": mode == "on"}},
     )
     return paced(documents, REWARD_PACE_S)
 

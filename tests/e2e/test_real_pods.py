@@ -44,7 +44,13 @@ from support.namespaces import create_namespace, delete_namespace
 from support.plugin import kubectl_grpo, plugin_path
 from support.rayjobapi import RUNNING_FOREVER, RayJobAPI
 from support.real_node import NODE_SELECTOR, TOLERATIONS, image_tag, wait_reach
-from support.real_node_release import OPERATOR_IMAGE, TRAINER_IMAGE, install_operator, training_namespace
+from support.real_node_release import (
+    OPERATOR_IMAGE,
+    REAL_NODE_VOLUMES,
+    TRAINER_IMAGE,
+    install_operator,
+    training_namespace,
+)
 from support.release import Helm, Release, existing
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real_node]
@@ -105,7 +111,7 @@ def release(cluster: Cluster, helm: Helm, watched: str, training: str, real_node
 def _colour_job(name: str, steps: int = STEPS, *, paced: bool = False) -> list[dict[str, Any]]:
     """The colour job, its worker sized for the real node; `paced`: its reward sleeps
     REWARD_PACE_S a call, so the run lasts while a test acts on it."""
-    documents = colour_job(name, steps, SAVE_EVERY, resources=WORKER)
+    documents = colour_job(name, steps, SAVE_EVERY, resources=WORKER, checkpoint=REAL_NODE_VOLUMES)
     return pace(documents, REWARD_PACE_S) if paced else documents
 
 

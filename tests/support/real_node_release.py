@@ -18,6 +18,10 @@ from support.release import Helm, Release
 OPERATOR_IMAGE = "ghcr.io/grpo-operator/operator"
 TRAINER_IMAGE = "ghcr.io/grpo-operator/trainer-cpu"
 HEAD = {"headCpu": "250m", "headMemory": "2Gi"}
+REAL_NODE_VOLUMES = {"storageClassName": "real-node"}
+"""A job's `checkpoint` for a volume local to the real node (hack/provisioner: its folder is on
+this host only, so its PersistentVolume requires that node), as the demo's jobs have by default:
+the plugin's reader pod then reads it there. Jobs of the KWOK pools keep the default class."""
 """The real node has the host's cores (2 here): the Ray head (the driver only) and one worker must
 fit beside each other, so the head asks for a quarter core (and the worker, in the jobs, for one)."""
 
@@ -54,8 +58,6 @@ def install_operator(
             "settings": {
                 "resyncSeconds": 5,
                 **HEAD,
-                # Checkpoint volumes local to the real node (hack/provisioner), as the demo's are.
-                "defaultStorageClass": "real-node",
                 **(settings or {}),
             },
             # The cpu pool's trainer pods on the real node, from the CPU trainer image.
