@@ -412,7 +412,7 @@ def test_a_trainer_killed_after_a_checkpoint_resumes_in_attempt_2_and_its_logs_r
     [last_log] = folder.rglob("attempt-2.log")
     finished = kubectl_grpo(cluster, path, "logs", name, "-n", training, *image, timeout=300)
     assert finished.returncode == 0, finished.stderr
-    assert finished.stdout == last_log.read_text()
+    assert finished.stdout == _as_printed(last_log.read_text())
     # The volume's listing through the same pod: every complete checkpoint, by its step.
     listed = kubectl_grpo(cluster, path, "checkpoints", name, "-n", training, *image, timeout=300)
     assert listed.returncode == 0, listed.stderr
@@ -445,7 +445,8 @@ def test_a_trainer_killed_after_a_checkpoint_resumes_in_attempt_2_and_its_logs_r
             timeout=300,
         )
         assert deleted.returncode == 0, deleted.stderr
-        assert deleted.stdout == log.read_text()
+        # The killed attempt's log ends mid-line; the plugin ends every line it prints.
+        assert deleted.stdout == _as_printed(log.read_text())
     # The reader pods go with their reads; the claim stays (checkpoint.retention: Retain).
     deadline = time.monotonic() + 60
     while readers := [
@@ -456,6 +457,11 @@ def test_a_trainer_killed_after_a_checkpoint_resumes_in_attempt_2_and_its_logs_r
         assert time.monotonic() < deadline, f"reader pods left: {readers}"
         time.sleep(2)
     cluster.kubectl("delete", "pvc", claim, "-n", training, "--wait=false")
+
+
+def _as_printed(text: str) -> str:
+    """A file as `kubectl grpo logs` prints it: its last line ended with a newline."""
+    return text if not text or text.endswith("\n") else text + "\n"
 
 
 def _steps_in_metrics_files(folder: Path) -> list[int]:
