@@ -12,6 +12,15 @@ import time
 from pathlib import Path
 
 
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie has ended: it only waits to be reaped)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
 def cmdline(pid: int) -> bytes:
     """The command line, spaces for NULs; empty for a zombie or a process gone meanwhile."""
     try:

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from grpo_trainer.rewards import custom
+from support.processes import alive
 
 HOSTILE = r'''
 import os, pickle, signal, struct, sys, time
@@ -206,15 +207,6 @@ def test_a_reward_signalling_its_callers_group_reaches_only_its_worker(engine: s
     assert code == 0, "the reward's SIGTERM reached the trainer"
     expect_failure(engine, results[0], "worker process")
     assert results[1]["score"] == 5.0
-
-
-def alive(pid: int) -> bool:
-    """Whether `pid` runs (a zombie has ended: it only waits to be reaped)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
 
 
 def wait_gone(pids: list[int], within_s: float = 5.0) -> list[int]:

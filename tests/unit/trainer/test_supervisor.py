@@ -20,6 +20,7 @@ from grpo_operator.api.contract import COMPLETE_FILE, UNKNOWN
 from grpo_trainer.attempt import mark_exported, unfinished
 from grpo_trainer.engines.base import ExportResult
 from grpo_trainer.spec import load_job
+from support.processes import alive
 from support.trainer_inputs import EXAMPLES
 
 REPO = Path(__file__).resolve().parents[3]
@@ -159,17 +160,8 @@ def test_the_attempt_dies_with_its_supervisor(tmp_path: Path) -> None:
         supervisor.kill()
         supervisor.wait()
         deadline = time.monotonic() + 10
-        while _alive(child):
+        while alive(child):
             assert time.monotonic() < deadline, "the attempt outlived its supervisor"
             time.sleep(0.05)
     finally:
         supervisor.kill()
-
-
-def _alive(pid: int) -> bool:
-    """Running, not a zombie waiting to be reaped."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
